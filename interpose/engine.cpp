@@ -1,0 +1,466 @@
+/* The GPU engine: ranks, simulated GPUs, streams as SimGrid actors, host-side
+ * waits, the run's configuration and the end-of-run report.
+ *
+ * A stream is a daemon actor on its GPU's host that takes operations from its
+ * queue in order, waits for the operations they depend on (events, the legacy
+ * default stream's implicit ordering), and executes each as a SimGrid activity:
+ * kernels and memsets as executions on the GPU host (ranks and streams sharing
+ * a GPU share its speed), copies as transfers between platform hosts (so they
+ * cross the platform's PCIe, NVLink or device-memory links). */
+#include "runtime.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+namespace orrery {
+
+/* ---------------- configuration ---------------- */
+
+static double parse_double(const std::string& key, const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  double d = strtod(v.c_str(), &end);
+  if (errno || end == v.c_str() || *end)
+    fatal("configuration: key '%s' has value '%s', expected a number", key.c_str(), v.c_str());
+  return d;
+}
+
+static Config load_config() {
+  Config c;
+  const char* path = getenv("ORRERY_CONFIG");
+  if (!path || !*path)
+    return c;
+  std::ifstream in(path);
+  if (!in)
+    fatal("cannot read the run configuration %s (ORRERY_CONFIG)", path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#')
+      continue;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    std::string item;
+    while (std::getline(ss, item, '\t'))
+      f.push_back(item);
+    const std::string& key = f[0];
+    if (key == "cost" && f.size() == 4) {
+      c.costs[f[1]] = KernelCost{parse_double("cost alpha", f[2]), parse_double("cost beta", f[3])};
+      continue;
+    }
+    if (f.size() != 2)
+      fatal("%s: malformed line '%s'", path, line.c_str());
+    const std::string& v = f[1];
+    if (key == "strict")
+      c.strict = v == "1";
+    else if (key == "default_kernel_s")
+      c.default_kernel_s = parse_double(key, v);
+    else if (key == "d2h_fill")
+      c.d2h_fill = v == "zero" ? FillPolicy::Zero : v == "keep" ? FillPolicy::Keep : FillPolicy::Large;
+    else if (key == "fold_threshold")
+      c.fold_threshold = (size_t)parse_double(key, v);
+    else if (key == "fold_pinned")
+      c.fold_pinned = v == "1";
+    else if (key == "shared_blocksize")
+      c.shared_blocksize = (size_t)parse_double(key, v);
+    else if (key == "report")
+      c.report_path = v;
+    else if (key == "error")
+      c.error_path = v;
+    else
+      fatal("%s: unknown key '%s'", path, key.c_str());
+  }
+  return c;
+}
+
+const Config& config() {
+  static const Config c = load_config();
+  return c;
+}
+
+/* ---------------- fatal errors ---------------- */
+
+void fatal(const char* fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fflush(nullptr);
+  fprintf(stderr, "orrery: error: %s\n", msg);
+  const char* err = getenv("ORRERY_ERROR_FILE");
+  if (err && *err) {
+    if (FILE* f = fopen(err, "w")) {
+      fprintf(f, "%s\n", msg);
+      fclose(f);
+    }
+  }
+  _exit(70);
+}
+
+void unsupported(const char* function) {
+  const sg4::Actor* self = sg4::Actor::is_maestro() ? nullptr : sg4::Actor::self();
+  fatal("the program called %s, which Orrery does not simulate (actor %s); "
+        "see 'Supported CUDA calls' in the README",
+        function, self ? self->get_cname() : "?");
+}
+
+/* ---------------- GPUs, described by their platform host ---------------- */
+
+static const char* prop(const sg4::Host* h, const char* key) {
+  const char* v = h->get_property(key);
+  if (!v)
+    fatal("platform host %s has no property '%s': was the platform made by `orrery run`?", h->get_cname(),
+          key);
+  return v;
+}
+static double prop_d(const sg4::Host* h, const char* key) { return parse_double(key, prop(h, key)); }
+static int prop_i(const sg4::Host* h, const char* key) { return (int)prop_d(h, key); }
+
+static sg4::Host* host_by_name(const std::string& name) {
+  sg4::Host* h = sg4::Host::by_name_or_null(name);
+  if (!h)
+    fatal("the platform has no host '%s'", name.c_str());
+  return h;
+}
+
+static Gpu* gpu_of_host(sg4::Host* host) {
+  static std::map<std::string, std::unique_ptr<Gpu>> gpus;
+  auto& slot = gpus[host->get_name()];
+  if (slot)
+    return slot.get();
+  slot = std::make_unique<Gpu>();
+  Gpu& g = *slot;
+  g.host = host;
+  g.cpu = host_by_name(prop(host, "orrery:cpu"));
+  g.node = prop_i(host, "orrery:node");
+  g.index = prop_i(host, "orrery:index");
+  g.speed = host->get_speed();
+  g.launch_overhead_s = prop_d(host, "orrery:launch_overhead_s");
+  g.copy_overhead_s = prop_d(host, "orrery:copy_overhead_s");
+  g.sync_overhead_s = prop_d(host, "orrery:sync_overhead_s");
+  g.memset_bandwidth = prop_d(host, "orrery:memset_bandwidth");
+  g.d2d_bandwidth = prop_d(host, "orrery:d2d_bandwidth");
+  g.d2d_latency_s = prop_d(host, "orrery:d2d_latency_s");
+  g.host_memcpy_bandwidth = prop_d(host, "orrery:host_memcpy_bandwidth");
+
+  cudaDeviceProp& p = g.prop;
+  snprintf(p.name, sizeof p.name, "%s", prop(host, "orrery:name"));
+  p.totalGlobalMem = (size_t)prop_d(host, "orrery:memory_bytes");
+  p.sharedMemPerBlock = (size_t)prop_d(host, "orrery:shared_per_block");
+  p.sharedMemPerBlockOptin = (size_t)prop_d(host, "orrery:shared_per_block_optin");
+  p.sharedMemPerMultiprocessor = (size_t)prop_d(host, "orrery:shared_per_sm");
+  p.regsPerBlock = 65536;
+  p.regsPerMultiprocessor = 65536;
+  p.warpSize = 32;
+  p.memPitch = 2147483647;
+  p.maxThreadsPerBlock = 1024;
+  p.maxThreadsDim[0] = 1024;
+  p.maxThreadsDim[1] = 1024;
+  p.maxThreadsDim[2] = 64;
+  p.maxGridSize[0] = 2147483647;
+  p.maxGridSize[1] = 65535;
+  p.maxGridSize[2] = 65535;
+  p.totalConstMem = 65536;
+  p.major = prop_i(host, "orrery:cc_major");
+  p.minor = prop_i(host, "orrery:cc_minor");
+  p.textureAlignment = 512;
+  p.texturePitchAlignment = 32;
+  p.multiProcessorCount = prop_i(host, "orrery:sm_count");
+  p.canMapHostMemory = 1;
+  p.concurrentKernels = 1;
+  p.ECCEnabled = 1;
+  p.pciBusID = prop_i(host, "orrery:pci_bus_id");
+  p.asyncEngineCount = prop_i(host, "orrery:copy_engines");
+  p.unifiedAddressing = 1;
+  p.memoryBusWidth = prop_i(host, "orrery:memory_bus_width");
+  p.l2CacheSize = prop_i(host, "orrery:l2_bytes");
+  p.maxThreadsPerMultiProcessor = prop_i(host, "orrery:max_threads_per_sm");
+  p.maxBlocksPerMultiProcessor = prop_i(host, "orrery:max_blocks_per_sm");
+  p.streamPrioritiesSupported = 1;
+  p.globalL1CacheSupported = 1;
+  p.localL1CacheSupported = 1;
+  p.managedMemory = 1;
+  p.cooperativeLaunch = 1;
+  p.memoryPoolsSupported = 1;
+  p.gpuDirectRDMASupported = 1;
+  p.clusterLaunch = p.major >= 9;
+  return &g;
+}
+
+/* ---------------- ranks ---------------- */
+
+static std::map<long, std::unique_ptr<Rank>>& ranks() {
+  static std::map<long, std::unique_ptr<Rank>> r;
+  return r;
+}
+static std::set<Stream*>& live_streams() {
+  static std::set<Stream*> s;
+  return s;
+}
+
+double now() { return sg4::Engine::get_clock(); }
+
+static void write_report();
+
+Rank& rank_self(const char* function) {
+  sg4::Actor* self = sg4::Actor::is_maestro() ? nullptr : sg4::Actor::self();
+  if (!self)
+    fatal("%s called outside of any simulated rank", function);
+  auto& table = ranks();
+  auto it = table.find(self->get_pid());
+  if (it != table.end())
+    return *it->second;
+
+  char* end = nullptr;
+  long id = strtol(self->get_cname(), &end, 10);
+  if (end == self->get_cname() || *end)
+    fatal("%s called from actor '%s', which is not an MPI rank (CUDA calls from host callbacks "
+          "are not allowed, as on a real GPU)",
+          function, self->get_cname());
+  if (table.empty())
+    sg4::Engine::on_simulation_end_cb(write_report);
+  auto r = std::make_unique<Rank>();
+  r->id = (int)id;
+  r->host = self->get_host();
+  std::stringstream ss(prop(r->host, "orrery:gpus"));
+  std::string name;
+  while (std::getline(ss, name, ','))
+    r->gpus.push_back(gpu_of_host(host_by_name(name)));
+  r->device = prop_i(r->host, "orrery:index");
+  r->legacy.assign(r->gpus.size(), nullptr);
+  Rank* rp = r.get();
+  sg4::this_actor::on_exit([rp](bool) {
+    if (rp->stats.end_s < 0)
+      rp->stats.end_s = now();
+  });
+  table[self->get_pid()] = std::move(r);
+  return *rp;
+}
+
+Gpu& current_gpu(Rank& r) { return *r.gpus.at(r.device); }
+
+/* ---------------- streams ---------------- */
+
+static sg4::MutexPtr& sim_mutex() {
+  static sg4::MutexPtr m = sg4::Mutex::create();
+  return m;
+}
+
+static void wait_seq(Stream* s, uint64_t seq) {
+  std::unique_lock<sg4::Mutex> lock(*sim_mutex());
+  while (s->completed < seq)
+    s->done_cv->wait(lock);
+}
+
+static void fill_rows(void* dst, uint64_t width, uint64_t pitch, uint64_t rows) { apply_d2h_fill(dst, width, pitch, rows); }
+
+static void execute(Stream* s, Op& op) {
+  Stats& st = s->rank->stats;
+  double t0 = now();
+  switch (op.kind) {
+    case Op::Kernel: {
+      sg4::this_actor::execute(op.seconds * s->gpu->speed);
+      Tally& t = st.kernels[op.name];
+      t.count++;
+      t.time_s += now() - t0;
+      break;
+    }
+    case Op::Memset: {
+      sg4::this_actor::execute(op.seconds * s->gpu->speed);
+      Tally& t = st.copies["memset"];
+      t.count++;
+      t.bytes += op.bytes;
+      t.time_s += now() - t0;
+      break;
+    }
+    case Op::Copy: {
+      if (op.copy == CopyKind::H2H) {
+        sg4::this_actor::sleep_for((double)op.bytes / s->gpu->host_memcpy_bandwidth);
+        if (op.fill_dst && op.h2h_src)
+          for (uint64_t r = 0; r < op.fill_rows; r++)
+            memmove((char*)op.fill_dst + r * op.fill_pitch, (const char*)op.h2h_src + r * op.fill_width,
+                    op.fill_width);
+      } else if (op.bytes == 0) {
+        // nothing moves: the copy completes at once
+      } else if (op.copy == CopyKind::D2D) {
+        // Device memory to device memory: work of the GPU, sharing it with kernels.
+        sg4::this_actor::execute((s->gpu->d2d_latency_s + (double)op.bytes / s->gpu->d2d_bandwidth) * s->gpu->speed);
+      } else {
+        sg4::Comm::sendto(op.from, op.to, op.bytes);
+      }
+      if (op.copy == CopyKind::D2H && op.fill_dst)
+        fill_rows(op.fill_dst, op.fill_width, op.fill_pitch, op.fill_rows);
+      Tally& t = st.copies[copy_kind_name(op.copy)];
+      t.count++;
+      t.bytes += op.bytes;
+      t.time_s += now() - t0;
+      break;
+    }
+    case Op::Record:
+      if (op.event->stream == s && op.event->seq == s->completed + 1)
+        op.event->time = now();
+      break;
+    case Op::Wait:
+      break;
+    case Op::HostFn:
+      op.fn(op.fn_data);
+      break;
+  }
+}
+
+static void stream_worker(Stream* s) {
+  sg4::Actor::self()->daemonize();
+  for (;;) {
+    {
+      std::unique_lock<sg4::Mutex> lock(*sim_mutex());
+      while (s->queue.empty()) {
+        if (s->destroyed)
+          return;
+        s->work_cv->wait(lock);
+      }
+    }
+    Op& op = s->queue.front();  // deque: references survive push_back
+    for (const Dependency& d : op.deps)
+      wait_seq(d.stream, d.seq);
+    execute(s, op);
+    s->queue.pop_front();
+    s->completed++;
+    s->done_cv->notify_all();
+  }
+}
+
+Stream* create_stream(Rank& r, unsigned flags, int priority) {
+  auto* s = new Stream;  // never freed: events and dependencies may outlive the handle
+  s->rank = &r;
+  s->device = r.device;
+  s->gpu = &current_gpu(r);
+  s->flags = flags;
+  s->priority = priority;
+  s->work_cv = sg4::ConditionVariable::create();
+  s->done_cv = sg4::ConditionVariable::create();
+  std::string name = "stream-r" + std::to_string(r.id) + "-" + std::to_string(r.streams.size());
+  s->worker = sg4::Actor::create(name, s->gpu->host, [s] { stream_worker(s); });
+  r.streams.push_back(s);
+  live_streams().insert(s);
+  return s;
+}
+
+Stream* resolve_stream(Rank& r, cudaStream_t handle, const char* function) {
+  if (handle == nullptr || handle == cudaStreamLegacy) {
+    Stream*& l = r.legacy.at(r.device);
+    if (!l) {
+      l = create_stream(r, 0, 0);
+      l->legacy = true;
+    }
+    return l;
+  }
+  if (handle == cudaStreamPerThread)
+    unsupported("cudaStreamPerThread (per-thread default stream)");
+  auto* s = reinterpret_cast<Stream*>(handle);
+  if (!live_streams().count(s) || s->destroyed || s->rank != &r)
+    fatal("%s: invalid stream handle %p (rank %d)", function, (void*)handle, r.id);
+  return s;
+}
+
+void enqueue(Stream* s, Op op) {
+  Rank& r = *s->rank;
+  if (s->legacy) {
+    for (Stream* o : r.streams)
+      if (o != s && o->device == s->device && !(o->flags & cudaStreamNonBlocking) && o->completed < o->enqueued)
+        op.deps.push_back({o, o->enqueued});
+  } else if (!(s->flags & cudaStreamNonBlocking)) {
+    Stream* l = r.legacy.at(s->device);
+    if (l && l->completed < l->enqueued)
+      op.deps.push_back({l, l->enqueued});
+  }
+  s->queue.push_back(std::move(op));
+  s->enqueued++;
+  s->work_cv->notify_all();
+}
+
+/* ---------------- host-side waits and overheads ---------------- */
+
+void host_overhead(Rank& r, double seconds) {
+  if (seconds <= 0)
+    return;
+  sg4::this_actor::sleep_for(seconds);
+  r.stats.host_api_s += seconds;
+}
+
+void wait_for(Rank& r, Stream* s, uint64_t seq) {
+  double t0 = now();
+  wait_seq(s, seq);
+  r.stats.gpu_wait_s += now() - t0;
+  host_overhead(r, r.gpus.at(s->device)->sync_overhead_s);
+}
+
+void wait_stream(Rank& r, Stream* s) { wait_for(r, s, s->enqueued); }
+
+void wait_device(Rank& r, int device) {
+  double t0 = now();
+  for (Stream* s : r.streams)
+    if (s->device == device)
+      wait_seq(s, s->enqueued);
+  r.stats.gpu_wait_s += now() - t0;
+  host_overhead(r, r.gpus.at(device)->sync_overhead_s);
+}
+
+const char* copy_kind_name(CopyKind k) {
+  switch (k) {
+    case CopyKind::H2H: return "H2H";
+    case CopyKind::H2D: return "H2D";
+    case CopyKind::D2H: return "D2H";
+    case CopyKind::D2D: return "D2D";
+    case CopyKind::Peer: return "peer";
+  }
+  return "?";
+}
+
+/* ---------------- the report ----------------
+ * One row per (rank, category, name); orrery/results.py reads it by its header. */
+
+static void write_report() {
+  const std::string& path = config().report_path;
+  if (path.empty())
+    return;
+  std::string tmp = path + ".part";
+  FILE* f = fopen(tmp.c_str(), "w");
+  if (!f) {
+    fprintf(stderr, "orrery: error: cannot write the report %s\n", tmp.c_str());
+    return;
+  }
+  fprintf(f, "rank\tcategory\tname\tcount\tbytes\ttime_s\n");
+  fprintf(f, "-1\trun\tmakespan\t0\t0\t%.17g\n", now());
+  std::vector<const Rank*> by_id;
+  for (auto& entry : ranks())
+    by_id.push_back(entry.second.get());
+  std::sort(by_id.begin(), by_id.end(), [](const Rank* a, const Rank* b) { return a->id < b->id; });
+  for (const Rank* r : by_id) {
+    auto rows = [&](const char* cat, const std::map<std::string, Tally>& m) {
+      for (auto& [name, t] : m)
+        fprintf(f, "%d\t%s\t%s\t%llu\t%llu\t%.17g\n", r->id, cat, name.c_str(), (unsigned long long)t.count,
+                (unsigned long long)t.bytes, t.time_s);
+    };
+    rows("kernel", r->stats.kernels);
+    rows("copy", r->stats.copies);
+    rows("mpi", r->stats.mpi);
+    rows("uncosted", r->stats.uncosted);
+    fprintf(f, "%d\trank\thost_api\t0\t0\t%.17g\n", r->id, r->stats.host_api_s);
+    fprintf(f, "%d\trank\tgpu_wait\t0\t0\t%.17g\n", r->id, r->stats.gpu_wait_s);
+    fprintf(f, "%d\trank\tend\t0\t0\t%.17g\n", r->id, r->stats.end_s < 0 ? now() : r->stats.end_s);
+    fprintf(f, "%d\tplacement\t%s\t0\t0\t0\n", r->id, r->host->get_cname());
+  }
+  fclose(f);
+  rename(tmp.c_str(), path.c_str());
+}
+
+}  // namespace orrery

@@ -1,0 +1,53 @@
+/* CUDA error reporting: the sticky last error and the error names/strings. */
+#include "runtime.hpp"
+
+using namespace orrery;
+
+namespace {
+struct ErrorText {
+  cudaError_t code;
+  const char* name;
+  const char* text;
+};
+// Texts as the CUDA 13 runtime prints them.
+const ErrorText kErrors[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+    {cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+    {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
+};
+const ErrorText* lookup(cudaError_t e) {
+  for (const ErrorText& t : kErrors)
+    if (t.code == e)
+      return &t;
+  return nullptr;
+}
+}  // namespace
+
+ORR_EXPORT cudaError_t cudaGetLastError(void) {
+  Rank& r = rank_self("cudaGetLastError");
+  cudaError_t e = r.last_error;
+  r.last_error = cudaSuccess;
+  return e;
+}
+
+ORR_EXPORT cudaError_t cudaPeekAtLastError(void) { return rank_self("cudaPeekAtLastError").last_error; }
+
+ORR_EXPORT const char* cudaGetErrorName(cudaError_t e) {
+  const ErrorText* t = lookup(e);
+  return t ? t->name : "cudaErrorUnknown";
+}
+
+ORR_EXPORT const char* cudaGetErrorString(cudaError_t e) {
+  const ErrorText* t = lookup(e);
+  return t ? t->text : "unrecognized error code";
+}

@@ -1,0 +1,154 @@
+/* Kernel registration and launch: the entry points nvcc's host stubs call.
+ *
+ * Each rank's copy of the program registers its kernels (SMPI loads one copy
+ * per rank), so the table maps every copy's stub address to the kernel's
+ * demangled name. A launch costs the host the machine's launch overhead and
+ * keeps the stream's GPU busy for the kernel's modelled time. */
+#include "runtime.hpp"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+
+namespace orrery {
+
+static std::map<const void*, std::string>& kernel_names() {
+  static std::map<const void*, std::string> k;
+  return k;
+}
+
+static std::string demangle(const char* mangled) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string out = status == 0 && d ? d : mangled;
+  free(d);
+  return out;
+}
+
+/* The keys a cost entry may use for a kernel, most specific first: the full
+ * demangled signature, the name without its parameter list (and without a
+ * template's return type), and that name without template arguments. */
+static std::vector<std::string> cost_keys(const std::string& full) {
+  std::vector<std::string> keys{full};
+  int depth = 0;
+  size_t paren = std::string::npos;
+  for (size_t i = 0; i < full.size(); i++) {
+    char c = full[i];
+    if (c == '<') depth++;
+    else if (c == '>') depth--;
+    else if (c == '(' && depth == 0) { paren = i; break; }
+  }
+  std::string name = full.substr(0, paren);
+  depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < name.size(); i++) {
+    char c = name[i];
+    if (c == '<') depth++;
+    else if (c == '>') depth--;
+    else if (c == ' ' && depth == 0) start = i + 1;
+  }
+  name = name.substr(start);
+  if (name != full)
+    keys.push_back(name);
+  size_t lt = name.find('<');
+  if (lt != std::string::npos)
+    keys.push_back(name.substr(0, lt));
+  return keys;
+}
+
+static double kernel_seconds(Rank& r, const std::string& name, dim3 grid, dim3 block) {
+  const Config& c = config();
+  for (const std::string& key : cost_keys(name)) {
+    auto it = c.costs.find(key);
+    if (it != c.costs.end()) {
+      double threads = (double)grid.x * grid.y * grid.z * block.x * block.y * block.z;
+      return it->second.alpha_s + it->second.beta_s_per_thread * threads;
+    }
+  }
+  if (c.strict)
+    fatal("kernel '%s' has no cost in the cost file (--strict)", name.c_str());
+  r.stats.uncosted[name].count++;
+  return c.default_kernel_s;
+}
+
+static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 block, cudaStream_t stream) {
+  Rank& r = rank_self(fn);
+  auto it = kernel_names().find(stub);
+  if (it == kernel_names().end())
+    fatal("%s: no kernel is registered at %p", fn, stub);
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
+      (unsigned long)block.x * block.y * block.z > 1024)
+    return r.last_error = cudaErrorInvalidConfiguration;
+  Stream* s = resolve_stream(r, stream, fn);
+  host_overhead(r, current_gpu(r).launch_overhead_s);
+  Op op{Op::Kernel};
+  op.name = it->second;
+  op.seconds = kernel_seconds(r, it->second, grid, block);
+  enqueue(s, std::move(op));
+  return cudaSuccess;
+}
+
+}  // namespace orrery
+
+using namespace orrery;
+
+ORR_EXPORT void** __cudaRegisterFatBinary(void* fat_cubin) {
+  // The handle only has to be unique and stable; the fat binary is never loaded.
+  return (void**)fat_cubin;
+}
+ORR_EXPORT void __cudaRegisterFatBinaryEnd(void**) {}
+ORR_EXPORT void __cudaUnregisterFatBinary(void**) {}
+ORR_EXPORT char __cudaInitModule(void**) { return 0; }
+
+ORR_EXPORT void __cudaRegisterFunction(void**, const char* host_fun, char*, const char* device_name, int, void*,
+                                       void*, void*, void*, int*) {
+  kernel_names()[host_fun] = demangle(device_name);
+}
+
+ORR_EXPORT void __cudaRegisterVar(void**, char* host_var, char*, const char* name, int, size_t, int, int) {
+  // __device__/__constant__ variables: their host shadow stays the program's
+  // own; cudaMemcpyToSymbol & co. are not simulated (they stop the run).
+  (void)host_var;
+  (void)name;
+}
+ORR_EXPORT void __cudaRegisterManagedVar(void**, void**, char*, const char* name, int, size_t, int, int) {
+  fatal("__managed__ variable %s: managed memory is not simulated", name);
+}
+
+ORR_EXPORT unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream) {
+  Rank& r = rank_self("<<<...>>>");
+  r.cfg_grid = grid;
+  r.cfg_block = block;
+  r.cfg_shmem = shmem;
+  r.cfg_stream = stream;
+  return 0;
+}
+
+ORR_EXPORT cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_t* shmem, cudaStream_t* stream) {
+  Rank& r = rank_self("<<<...>>>");
+  *grid = r.cfg_grid;
+  *block = r.cfg_block;
+  *shmem = r.cfg_shmem;
+  *stream = r.cfg_stream;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* stub) {
+  *kernel = (cudaKernel_t)stub;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void**, size_t,
+                                          cudaStream_t stream) {
+  return launch("<<<...>>>", kernel, grid, block, stream);
+}
+
+ORR_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void**, size_t,
+                                        cudaStream_t stream) {
+  return launch("cudaLaunchKernel", func, grid, block, stream);
+}
+
+/* Attributes that steer occupancy on a real GPU; skeleton mode's cost comes
+ * from the cost file, which was measured with whatever attributes applied. */
+ORR_EXPORT cudaError_t cudaFuncSetAttribute(const void*, int, int) { return cudaSuccess; }
+ORR_EXPORT cudaError_t cudaFuncSetCacheConfig(const void*, int) { return cudaSuccess; }

@@ -1,0 +1,279 @@
+/* CUDA memory: allocation, pointer kinds, copies and memsets.
+ *
+ * Skeleton mode never runs kernels, so device memory holds nothing anyone
+ * reads: allocations of at least `fold_threshold` bytes are "folded" onto
+ * SMPI's shared memory (every block maps the same physical pages, and SMPI
+ * skips the data copy of MPI messages from or to them). Pinned host buffers are
+ * folded the same way unless the run says otherwise. A device-to-host copy
+ * writes the fill pattern of the run into its destination when it completes in
+ * simulated time, so that data-dependent loops see a deterministic value. */
+#include "runtime.hpp"
+
+#include <smpi/smpi.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace orrery {
+
+static std::map<uintptr_t, Allocation>& registry() {
+  static std::map<uintptr_t, Allocation> r;
+  return r;
+}
+
+const Allocation* find_allocation(const void* p) {
+  auto& reg = registry();
+  uintptr_t a = (uintptr_t)p;
+  auto it = reg.upper_bound(a);
+  if (it == reg.begin())
+    return nullptr;
+  --it;
+  if (a >= it->second.base && a < it->second.base + std::max<size_t>(it->second.size, 1))
+    return &it->second;
+  return nullptr;
+}
+
+static void* allocate(size_t size, bool fold) {
+  if (fold)
+    return smpi_shared_malloc(size, __FILE__, __LINE__);
+  void* p = nullptr;
+  if (posix_memalign(&p, 256, size ? size : 1))
+    return nullptr;
+  memset(p, 0, size);
+  return p;
+}
+
+static void release(const Allocation& a) {
+  if (a.folded)
+    smpi_shared_free((void*)a.base);
+  else
+    free((void*)a.base);
+}
+
+void apply_d2h_fill(void* dst, uint64_t width, uint64_t pitch, uint64_t rows) {
+  const Config& c = config();
+  if (c.d2h_fill == FillPolicy::Keep)
+    return;
+  // 0x7f in every byte is a large positive float (3.4e38), double (1.4e306) and
+  // integer: "not converged yet" for every residual test, never NaN.
+  int byte = c.d2h_fill == FillPolicy::Zero ? 0 : 0x7f;
+  const Allocation* a = find_allocation(dst);
+  if (a && a->folded && rows == 1) {
+    // Every block of a folded buffer maps the same pages: writing one block's
+    // worth from dst reaches every byte of the buffer.
+    memset(dst, byte, std::min<uint64_t>(width, c.shared_blocksize));
+    return;
+  }
+  for (uint64_t r = 0; r < rows; r++)
+    memset((char*)dst + r * pitch, byte, width);
+}
+
+/* ---- classification of a copy ---- */
+
+struct Side {
+  bool device;
+  Gpu* gpu;
+};
+
+static Side side_of(Rank& r, const void* p) {
+  const Allocation* a = find_allocation(p);
+  if (a && a->device)
+    return {true, a->gpu};
+  return {false, &current_gpu(r)};
+}
+
+static cudaError_t classify(Rank& r, const void* dst, const void* src, int kind, Side& d, Side& s, CopyKind& k) {
+  d = side_of(r, dst);
+  s = side_of(r, src);
+  switch (kind) {
+    case cudaMemcpyHostToHost: d.device = s.device = false; break;
+    case cudaMemcpyHostToDevice: s.device = false; d.device = true; break;
+    case cudaMemcpyDeviceToHost: s.device = true; d.device = false; break;
+    case cudaMemcpyDeviceToDevice: s.device = d.device = true; break;
+    case cudaMemcpyDefault: break;
+    default: return cudaErrorInvalidMemcpyDirection;
+  }
+  if (!s.device && !d.device)
+    k = CopyKind::H2H;
+  else if (!s.device)
+    k = CopyKind::H2D;
+  else if (!d.device)
+    k = CopyKind::D2H;
+  else
+    k = s.gpu == d.gpu ? CopyKind::D2D : CopyKind::Peer;
+  return cudaSuccess;
+}
+
+static bool pinned(const void* p) {
+  const Allocation* a = find_allocation(p);
+  return a && !a->device;
+}
+
+/* Enqueue a (possibly 2D) copy on `stream`; with `sync` the host waits for it. */
+static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                        size_t height, int kind, cudaStream_t stream, bool sync) {
+  Rank& r = rank_self(fn);
+  Side d, s;
+  CopyKind k;
+  if (cudaError_t e = classify(r, dst, src, kind, d, s, k))
+    return r.last_error = e;
+  Stream* st = resolve_stream(r, stream, fn);
+  host_overhead(r, current_gpu(r).copy_overhead_s);
+  Op op{Op::Copy};
+  op.copy = k;
+  op.bytes = (uint64_t)width * height;
+  op.fill_width = width;
+  op.fill_pitch = dpitch;
+  op.fill_rows = height;
+  switch (k) {
+    case CopyKind::H2D: op.from = d.gpu->cpu; op.to = d.gpu->host; break;
+    case CopyKind::D2H: op.from = s.gpu->host; op.to = s.gpu->cpu; op.fill_dst = dst; break;
+    case CopyKind::D2D:
+    case CopyKind::Peer: op.from = s.gpu->host; op.to = d.gpu->host; break;
+    case CopyKind::H2H:
+      op.fill_dst = dst;
+      op.h2h_src = src;
+      if (spitch != width)
+        unsupported("cudaMemcpy2D host-to-host with a source pitch");
+      break;
+  }
+  enqueue(st, std::move(op));
+  // Copies from or to pageable host memory return only once the data has moved.
+  bool pageable = (k == CopyKind::H2D && !pinned(src)) || (k == CopyKind::D2H && !pinned(dst)) || k == CopyKind::H2H;
+  if (sync || pageable)
+    wait_stream(r, st);
+  return cudaSuccess;
+}
+
+static cudaError_t memset_device(const char* fn, void* p, size_t bytes, cudaStream_t stream) {
+  Rank& r = rank_self(fn);
+  const Allocation* a = find_allocation(p);
+  if (!a || !a->device)
+    return r.last_error = cudaErrorInvalidValue;
+  Stream* st = resolve_stream(r, stream, fn);
+  host_overhead(r, current_gpu(r).copy_overhead_s);
+  Op op{Op::Memset};
+  op.bytes = bytes;
+  op.seconds = (double)bytes / a->gpu->memset_bandwidth;
+  enqueue(st, std::move(op));
+  return cudaSuccess;
+}
+
+}  // namespace orrery
+
+using namespace orrery;
+
+ORR_EXPORT cudaError_t cudaMalloc(void** p, size_t size) {
+  Rank& r = rank_self("cudaMalloc");
+  Gpu& g = current_gpu(r);
+  if (!p)
+    return r.last_error = cudaErrorInvalidValue;
+  if (g.memory_used + size > g.prop.totalGlobalMem) {
+    *p = nullptr;
+    return r.last_error = cudaErrorMemoryAllocation;
+  }
+  bool fold = size >= config().fold_threshold;
+  void* mem = allocate(size, fold);
+  if (!mem)
+    fatal("cudaMalloc(%zu) on rank %d: the host could not reserve the address space", size, r.id);
+  registry()[(uintptr_t)mem] = Allocation{(uintptr_t)mem, size, true, fold, &g};
+  g.memory_used += size;
+  *p = mem;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaFree(void* p) {
+  Rank& r = rank_self("cudaFree");
+  if (!p)
+    return cudaSuccess;
+  auto it = registry().find((uintptr_t)p);
+  if (it == registry().end() || !it->second.device)
+    return r.last_error = cudaErrorInvalidValue;
+  // cudaFree synchronises the device, as the real runtime does.
+  wait_device(r, r.device);
+  it->second.gpu->memory_used -= it->second.size;
+  release(it->second);
+  registry().erase(it);
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int /*flags*/) {
+  Rank& r = rank_self("cudaHostAlloc");
+  if (!p)
+    return r.last_error = cudaErrorInvalidValue;
+  bool fold = config().fold_pinned && size >= config().fold_threshold;
+  void* mem = allocate(size, fold);
+  if (!mem)
+    return r.last_error = cudaErrorMemoryAllocation;
+  registry()[(uintptr_t)mem] = Allocation{(uintptr_t)mem, size, false, fold, nullptr};
+  *p = mem;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaMallocHost(void** p, size_t size) { return cudaHostAlloc(p, size, 0); }
+
+ORR_EXPORT cudaError_t cudaFreeHost(void* p) {
+  Rank& r = rank_self("cudaFreeHost");
+  if (!p)
+    return cudaSuccess;
+  auto it = registry().find((uintptr_t)p);
+  if (it == registry().end() || it->second.device)
+    return r.last_error = cudaErrorInvalidValue;
+  release(it->second);
+  registry().erase(it);
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
+  Gpu& g = current_gpu(rank_self("cudaMemGetInfo"));
+  *total = g.prop.totalGlobalMem;
+  *free_bytes = g.prop.totalGlobalMem - g.memory_used;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* p) {
+  Rank& r = rank_self("cudaPointerGetAttributes");
+  if (!attr)
+    return r.last_error = cudaErrorInvalidValue;
+  memset(attr, 0, sizeof *attr);
+  const Allocation* a = find_allocation(p);
+  attr->device = r.device;
+  if (!a) {
+    attr->type = cudaMemoryTypeUnregistered;
+  } else if (a->device) {
+    attr->type = cudaMemoryTypeDevice;
+    attr->device = a->gpu->index;
+    attr->devicePointer = (void*)p;
+  } else {
+    attr->type = cudaMemoryTypeHost;
+    attr->devicePointer = (void*)p;
+    attr->hostPointer = (void*)p;
+  }
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, int kind) {
+  return copy("cudaMemcpy", dst, n, src, n, n, 1, kind, nullptr, true);
+}
+ORR_EXPORT cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, int kind, cudaStream_t s) {
+  return copy("cudaMemcpyAsync", dst, n, src, n, n, 1, kind, s, false);
+}
+ORR_EXPORT cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                    size_t height, int kind) {
+  return copy("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, nullptr, true);
+}
+ORR_EXPORT cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                         size_t height, int kind, cudaStream_t s) {
+  return copy("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, s, false);
+}
+ORR_EXPORT cudaError_t cudaMemcpyPeer(void* dst, int /*dst_dev*/, const void* src, int /*src_dev*/, size_t n) {
+  return copy("cudaMemcpyPeer", dst, n, src, n, n, 1, cudaMemcpyDeviceToDevice, nullptr, true);
+}
+ORR_EXPORT cudaError_t cudaMemcpyPeerAsync(void* dst, int /*dst_dev*/, const void* src, int /*src_dev*/, size_t n,
+                                           cudaStream_t s) {
+  return copy("cudaMemcpyPeerAsync", dst, n, src, n, n, 1, cudaMemcpyDeviceToDevice, s, false);
+}
+ORR_EXPORT cudaError_t cudaMemset(void* p, int /*value*/, size_t n) { return memset_device("cudaMemset", p, n, nullptr); }
+ORR_EXPORT cudaError_t cudaMemsetAsync(void* p, int /*value*/, size_t n, cudaStream_t s) {
+  return memset_device("cudaMemsetAsync", p, n, s);
+}

@@ -1,0 +1,194 @@
+/* Orrery's simulated CUDA runtime: shared state and the GPU engine's interface.
+ *
+ * Every MPI rank is a SimGrid actor in one OS process, all on one thread, so
+ * state is keyed by rank (never thread-local, never file-scope per-rank). A
+ * simulated GPU is a SimGrid host; each CUDA stream is a daemon actor on that
+ * host that executes the stream's operations in order, so asynchronous work
+ * advances in simulated time while the rank's host code goes on.
+ *
+ * Not here: the CUDA entry points themselves (launch.cpp, memory.cpp,
+ * stream_event.cpp, device.cpp, errors.cpp) and the MPI wrappers (mpi.cpp). */
+#ifndef ORRERY_RUNTIME_HPP
+#define ORRERY_RUNTIME_HPP
+
+#include "cuda_abi.h"
+
+#include <simgrid/s4u.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#define ORR_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace sg4 = simgrid::s4u;
+
+namespace orrery {
+
+/* ---- configuration of a run (written by `orrery run`, read once) ---- */
+enum class FillPolicy { Large, Zero, Keep };
+
+struct KernelCost {
+  double alpha_s = 0;          // fixed part of a launch's device time
+  double beta_s_per_thread = 0; // times grid x block threads
+};
+
+struct Config {
+  bool strict = false;                 // a kernel without a cost stops the run
+  double default_kernel_s = 5e-6;      // cost of a kernel missing from the cost file
+  FillPolicy d2h_fill = FillPolicy::Large;
+  size_t fold_threshold = 1 << 20;     // allocations this large or larger are folded
+  bool fold_pinned = true;             // fold pinned host allocations too
+  size_t shared_blocksize = 1 << 20;   // smpi/shared-malloc-blocksize of the run
+  std::string report_path;             // where the per-rank statistics go
+  std::string error_path;              // where a fatal error's message goes
+  std::map<std::string, KernelCost> costs;
+};
+const Config& config();
+
+/* ---- fatal errors: stop the whole simulation, naming the cause ---- */
+[[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+[[noreturn]] void unsupported(const char* function);
+
+/* ---- a simulated GPU, shared by the ranks of its node ---- */
+struct Gpu {
+  sg4::Host* host = nullptr;  // executes kernels and memsets
+  sg4::Host* cpu = nullptr;   // the node's CPU: the other end of H2D/D2H copies
+  int node = 0;
+  int index = 0;              // device number within the node
+  double speed = 0;           // flop/s of the host: 1 simulated second = speed flops
+  size_t memory_used = 0;
+  cudaDeviceProp prop{};
+  double launch_overhead_s = 0;  // host time to launch a kernel
+  double copy_overhead_s = 0;    // host time to issue a copy or memset
+  double sync_overhead_s = 0;    // host time to return from a synchronisation
+  double memset_bandwidth = 0;   // bytes/s of cudaMemset on the device
+  double d2d_bandwidth = 0;      // bytes/s of a device-to-device copy on one GPU
+  double d2d_latency_s = 0;      // fixed time of a device-to-device copy
+  double host_memcpy_bandwidth = 0; // bytes/s of host-to-host copies
+};
+
+/* ---- device-side work ---- */
+struct Rank;
+struct Stream;
+
+struct Dependency {   // operation number `seq` of `stream` must be complete
+  Stream* stream;
+  uint64_t seq;
+};
+
+struct Event {
+  Stream* stream = nullptr;  // where it was last recorded (nullptr: never)
+  uint64_t seq = 0;
+  double time = -1;          // simulated time it completed
+  unsigned flags = 0;
+};
+
+enum class CopyKind { H2H, H2D, D2H, D2D, Peer };
+const char* copy_kind_name(CopyKind k);
+
+struct Op {
+  enum Kind { Kernel, Copy, Memset, Record, Wait, HostFn } kind;
+  explicit Op(Kind k) : kind(k) {}
+  std::vector<Dependency> deps;
+  std::string name;           // kernel name
+  double seconds = 0;         // kernel / memset device time
+  CopyKind copy = CopyKind::H2H;
+  uint64_t bytes = 0;
+  sg4::Host* from = nullptr;
+  sg4::Host* to = nullptr;
+  void* fill_dst = nullptr;   // host destination to fill once a D2H copy completes
+  uint64_t fill_width = 0, fill_pitch = 0, fill_rows = 0;
+  const void* h2h_src = nullptr;
+  Event* event = nullptr;
+  cudaHostFn_t fn = nullptr;
+  void* fn_data = nullptr;
+};
+
+struct Stream {
+  Rank* rank = nullptr;
+  Gpu* gpu = nullptr;
+  int device = 0;
+  unsigned flags = 0;
+  int priority = 0;
+  bool legacy = false;        // the legacy default stream of (rank, device)
+  bool destroyed = false;
+  std::deque<Op> queue;
+  uint64_t enqueued = 0, completed = 0;
+  sg4::ConditionVariablePtr work_cv, done_cv;
+  sg4::ActorPtr worker;
+};
+
+/* ---- per-rank accounting, written to the report at the end ---- */
+struct Tally {
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+  double time_s = 0;
+};
+
+struct Stats {
+  std::map<std::string, Tally> kernels;  // device time per kernel name
+  std::map<std::string, Tally> copies;   // device time per copy kind
+  std::map<std::string, Tally> mpi;      // host time per MPI call
+  std::map<std::string, Tally> uncosted; // kernels that got the default cost
+  double host_api_s = 0;   // modelled CUDA API overheads on the host
+  double gpu_wait_s = 0;   // host blocked until device work completed
+  double end_s = -1;       // when the rank called MPI_Finalize
+};
+
+struct Rank {
+  int id = 0;
+  sg4::Host* host = nullptr;
+  std::vector<Gpu*> gpus;            // the devices of its node, by device number
+  int device = 0;                    // current device
+  std::vector<Stream*> legacy;       // legacy default stream per device (lazily)
+  std::vector<Stream*> streams;      // every stream it created, for ordering and sync
+  cudaError_t last_error = cudaSuccess;
+  // launch configuration pushed by nvcc's stubs
+  dim3 cfg_grid{1, 1, 1}, cfg_block{1, 1, 1};
+  size_t cfg_shmem = 0;
+  cudaStream_t cfg_stream = nullptr;
+  Stats stats;
+};
+
+/* The rank of the calling actor (created on first use); fails loudly when
+ * called from an actor that is not an MPI rank (a stream, a host callback). */
+Rank& rank_self(const char* function);
+Gpu& current_gpu(Rank& r);
+
+/* Resolve a cudaStream_t of rank r (nullptr/legacy handles -> legacy stream). */
+Stream* resolve_stream(Rank& r, cudaStream_t s, const char* function);
+Stream* create_stream(Rank& r, unsigned flags, int priority);
+
+/* Enqueue op on stream, adding the implicit legacy-stream ordering. */
+void enqueue(Stream* s, Op op);
+
+/* Host-side blocking, accounted as gpu_wait. */
+void wait_for(Rank& r, Stream* s, uint64_t seq);
+void wait_stream(Rank& r, Stream* s);
+void wait_device(Rank& r, int device);
+
+/* Host-side modelled API cost, accounted as host_api. */
+void host_overhead(Rank& r, double seconds);
+
+double now();
+
+/* Memory registry (memory.cpp) */
+struct Allocation {
+  uintptr_t base;
+  size_t size;
+  bool device;      // device memory (else pinned host memory)
+  bool folded;      // backed by SMPI shared memory: contents are not kept
+  Gpu* gpu;         // owning device (device memory only)
+};
+const Allocation* find_allocation(const void* p);
+
+/* Fill a host destination after a device-to-host copy, per the fill policy. */
+void apply_d2h_fill(void* dst, uint64_t width, uint64_t pitch, uint64_t rows);
+
+}  // namespace orrery
+
+#endif

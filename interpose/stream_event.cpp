@@ -1,0 +1,154 @@
+/* Streams and events: creation, ordering, synchronisation and timing. */
+#include "runtime.hpp"
+
+#include <set>
+
+using namespace orrery;
+
+static std::set<Event*>& live_events() {
+  static std::set<Event*> e;
+  return e;
+}
+
+static Event* event_of(Rank& r, cudaEvent_t handle, const char* fn) {
+  auto* e = reinterpret_cast<Event*>(handle);
+  if (!live_events().count(e))
+    fatal("%s: invalid event handle %p (rank %d)", fn, (void*)handle, r.id);
+  return e;
+}
+
+ORR_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int flags, int priority) {
+  Rank& r = rank_self("cudaStreamCreateWithPriority");
+  if (!s || (flags & ~cudaStreamNonBlocking))
+    return r.last_error = cudaErrorInvalidValue;
+  // CUDA clamps priorities to the device's range [-5, 0] (greatest = -5).
+  priority = priority < -5 ? -5 : priority > 0 ? 0 : priority;
+  *s = reinterpret_cast<cudaStream_t>(create_stream(r, flags, priority));
+  return cudaSuccess;
+}
+ORR_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+  return cudaStreamCreateWithPriority(s, flags, 0);
+}
+ORR_EXPORT cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithPriority(s, 0, 0); }
+
+ORR_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t handle) {
+  Rank& r = rank_self("cudaStreamDestroy");
+  if (!handle || handle == cudaStreamLegacy)
+    return r.last_error = cudaErrorInvalidResourceHandle;
+  Stream* s = resolve_stream(r, handle, "cudaStreamDestroy");
+  // As in CUDA: pending work still completes; the worker ends once drained.
+  s->destroyed = true;
+  s->work_cv->notify_all();
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t handle) {
+  Rank& r = rank_self("cudaStreamSynchronize");
+  wait_stream(r, resolve_stream(r, handle, "cudaStreamSynchronize"));
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaStreamQuery(cudaStream_t handle) {
+  Rank& r = rank_self("cudaStreamQuery");
+  Stream* s = resolve_stream(r, handle, "cudaStreamQuery");
+  return s->completed == s->enqueued ? cudaSuccess : cudaErrorNotReady;
+}
+
+ORR_EXPORT cudaError_t cudaStreamGetPriority(cudaStream_t handle, int* priority) {
+  Rank& r = rank_self("cudaStreamGetPriority");
+  *priority = resolve_stream(r, handle, "cudaStreamGetPriority")->priority;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaStreamGetFlags(cudaStream_t handle, unsigned int* flags) {
+  Rank& r = rank_self("cudaStreamGetFlags");
+  *flags = resolve_stream(r, handle, "cudaStreamGetFlags")->flags;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t handle, cudaEvent_t event, unsigned int flags) {
+  Rank& r = rank_self("cudaStreamWaitEvent");
+  if (flags)
+    return r.last_error = cudaErrorInvalidValue;
+  Stream* s = resolve_stream(r, handle, "cudaStreamWaitEvent");
+  Event* e = event_of(r, event, "cudaStreamWaitEvent");
+  Op op{Op::Wait};
+  if (e->stream)
+    op.deps.push_back({e->stream, e->seq});
+  enqueue(s, std::move(op));
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t handle, cudaHostFn_t fn, void* data) {
+  Rank& r = rank_self("cudaLaunchHostFunc");
+  if (!fn)
+    return r.last_error = cudaErrorInvalidValue;
+  Op op{Op::HostFn};
+  op.fn = fn;
+  op.fn_data = data;
+  enqueue(resolve_stream(r, handle, "cudaLaunchHostFunc"), std::move(op));
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  Rank& r = rank_self("cudaEventCreateWithFlags");
+  if (!event || (flags & ~(cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess)))
+    return r.last_error = cudaErrorInvalidValue;
+  if (flags & cudaEventInterprocess)
+    unsupported("cudaEventCreateWithFlags(cudaEventInterprocess)");
+  auto* e = new Event;
+  e->flags = flags;
+  live_events().insert(e);
+  *event = reinterpret_cast<cudaEvent_t>(e);
+  return cudaSuccess;
+}
+ORR_EXPORT cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
+
+ORR_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  Rank& r = rank_self("cudaEventDestroy");
+  Event* e = event_of(r, event, "cudaEventDestroy");
+  // Kept allocated: a record still queued on a stream points to it.
+  live_events().erase(e);
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t handle) {
+  Rank& r = rank_self("cudaEventRecord");
+  Event* e = event_of(r, event, "cudaEventRecord");
+  Stream* s = resolve_stream(r, handle, "cudaEventRecord");
+  Op op{Op::Record};
+  op.event = e;
+  e->stream = s;
+  e->seq = s->enqueued + 1;
+  e->time = -1;
+  enqueue(s, std::move(op));
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  Rank& r = rank_self("cudaEventSynchronize");
+  Event* e = event_of(r, event, "cudaEventSynchronize");
+  if (e->stream)
+    wait_for(r, e->stream, e->seq);
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) {
+  Rank& r = rank_self("cudaEventQuery");
+  Event* e = event_of(r, event, "cudaEventQuery");
+  return !e->stream || e->stream->completed >= e->seq ? cudaSuccess : cudaErrorNotReady;
+}
+
+ORR_EXPORT cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  Rank& r = rank_self("cudaEventElapsedTime");
+  Event* a = event_of(r, start, "cudaEventElapsedTime");
+  Event* b = event_of(r, end, "cudaEventElapsedTime");
+  if (!ms)
+    return r.last_error = cudaErrorInvalidValue;
+  if (!a->stream || !b->stream || (a->flags | b->flags) & cudaEventDisableTiming)
+    return r.last_error = cudaErrorInvalidResourceHandle;
+  if (a->stream->completed < a->seq || b->stream->completed < b->seq)
+    return r.last_error = cudaErrorNotReady;
+  *ms = (float)((b->time - a->time) * 1e3);
+  return cudaSuccess;
+}

@@ -1,0 +1,18 @@
+"""Where Orrery's installed pieces are: the shim built by the package's build."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from .errors import OrreryError
+
+
+def lib_dir() -> Path:
+    """The folder holding the stand-in libcudart.so.13 (installed with the package)."""
+    d = Path(str(resources.files("orrery") / "lib"))
+    if not (d / "libcudart.so.13").is_file():
+        raise OrreryError(
+            f"Orrery's CUDA stand-in is missing from {d}: install the package "
+            "(pip install .) rather than running it from the source tree")
+    return d

@@ -1,0 +1,103 @@
+"""The ``orrery`` command line: parses, validates, calls the library.
+
+Errors of Orrery's own types become one line on stderr and exit status 2
+(bad input) or 3 (the simulation failed); the simulated program's own exit
+status is passed through otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__, build, costs, machine, platform
+from .errors import InputError, OrreryError
+from .run import FILL_POLICIES, RunOptions, run
+
+
+def _run_command(a: argparse.Namespace) -> int:
+    program = list(a.program)
+    if program and program[0] == "--":
+        program = program[1:]
+    m = machine.load(a.machine, a.set)
+    layout = platform.Layout.for_machine(m, a.nodes, a.gpus_per_node, a.ranks_per_node)
+    opts = RunOptions(
+        machine=m, layout=layout, program=program, out=Path(a.out), costs=costs.load(a.costs), mode=a.mode,
+        strict=a.strict, d2h_fill=a.d2h_fill, fold_pinned=not a.no_fold_pinned, overrides=tuple(a.set),
+    )
+    outcome = run(opts)
+    from .results import summary
+    print(summary(outcome.results), file=sys.stderr)
+    print(f"orrery: results in {Path(a.out) / 'results.json'}", file=sys.stderr)
+    return outcome.exit_code
+
+
+def _machine_command(a: argparse.Namespace) -> int:
+    if a.machine_cmd == "list":
+        for name in machine.builtin_names():
+            print(f"{name:20} {machine.load(name).description}")
+    elif a.machine_cmd == "show":
+        print(machine.load(a.name).model_dump_json(indent=2))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="orrery", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"orrery {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a program built with Orrery's wrappers on a simulated machine")
+    r.add_argument("--machine", default="h100-ib200", help="built-in machine name or .toml file")
+    r.add_argument("--nodes", type=int, default=1)
+    r.add_argument("--gpus-per-node", type=int)
+    r.add_argument("--ranks-per-node", type=int)
+    r.add_argument("--mode", default="skeleton", choices=["skeleton", "twin"])
+    r.add_argument("--costs", help="kernel cost file (.toml or .json)")
+    r.add_argument("--out", default="orrery-out", help="folder for results.json, the platform and the config")
+    r.add_argument("--strict", action="store_true", help="a kernel without a cost is an error")
+    r.add_argument("--d2h-fill", default="large", choices=FILL_POLICIES,
+                   help="what device-to-host copies write into host memory (default: large)")
+    r.add_argument("--no-fold-pinned", action="store_true", help="give pinned host buffers real memory")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a machine parameter, e.g. pcie.bandwidth=64GB/s")
+    r.add_argument("program", nargs=argparse.REMAINDER, help="-- ./program args...")
+    r.set_defaults(func=_run_command)
+
+    mc = sub.add_parser("machine", help="built-in machine descriptions")
+    msub = mc.add_subparsers(dest="machine_cmd", required=True)
+    msub.add_parser("list")
+    show = msub.add_parser("show")
+    show.add_argument("name")
+    mc.set_defaults(func=_machine_command)
+
+    for name in ("nvcc", "mpicc", "mpicxx"):
+        w = sub.add_parser(name, help=f"{name} for Orrery (use in a Makefile)", add_help=False)
+        w.add_argument("args", nargs=argparse.REMAINDER)
+        w.set_defaults(func=lambda a, n=name: build.nvcc(a.args) if n == "nvcc"
+                       else build.mpicc(a.args, cxx=n == "mpicxx"))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # Compiler wrappers take the compiler's own options verbatim.
+    if argv and argv[0] in ("nvcc", "mpicc", "mpicxx"):
+        try:
+            return build.nvcc(argv[1:]) if argv[0] == "nvcc" else build.mpicc(argv[1:], cxx=argv[0] == "mpicxx")
+        except OrreryError as e:
+            print(f"orrery: error: {e}", file=sys.stderr)
+            return 2
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except InputError as e:
+        print(f"orrery: error: {e}", file=sys.stderr)
+        return 2
+    except OrreryError as e:
+        print(f"orrery: error: {e}", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

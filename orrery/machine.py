@@ -1,0 +1,185 @@
+"""Machine descriptions: what a simulated cluster is made of.
+
+A machine is a TOML file (built-ins live in ``orrery/machines/``) validated
+against the schema below, with quantities in units (``53.8GB/s``, ``2.5us``).
+Parameters can be overridden (``--set pcie.bandwidth=64GB/s``) before
+validation, so an override is checked exactly as the file is. This module does
+not know about SimGrid: ``platform.py`` turns a Machine into a platform.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from . import units
+from .errors import InputError
+
+Time = Annotated[float, BeforeValidator(lambda v: units.parse(v, "time"))]
+Size = Annotated[float, BeforeValidator(lambda v: units.parse(v, "size"))]
+Bandwidth = Annotated[float, BeforeValidator(lambda v: units.parse(v, "bandwidth"))]
+Count = Annotated[int, Field(strict=True, ge=1)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Node(_Section):
+    gpus: Count
+    cpu_sockets: Count
+    host_memory_bandwidth: Bandwidth
+    host_memcpy_bandwidth: Bandwidth
+
+
+class Gpu(_Section):
+    model: str
+    sm_count: Count
+    memory: Size
+    compute_capability: Annotated[str, Field(pattern=r"^\d+\.\d+$")]
+    l2_cache: Size
+    memory_bus_width: Count
+    max_threads_per_sm: Count
+    max_blocks_per_sm: Count
+    shared_per_block: Size
+    shared_per_block_optin: Size
+    shared_per_sm: Size
+    copy_engines: Count
+    d2d_bandwidth: Bandwidth
+    d2d_latency: Time
+    memset_bandwidth: Bandwidth
+
+
+class Overheads(_Section):
+    launch: Time
+    memcpy: Time
+    sync: Time
+
+
+class Pcie(_Section):
+    generation: Count
+    lanes: Count
+    bandwidth: Bandwidth
+    latency: Time
+
+
+class NvLink(_Section):
+    topology: Literal["mesh", "none"]
+    links_per_pair: Annotated[int, Field(strict=True, ge=0)]
+    link_bandwidth: Bandwidth
+    latency: Time
+
+
+class Nic(_Section):
+    per_node: Count
+    bandwidth: Bandwidth
+    latency: Time
+
+
+class Fabric(_Section):
+    topology: Literal["fat-tree"]
+    switch_latency: Time
+    hops: Count
+
+
+class Machine(_Section):
+    name: str
+    description: str
+    node: Node
+    gpu: Gpu
+    overheads: Overheads
+    pcie: Pcie
+    nvlink: NvLink
+    nic: Nic
+    fabric: Fabric
+    sources: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _semantics(self) -> Machine:
+        for key in self.sources:
+            section, _, field = key.partition(".")
+            model = getattr(self, section, None)
+            if not isinstance(model, _Section) or field not in type(model).model_fields:
+                raise ValueError(f"sources names '{key}', which is not a machine parameter")
+        if self.nic.per_node > self.node.gpus:
+            raise ValueError(f"nic.per_node ({self.nic.per_node}) must not exceed node.gpus ({self.node.gpus})")
+        if self.nvlink.topology == "mesh" and self.nvlink.links_per_pair == 0:
+            raise ValueError("nvlink.links_per_pair must be at least 1 for a mesh")
+        return self
+
+    @property
+    def nvlink_pair_bandwidth(self) -> float:
+        """Bytes/s between two GPUs of a node over NVLink, per direction."""
+        return self.nvlink.links_per_pair * self.nvlink.link_bandwidth
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.name.removesuffix(".toml") for p in resources.files("orrery.machines").iterdir()
+                  if p.name.endswith(".toml"))
+
+
+def _parse_override(text: str) -> tuple[str, object]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise InputError("--set", None, text, "KEY=VALUE, e.g. pcie.bandwidth=64GB/s")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return key.strip(), value
+
+
+def _apply_override(data: dict, key: str, value: object, source: str) -> None:
+    parts = key.split(".")
+    node = data
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            raise InputError(source, key, value, "a parameter of the machine (e.g. pcie.bandwidth)")
+        node = node[part]
+    if parts[-1] not in node:
+        raise InputError(source, key, value, "a parameter of the machine (e.g. pcie.bandwidth)")
+    node[parts[-1]] = value
+
+
+def load(name_or_path: str, overrides: list[str] = ()) -> Machine:
+    """Load a built-in machine by name or a description file, applying overrides."""
+    path = Path(name_or_path)
+    if name_or_path in builtin_names():
+        source = f"built-in machine {name_or_path}"
+        text = resources.files("orrery.machines").joinpath(f"{name_or_path}.toml").read_text()
+    elif path.suffix == ".toml" and path.is_file():
+        source = str(path)
+        text = path.read_text()
+    else:
+        raise InputError("--machine", None, name_or_path,
+                         f"a built-in machine ({', '.join(builtin_names())}) or a .toml file")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(source, None, "invalid TOML", f"valid TOML ({e})") from None
+    overridden = set()
+    for text_override in overrides:
+        key, value = _parse_override(text_override)
+        _apply_override(data, key, value, "--set")
+        overridden.add(key)
+    return validate(data, source, overridden)
+
+
+def validate(data: dict, source: str, overridden: set[str] = frozenset()) -> Machine:
+    try:
+        return Machine.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or None
+        msg = err["msg"].removeprefix("Value error, ").removeprefix("expected ")
+        if key in overridden:
+            source = f"--set {key} (on {source})"
+        if err["type"] == "missing":
+            raise InputError(source, key, None, "this key to be present") from None
+        if err["type"] == "extra_forbidden":
+            raise InputError(source, key, err["input"], "no such key (unknown parameter)") from None
+        raise InputError(source, key, err.get("input"), msg) from None

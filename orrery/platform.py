@@ -1,0 +1,180 @@
+"""Platform generation: a Machine and a job layout become a SimGrid platform.
+
+Every GPU is a SimGrid host (``n3-gpu1``) that executes its kernels; every
+node has a CPU host (``n3-cpu``), the other end of host<->device copies. The
+platform is one zone routed by shortest path over these links:
+
+  n-cpu --mem-- n-root --up{g}-- n-pcie{g} --gpu{g}-- n-gpu{g}     PCIe, one switch per GPU
+                                 n-pcie{g} --nic{i}-pcie-- n-nic{i} --nic{i}-ib-- fabric
+  n-gpu{a} --nvl{a}-{b}-- n-gpu{b}                                 NVLink mesh
+
+A device-to-device copy is work of its GPU (d2d_latency + bytes / d2d_bandwidth,
+sharing the GPU with its kernels); messages between ranks that share a GPU
+take SimGrid's loopback, which run.py sets to the same device-memory figures.
+
+MPI ranks run on their GPU's host, so a device-buffer message between two
+GPUs of a node crosses NVLink and one between nodes crosses PCIe, the NIC and
+the fabric (GPUDirect). The shim reads each GPU's description from its host's
+``orrery:*`` properties (GPU_PROPERTIES below).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+from .errors import InputError
+from .machine import Machine
+
+#: Host speed of every simulated host: 1 simulated second of work = 1e12 flops.
+HOST_SPEED = 1e12
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a job is laid out on a machine."""
+
+    nodes: int
+    gpus_per_node: int
+    ranks_per_node: int
+
+    @property
+    def ranks(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+    @classmethod
+    def for_machine(cls, machine: Machine, nodes: int, gpus_per_node: int | None = None,
+                    ranks_per_node: int | None = None) -> Layout:
+        g = machine.node.gpus if gpus_per_node is None else gpus_per_node
+        if nodes < 1:
+            raise InputError("--nodes", None, nodes, "a positive number of nodes")
+        if not 1 <= g <= machine.node.gpus:
+            raise InputError("--gpus-per-node", None, g,
+                             f"between 1 and {machine.node.gpus} (GPUs per node of {machine.name})")
+        r = g if ranks_per_node is None else ranks_per_node
+        if r < 1:
+            raise InputError("--ranks-per-node", None, r, "a positive number of ranks per node")
+        return cls(nodes, g, r)
+
+
+def cpu_host(node: int) -> str:
+    return f"n{node}-cpu"
+
+
+def gpu_host(node: int, gpu: int) -> str:
+    return f"n{node}-gpu{gpu}"
+
+
+def rank_hosts(layout: Layout) -> list[str]:
+    """The GPU host each rank runs on: local rank l of a node next to GPU l mod G."""
+    return [gpu_host(r // layout.ranks_per_node, (r % layout.ranks_per_node) % layout.gpus_per_node)
+            for r in range(layout.ranks)]
+
+
+def nic_of_gpu(machine: Machine, gpu: int) -> int:
+    """The NIC a GPU shares its PCIe switch with (rails: GPU g <-> NIC g)."""
+    return gpu * machine.nic.per_node // machine.node.gpus
+
+
+def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dict[str, str]:
+    """The ``orrery:*`` properties the shim reads from a GPU host."""
+    g, o = machine.gpu, machine.overheads
+    major, minor = g.compute_capability.split(".")
+    return {
+        "orrery:cpu": cpu_host(node),
+        "orrery:node": str(node),
+        "orrery:index": str(gpu),
+        "orrery:gpus": ",".join(gpu_host(node, i) for i in range(layout.gpus_per_node)),
+        "orrery:name": g.model,
+        "orrery:memory_bytes": repr(g.memory),
+        "orrery:sm_count": str(g.sm_count),
+        "orrery:cc_major": major,
+        "orrery:cc_minor": minor,
+        "orrery:l2_bytes": repr(g.l2_cache),
+        "orrery:memory_bus_width": str(g.memory_bus_width),
+        "orrery:max_threads_per_sm": str(g.max_threads_per_sm),
+        "orrery:max_blocks_per_sm": str(g.max_blocks_per_sm),
+        "orrery:shared_per_block": repr(g.shared_per_block),
+        "orrery:shared_per_block_optin": repr(g.shared_per_block_optin),
+        "orrery:shared_per_sm": repr(g.shared_per_sm),
+        "orrery:copy_engines": str(g.copy_engines),
+        "orrery:pci_bus_id": str(0x18 + 0x20 * gpu),
+        "orrery:launch_overhead_s": repr(o.launch),
+        "orrery:copy_overhead_s": repr(o.memcpy),
+        "orrery:sync_overhead_s": repr(o.sync),
+        "orrery:memset_bandwidth": repr(g.memset_bandwidth),
+        "orrery:d2d_bandwidth": repr(g.d2d_bandwidth),
+        "orrery:d2d_latency_s": repr(g.d2d_latency),
+        "orrery:host_memcpy_bandwidth": repr(machine.node.host_memcpy_bandwidth),
+    }
+
+
+class _Builder:
+    def __init__(self, zone: ET.Element):
+        self.zone = zone
+        self.links: list[ET.Element] = []
+        self.routes: list[ET.Element] = []
+
+    def host(self, name: str, props: dict[str, str] | None = None) -> None:
+        h = ET.SubElement(self.zone, "host", id=name, speed=f"{HOST_SPEED!r}f")
+        for k, v in (props or {}).items():
+            ET.SubElement(h, "prop", id=k, value=v)
+
+    def router(self, name: str) -> None:
+        ET.SubElement(self.zone, "router", id=name)
+
+    def link(self, name: str, a: str, b: str, bandwidth: float, latency: float, duplex: bool = True) -> None:
+        """A link between two neighbours; full-duplex links carry each direction at full rate."""
+        attrs = {"id": name, "bandwidth": f"{bandwidth!r}Bps", "latency": f"{latency!r}s"}
+        if duplex:
+            attrs["sharing_policy"] = "SPLITDUPLEX"
+        self.links.append(ET.Element("link", attrs))
+        route = ET.Element("route", src=a, dst=b, symmetrical="YES")
+        ctn = {"id": name}
+        if duplex:
+            ctn["direction"] = "UP"
+        ET.SubElement(route, "link_ctn", ctn)
+        self.routes.append(route)
+
+    def finish(self) -> None:
+        self.zone.extend(self.links)
+        self.zone.extend(self.routes)
+
+
+def platform_xml(machine: Machine, layout: Layout) -> str:
+    """The SimGrid platform (XML, readable by SimGrid 3.32 and 4.x) of a job."""
+    root = ET.Element("platform", version="4.1")
+    zone = ET.SubElement(root, "zone", id=machine.name, routing="DijkstraCache")
+    b = _Builder(zone)
+    m, G = machine, layout.gpus_per_node
+    nics = sorted({nic_of_gpu(m, g) for g in range(G)})
+    for n in range(layout.nodes):
+        b.host(cpu_host(n))
+        for g in range(G):
+            b.host(gpu_host(n, g), gpu_properties(m, layout, n, g))
+        b.router(f"n{n}-root")
+        b.link(f"n{n}-mem", cpu_host(n), f"n{n}-root", m.node.host_memory_bandwidth, 0.0)
+        for g in range(G):
+            sw = f"n{n}-pcie{g}"
+            b.router(sw)
+            b.link(f"n{n}-up{g}", f"n{n}-root", sw, m.pcie.bandwidth, m.pcie.latency)
+            b.link(f"n{n}-gpu{g}-pcie", sw, gpu_host(n, g), m.pcie.bandwidth, m.pcie.latency)
+        for i in nics:
+            nic = f"n{n}-nic{i}"
+            b.router(nic)
+            sw = f"n{n}-pcie{min(g for g in range(G) if nic_of_gpu(m, g) == i)}"
+            b.link(f"{nic}-pcie", sw, nic, m.pcie.bandwidth, m.pcie.latency)
+            # Half of the fabric's latency on each side: NIC -> switches -> NIC.
+            lat = m.nic.latency + m.fabric.hops * m.fabric.switch_latency / 2
+            b.link(f"{nic}-ib", nic, "fabric", m.nic.bandwidth, lat)
+        if m.nvlink.topology == "mesh":
+            for a in range(G):
+                for c in range(a + 1, G):
+                    b.link(f"n{n}-nvl{a}-{c}", gpu_host(n, a), gpu_host(n, c), m.nvlink_pair_bandwidth,
+                           m.nvlink.latency)
+    b.router("fabric")
+    b.finish()
+    ET.indent(root)
+    body = ET.tostring(root, encoding="unicode")
+    return ("<?xml version='1.0'?>\n"
+            '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n' + body + "\n")

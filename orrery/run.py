@@ -1,0 +1,140 @@
+"""Running a wrapped program on a simulated machine under SimGrid's SMPI.
+
+``run()`` writes the platform, host file and the shim's configuration to the
+output folder, runs the program with ``smpirun`` (its stdout and stderr pass
+through), turns the shim's report into ``results.json`` and returns the
+program's exit code. Inputs are validated before anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import __version__, platform, results
+from .costs import Costs
+from .errors import InputError, SimulationError
+from .machine import Machine
+from ._paths import lib_dir
+
+FILL_POLICIES = ("large", "zero", "keep")
+
+#: SMPI settings that make the simulated times those of the platform alone:
+#: no injection of the host's own CPU time, no TCP window or cross-traffic
+#: corrections (CM02 with gamma 0: a transfer takes latency + size / bandwidth).
+SMPI_CONFIG = (
+    "smpi/simulate-computation:no",
+    "network/model:CM02",
+    "network/TCP-gamma:0",
+    "network/crosstraffic:0",
+    "smpi/host-speed:1e12f",
+    "smpi/wtime:0",  # MPI_Wtime itself costs no simulated time
+)
+# SimGrid's own informational chatter (configuration echo) is not the program's output.
+SMPI_LOG = ("xbt_cfg.thres:warning", "smpi_config.thres:warning", "smpi.thres:warning")
+
+
+@dataclass
+class RunOptions:
+    machine: Machine
+    layout: platform.Layout
+    program: list[str]
+    out: Path
+    costs: Costs = field(default_factory=lambda: Costs({}))
+    mode: str = "skeleton"
+    strict: bool = False
+    d2h_fill: str = "large"
+    fold_pinned: bool = True
+    fold_threshold: int = 1 << 20
+    shared_blocksize: int = 1 << 26
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass
+class RunOutcome:
+    exit_code: int
+    results: results.Results
+
+
+def _check(opts: RunOptions) -> Path:
+    if opts.mode != "skeleton":
+        raise InputError("--mode", None, opts.mode, "skeleton (Twin mode is not implemented yet)")
+    if opts.d2h_fill not in FILL_POLICIES:
+        raise InputError("--d2h-fill", None, opts.d2h_fill, f"one of {', '.join(FILL_POLICIES)}")
+    if not opts.program:
+        raise InputError("orrery run", None, "", "a program after '--'")
+    exe = Path(opts.program[0])
+    if not exe.is_file():
+        found = shutil.which(opts.program[0])
+        if not found:
+            raise InputError("orrery run", None, opts.program[0], "an existing program built with Orrery's wrappers")
+        exe = Path(found)
+    if shutil.which("smpirun") is None:
+        raise SimulationError("SimGrid's smpirun is not on PATH: run the set-up command of the README")
+    return exe.resolve()
+
+
+def _config_lines(opts: RunOptions, out: Path) -> str:
+    lines = [
+        f"strict\t{int(opts.strict)}",
+        f"default_kernel_s\t{opts.costs.default_s!r}",
+        f"d2h_fill\t{opts.d2h_fill}",
+        f"fold_threshold\t{opts.fold_threshold}",
+        f"fold_pinned\t{int(opts.fold_pinned)}",
+        f"shared_blocksize\t{opts.shared_blocksize}",
+        f"report\t{out / 'report.tsv'}",
+    ]
+    for name, c in sorted(opts.costs.kernels.items()):
+        lines.append(f"cost\t{name}\t{c.alpha_s!r}\t{c.beta_s_per_thread!r}")
+    return "\n".join(lines) + "\n"
+
+
+def run(opts: RunOptions) -> RunOutcome:
+    exe = _check(opts)
+    lib = lib_dir()
+    out = opts.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("results.json", "report.tsv", "error.txt"):
+        (out / stale).unlink(missing_ok=True)
+    (out / "platform.xml").write_text(platform.platform_xml(opts.machine, opts.layout))
+    (out / "hostfile").write_text("\n".join(platform.rank_hosts(opts.layout)) + "\n")
+    (out / "orrery.cfg").write_text(_config_lines(opts, out))
+    (out / "machine.json").write_text(opts.machine.model_dump_json(indent=1) + "\n")
+
+    cmd = ["smpirun", "-np", str(opts.layout.ranks), "-platform", str(out / "platform.xml"),
+           "-hostfile", str(out / "hostfile")]
+    cmd += [f"--cfg={c}" for c in SMPI_CONFIG]
+    cmd += [f"--cfg=smpi/shared-malloc-blocksize:{opts.shared_blocksize}",
+            # ranks sharing a GPU exchange messages through its memory
+            f"--cfg=network/loopback-bw:{opts.machine.gpu.d2d_bandwidth!r}",
+            f"--cfg=network/loopback-lat:{opts.machine.gpu.d2d_latency!r}"]
+    cmd += [f"--log={c}" for c in SMPI_LOG]
+    cmd += [str(exe), *opts.program[1:]]
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(lib), env.get("LD_LIBRARY_PATH")) if p)
+    env["ORRERY_CONFIG"] = str(out / "orrery.cfg")
+    env["ORRERY_ERROR_FILE"] = str(out / "error.txt")
+    proc = subprocess.run(cmd, env=env)
+
+    if (out / "error.txt").is_file():
+        raise SimulationError((out / "error.txt").read_text().strip())
+    run_info = {
+        "orrery_version": __version__,
+        "machine": opts.machine.name,
+        "mode": opts.mode,
+        "nodes": opts.layout.nodes,
+        "gpus_per_node": opts.layout.gpus_per_node,
+        "ranks_per_node": opts.layout.ranks_per_node,
+        "ranks": opts.layout.ranks,
+        "program": [Path(opts.program[0]).name, *opts.program[1:]],
+        "overrides": list(opts.overrides),
+        "exit_code": proc.returncode,
+    }
+    res = results.read_report(out / "report.tsv", run_info)
+    tmp = out / "results.json.part"
+    tmp.write_text(res.to_json())
+    tmp.replace(out / "results.json")
+    return RunOutcome(proc.returncode, res)
