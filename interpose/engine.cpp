@@ -71,6 +71,8 @@ static Config load_config() {
       c.fold_pinned = v == "1";
     else if (key == "shared_blocksize")
       c.shared_blocksize = (size_t)parse_double(key, v);
+    else if (key == "gpu_visibility")
+      c.bound_gpu = v == "bound";
     else if (key == "report")
       c.report_path = v;
     else if (key == "error")
@@ -231,11 +233,17 @@ Rank& rank_self(const char* function) {
   auto r = std::make_unique<Rank>();
   r->id = (int)id;
   r->host = self->get_host();
-  std::stringstream ss(prop(r->host, "orrery:gpus"));
-  std::string name;
-  while (std::getline(ss, name, ','))
-    r->gpus.push_back(gpu_of_host(host_by_name(name)));
-  r->device = prop_i(r->host, "orrery:index");
+  // As on a cluster: a rank sees the GPUs of its node and starts on device 0,
+  // or, bound (CUDA_VISIBLE_DEVICES per rank), only the GPU it runs next to.
+  if (config().bound_gpu) {
+    r->gpus.push_back(gpu_of_host(r->host));
+  } else {
+    std::stringstream ss(prop(r->host, "orrery:gpus"));
+    std::string name;
+    while (std::getline(ss, name, ','))
+      r->gpus.push_back(gpu_of_host(host_by_name(name)));
+  }
+  r->device = 0;
   r->legacy.assign(r->gpus.size(), nullptr);
   Rank* rp = r.get();
   sg4::this_actor::on_exit([rp](bool) {

@@ -9,6 +9,8 @@
 
 #include <smpi/smpi.h>
 
+#include <cstdlib>
+
 using namespace orrery;
 
 namespace {
@@ -46,6 +48,16 @@ ORR_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provi
   int rc = PMPI_Init_thread(argc, argv, required, provided);
   rank_self("MPI_Init_thread");
   return rc;
+}
+
+/* SMPI groups MPI_COMM_TYPE_SHARED by simulated host, and every rank runs on
+ * its own GPU's host: group by node instead, as on the real machine. */
+ORR_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm* out) {
+  if (type != MPI_COMM_TYPE_SHARED)
+    return PMPI_Comm_split_type(comm, type, key, info, out);
+  Rank& r = rank_self("MPI_Comm_split_type");
+  const char* node = r.host->get_property("orrery:node");
+  return PMPI_Comm_split(comm, node ? atoi(node) : 0, key, out);
 }
 
 ORR_EXPORT int MPI_Finalize(void) {

@@ -43,6 +43,7 @@ struct Config {
   size_t fold_threshold = 1 << 20;     // allocations this large or larger are folded
   bool fold_pinned = true;             // fold pinned host allocations too
   size_t shared_blocksize = 1 << 20;   // smpi/shared-malloc-blocksize of the run
+  bool bound_gpu = false;              // each rank sees only its own GPU (CUDA_VISIBLE_DEVICES binding)
   std::string report_path;             // where the per-rank statistics go
   std::string error_path;              // where a fatal error's message goes
   std::map<std::string, KernelCost> costs;

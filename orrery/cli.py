@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import __version__, build, costs, machine, platform
 from .errors import InputError, OrreryError
-from .run import FILL_POLICIES, RunOptions, run
+from .run import FILL_POLICIES, GPU_VISIBILITY, RunOptions, run
 
 
 def _run_command(a: argparse.Namespace) -> int:
@@ -24,7 +24,7 @@ def _run_command(a: argparse.Namespace) -> int:
     layout = platform.Layout.for_machine(m, a.nodes, a.gpus_per_node, a.ranks_per_node)
     opts = RunOptions(
         machine=m, layout=layout, program=program, out=Path(a.out), costs=costs.load(a.costs), mode=a.mode,
-        strict=a.strict, d2h_fill=a.d2h_fill, fold_pinned=not a.no_fold_pinned, overrides=tuple(a.set),
+        strict=a.strict, d2h_fill=a.d2h_fill, fold_pinned=not a.no_fold_pinned, gpu_visibility=a.gpu_visibility, overrides=tuple(a.set),
     )
     outcome = run(opts)
     from .results import summary
@@ -58,6 +58,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--strict", action="store_true", help="a kernel without a cost is an error")
     r.add_argument("--d2h-fill", default="large", choices=FILL_POLICIES,
                    help="what device-to-host copies write into host memory (default: large)")
+    r.add_argument("--gpu-visibility", default="node", choices=GPU_VISIBILITY,
+                   help="node: a rank sees all GPUs of its node (device 0 first); "
+                        "bound: only its own, as with CUDA_VISIBLE_DEVICES per rank")
     r.add_argument("--no-fold-pinned", action="store_true", help="give pinned host buffers real memory")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a machine parameter, e.g. pcie.bandwidth=64GB/s")

@@ -21,6 +21,7 @@ from .machine import Machine
 from ._paths import lib_dir
 
 FILL_POLICIES = ("large", "zero", "keep")
+GPU_VISIBILITY = ("node", "bound")
 
 #: SMPI settings that make the simulated times those of the platform alone:
 #: no injection of the host's own CPU time, no TCP window or cross-traffic
@@ -48,6 +49,7 @@ class RunOptions:
     strict: bool = False
     d2h_fill: str = "large"
     fold_pinned: bool = True
+    gpu_visibility: str = "node"
     fold_threshold: int = 1 << 20
     shared_blocksize: int = 1 << 26
     overrides: tuple[str, ...] = ()
@@ -64,6 +66,8 @@ def _check(opts: RunOptions) -> Path:
         raise InputError("--mode", None, opts.mode, "skeleton (Twin mode is not implemented yet)")
     if opts.d2h_fill not in FILL_POLICIES:
         raise InputError("--d2h-fill", None, opts.d2h_fill, f"one of {', '.join(FILL_POLICIES)}")
+    if opts.gpu_visibility not in GPU_VISIBILITY:
+        raise InputError("--gpu-visibility", None, opts.gpu_visibility, f"one of {', '.join(GPU_VISIBILITY)}")
     if not opts.program:
         raise InputError("orrery run", None, "", "a program after '--'")
     exe = Path(opts.program[0])
@@ -82,6 +86,7 @@ def _config_lines(opts: RunOptions, out: Path) -> str:
         f"strict\t{int(opts.strict)}",
         f"default_kernel_s\t{opts.costs.default_s!r}",
         f"d2h_fill\t{opts.d2h_fill}",
+        f"gpu_visibility\t{opts.gpu_visibility}",
         f"fold_threshold\t{opts.fold_threshold}",
         f"fold_pinned\t{int(opts.fold_pinned)}",
         f"shared_blocksize\t{opts.shared_blocksize}",
