@@ -69,8 +69,8 @@ static Config load_config() {
       c.fold_threshold = (size_t)parse_double(key, v);
     else if (key == "fold_pinned")
       c.fold_pinned = v == "1";
-    else if (key == "shared_blocksize")
-      c.shared_blocksize = (size_t)parse_double(key, v);
+    else if (key == "fold_blocksize")
+      c.fold_blocksize = (size_t)parse_double(key, v);
     else if (key == "gpu_visibility")
       c.bound_gpu = v == "bound";
     else if (key == "report")
@@ -228,8 +228,10 @@ Rank& rank_self(const char* function) {
     fatal("%s called from actor '%s', which is not an MPI rank (CUDA calls from host callbacks "
           "are not allowed, as on a real GPU)",
           function, self->get_cname());
-  if (table.empty())
+  if (table.empty()) {
     sg4::Engine::on_simulation_end_cb(write_report);
+    install_message_copy();
+  }
   auto r = std::make_unique<Rank>();
   r->id = (int)id;
   r->host = self->get_host();

@@ -1,18 +1,23 @@
 /* CUDA memory: allocation, pointer kinds, copies and memsets.
  *
  * Skeleton mode never runs kernels, so device memory holds nothing anyone
- * reads: allocations of at least `fold_threshold` bytes are "folded" onto
- * SMPI's shared memory (every block maps the same physical pages, and SMPI
- * skips the data copy of MPI messages from or to them). Pinned host buffers are
- * folded the same way unless the run says otherwise. A device-to-host copy
+ * reads: allocations of at least `fold_threshold` bytes are "folded" (every
+ * block maps the same few physical pages; MPI messages sent from them carry no
+ * data). Pinned host buffers are folded the same way unless the run says
+ * otherwise. A device-to-host copy
  * writes the fill pattern of the run into its destination when it completes in
  * simulated time, so that data-dependent loops see a deterministic value. */
 #include "runtime.hpp"
 
 #include <smpi/smpi.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace orrery {
 
@@ -33,9 +38,37 @@ const Allocation* find_allocation(const void* p) {
   return nullptr;
 }
 
+/* Folding: a folded allocation reserves its address range and maps one
+ * shared block of `fold_blocksize` bytes at every block of it, without
+ * pre-faulting. Whatever the size, it costs physical memory (and RSS) only for
+ * the pages something touches, and all blocks alias the same pages. */
+static int fold_fd() {
+  static int fd = -1;
+  if (fd < 0) {
+    fd = memfd_create("orrery-folded-memory", 0);
+    if (fd < 0 || ftruncate(fd, (off_t)config().fold_blocksize) != 0)
+      fatal("cannot create the shared block that folds device memory (%s)", strerror(errno));
+  }
+  return fd;
+}
+
+static void* fold_map(size_t size) {
+  const size_t block = config().fold_blocksize;
+  char* base = (char*)mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED)
+    return nullptr;
+  for (size_t off = 0; off < size; off += block) {
+    size_t len = std::min(block, size - off);
+    if (mmap(base + off, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fold_fd(), 0) == MAP_FAILED)
+      fatal("cannot map %zu bytes of folded memory (%s): raise vm.max_map_count or the fold block size",
+            size, strerror(errno));
+  }
+  return base;
+}
+
 static void* allocate(size_t size, bool fold) {
   if (fold)
-    return smpi_shared_malloc(size, __FILE__, __LINE__);
+    return fold_map(size);
   void* p = nullptr;
   if (posix_memalign(&p, 256, size ? size : 1))
     return nullptr;
@@ -45,10 +78,23 @@ static void* allocate(size_t size, bool fold) {
 
 static void release(const Allocation& a) {
   if (a.folded)
-    smpi_shared_free((void*)a.base);
+    munmap((void*)a.base, a.size);
   else
     free((void*)a.base);
 }
+
+/* SMPI copies a message's data when it arrives; one sent from folded memory
+ * carries nothing anyone reads, so its copy is skipped (the simulated time of
+ * the message is unchanged). Small messages were already copied by SMPI into
+ * a buffer of its own when sent, and go through the default path. */
+static void copy_message_data(smx_activity_t comm, void* buff, size_t size) {
+  const Allocation* a = find_allocation(buff);
+  if (a && a->folded)
+    return;
+  smpi_comm_copy_buffer_callback(reinterpret_cast<simgrid::kernel::activity::CommImpl*>(comm), buff, size);
+}
+
+void install_message_copy() { smpi_comm_set_copy_data_callback(&copy_message_data); }
 
 void apply_d2h_fill(void* dst, uint64_t width, uint64_t pitch, uint64_t rows) {
   const Config& c = config();
@@ -61,7 +107,7 @@ void apply_d2h_fill(void* dst, uint64_t width, uint64_t pitch, uint64_t rows) {
   if (a && a->folded && rows == 1) {
     // Every block of a folded buffer maps the same pages: writing one block's
     // worth from dst reaches every byte of the buffer.
-    memset(dst, byte, std::min<uint64_t>(width, c.shared_blocksize));
+    memset(dst, byte, std::min<uint64_t>(width, c.fold_blocksize));
     return;
   }
   for (uint64_t r = 0; r < rows; r++)

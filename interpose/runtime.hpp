@@ -42,7 +42,7 @@ struct Config {
   FillPolicy d2h_fill = FillPolicy::Large;
   size_t fold_threshold = 1 << 20;     // allocations this large or larger are folded
   bool fold_pinned = true;             // fold pinned host allocations too
-  size_t shared_blocksize = 1 << 20;   // smpi/shared-malloc-blocksize of the run
+  size_t fold_blocksize = 1 << 26;     // size of the shared block folded memory maps
   bool bound_gpu = false;              // each rank sees only its own GPU (CUDA_VISIBLE_DEVICES binding)
   std::string report_path;             // where the per-rank statistics go
   std::string error_path;              // where a fatal error's message goes
@@ -186,6 +186,7 @@ struct Allocation {
   Gpu* gpu;         // owning device (device memory only)
 };
 const Allocation* find_allocation(const void* p);
+void install_message_copy();  // skip the data of MPI messages sent from folded memory
 
 /* Fill a host destination after a device-to-host copy, per the fill policy. */
 void apply_d2h_fill(void* dst, uint64_t width, uint64_t pitch, uint64_t rows);

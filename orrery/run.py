@@ -33,6 +33,8 @@ SMPI_CONFIG = (
     "network/crosstraffic:0",
     "smpi/host-speed:1e12f",
     "smpi/wtime:0",  # MPI_Wtime itself costs no simulated time
+    "surf/precision:1e-12",  # smpirun sets 1e-9 s, too coarse for microsecond events
+    "maxmin/precision:1e-12",
 )
 # SimGrid's own informational chatter (configuration echo) is not the program's output.
 SMPI_LOG = ("xbt_cfg.thres:warning", "smpi_config.thres:warning", "smpi.thres:warning")
@@ -51,7 +53,7 @@ class RunOptions:
     fold_pinned: bool = True
     gpu_visibility: str = "node"
     fold_threshold: int = 1 << 20
-    shared_blocksize: int = 1 << 26
+    fold_blocksize: int = 1 << 26
     overrides: tuple[str, ...] = ()
 
 
@@ -89,7 +91,7 @@ def _config_lines(opts: RunOptions, out: Path) -> str:
         f"gpu_visibility\t{opts.gpu_visibility}",
         f"fold_threshold\t{opts.fold_threshold}",
         f"fold_pinned\t{int(opts.fold_pinned)}",
-        f"shared_blocksize\t{opts.shared_blocksize}",
+        f"fold_blocksize\t{opts.fold_blocksize}",
         f"report\t{out / 'report.tsv'}",
     ]
     for name, c in sorted(opts.costs.kernels.items()):
@@ -112,8 +114,7 @@ def run(opts: RunOptions) -> RunOutcome:
     cmd = ["smpirun", "-np", str(opts.layout.ranks), "-platform", str(out / "platform.xml"),
            "-hostfile", str(out / "hostfile")]
     cmd += [f"--cfg={c}" for c in SMPI_CONFIG]
-    cmd += [f"--cfg=smpi/shared-malloc-blocksize:{opts.shared_blocksize}",
-            # ranks sharing a GPU exchange messages through its memory
+    cmd += [  # ranks sharing a GPU exchange messages through its memory
             f"--cfg=network/loopback-bw:{opts.machine.gpu.d2d_bandwidth!r}",
             f"--cfg=network/loopback-lat:{opts.machine.gpu.d2d_latency!r}"]
     cmd += [f"--log={c}" for c in SMPI_LOG]

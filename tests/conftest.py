@@ -1,0 +1,97 @@
+"""Shared fixtures: the installed `orrery` command, programs built with its wrappers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+REPO = HERE.parent
+ORRERY = str(Path(sys.executable).parent / "orrery")
+
+
+def nvcc_available() -> bool:
+    return shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").is_file()
+
+
+needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed")
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    out: Path
+
+    @property
+    def results(self) -> dict:
+        return json.loads((self.out / "results.json").read_text())
+
+    def values(self) -> dict[str, float]:
+        """The program's "name value" output lines."""
+        vals = {}
+        for line in self.stdout.splitlines():
+            parts = line.rsplit(" ", 1)
+            if len(parts) == 2:
+                try:
+                    vals[parts[0]] = float(parts[1])
+                except ValueError:
+                    pass
+        return vals
+
+
+def orrery(*args: str, cwd: Path | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    proc = subprocess.run([ORRERY, *args], capture_output=True, text=True, cwd=cwd)
+    if check and proc.returncode:
+        raise AssertionError(f"orrery {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def build(source: Path, dest: Path) -> Path:
+    """Compile a .cu program with `orrery nvcc` and link it with `orrery mpicxx`."""
+    obj = dest.with_suffix(".o")
+    orrery("nvcc", "-std=c++17", "-c", str(source), "-o", str(obj), check=True)
+    orrery("mpicxx", str(obj), "-o", str(dest), check=True)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def programs(tmp_path_factory) -> dict[str, Path]:
+    if not nvcc_available():
+        pytest.skip("nvcc (CUDA toolkit compiler) is not installed")
+    d = tmp_path_factory.mktemp("programs")
+    return {src.stem: build(src, d / src.stem) for src in sorted((HERE / "native" / "programs").glob("*.cu"))}
+
+
+@pytest.fixture
+def run_program(tmp_path):
+    counter = iter(range(1000))
+
+    def _run(program: Path, *program_args: str, options: tuple[str, ...] = (), nodes: int = 1) -> Run:
+        out = tmp_path / f"out{next(counter)}"
+        proc = orrery("run", "--nodes", str(nodes), "--out", str(out), *options, "--", str(program),
+                      *program_args)
+        return Run(proc.returncode, proc.stdout, proc.stderr, out)
+
+    return _run
+
+
+@pytest.fixture(scope="session")
+def h100():
+    from orrery import machine
+
+    return machine.load("h100-ib200")
+
+
+def pytest_report_header(config):
+    import orrery
+
+    return f"orrery from {Path(orrery.__file__).parent} (CI={os.environ.get('CI', '')})"

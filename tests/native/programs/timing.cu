@@ -1,0 +1,120 @@
+// Small CUDA + MPI scenarios whose simulated times tests derive by hand.
+// Usage: timing MODE [BYTES]; prints "name value" lines (times in seconds).
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+__global__ void busy(float* x) {}   // costs come from the test's cost file
+__global__ void brief(float* x) {}
+__global__ void scaled(float* x) {}
+
+#define CHECK(call)                                                                 \
+  do {                                                                              \
+    cudaError_t e_ = (call);                                                        \
+    if (e_ != cudaSuccess) {                                                        \
+      fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorName(e_));              \
+      return 1;                                                                     \
+    }                                                                               \
+  } while (0)
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const char* mode = argc > 1 ? argv[1] : "";
+  const size_t n = argc > 2 ? strtoull(argv[2], nullptr, 10) : 1 << 20;
+  float *d, *h;
+  CHECK(cudaMalloc(&d, n));
+  CHECK(cudaMallocHost(&h, n));
+  cudaStream_t s1, s2;
+  CHECK(cudaStreamCreate(&s1));
+  CHECK(cudaStreamCreate(&s2));
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+
+  if (!strcmp(mode, "h2d")) {  // one synchronous H2D copy from pinned memory
+    CHECK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "one-stream")) {  // busy then brief in one stream
+    busy<<<1, 1, 0, s1>>>(d);
+    brief<<<1, 1, 0, s1>>>(d);
+    CHECK(cudaStreamSynchronize(s1));
+    printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "two-streams")) {  // busy in s1, brief in s2: brief finishes first
+    busy<<<1, 1, 0, s1>>>(d);
+    brief<<<1, 1, 0, s2>>>(d);
+    CHECK(cudaStreamSynchronize(s2));
+    printf("brief_done %.17g\n", MPI_Wtime() - t0);
+    CHECK(cudaStreamSynchronize(s1));
+    printf("busy_done %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "kernel-copy")) {  // busy in s1 overlaps an H2D copy in s2
+    busy<<<1, 1, 0, s1>>>(d);
+    CHECK(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s2));
+    CHECK(cudaDeviceSynchronize());
+    printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "scaled")) {  // alpha + beta * (grid x block threads)
+    scaled<<<dim3(40, 2, 1), dim3(128, 2, 1)>>>(d);
+    CHECK(cudaDeviceSynchronize());
+    printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "events")) {  // elapsed time between two events around busy
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    CHECK(cudaEventRecord(a, s1));
+    busy<<<1, 1, 0, s1>>>(d);
+    CHECK(cudaEventRecord(b, s1));
+    printf("query_before %d\n", (int)cudaEventQuery(b));
+    CHECK(cudaEventSynchronize(b));
+    float ms = -1;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    printf("event_ms %.9g\n", ms);
+    printf("query_after %d\n", (int)cudaEventQuery(b));
+    printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "legacy")) {  // the legacy default stream waits for blocking s1
+    busy<<<1, 1, 0, s1>>>(d);
+    brief<<<1, 1>>>(d);  // stream 0
+    CHECK(cudaStreamSynchronize(0));
+    printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "sendrecv")) {  // device buffers between rank pairs (0,1), (2,3), ...
+    const int peer = rank ^ 1;
+    float* r;
+    CHECK(cudaMalloc(&r, n));
+    // A first exchange leaves both ranks at the same simulated time (a barrier
+    // releases its ranks one latency apart); the second one is measured.
+    MPI_Sendrecv(d, (int)n, MPI_BYTE, peer, 0, r, (int)n, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const double t1 = MPI_Wtime();
+    MPI_Sendrecv(d, (int)n, MPI_BYTE, peer, 0, r, (int)n, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    printf("rank %d elapsed %.17g\n", rank, MPI_Wtime() - t1);
+  } else if (!strcmp(mode, "fill")) {  // what a D2H copy leaves in host memory
+    float small_h[4];
+    double dbl;
+    int* di;
+    CHECK(cudaMalloc(&di, sizeof(double)));
+    CHECK(cudaMemcpy(small_h, d, sizeof small_h, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(&dbl, di, sizeof dbl, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
+    printf("float %.9g\ndouble %.17g\npinned_last %.9g\n", small_h[3], dbl, h[n / sizeof(float) - 1]);
+    // A residual loop that only a "not converged" value keeps going.
+    int it = 0;
+    float norm = 1;
+    while (norm > 1e-6f && it < 25) {
+      CHECK(cudaMemcpy(&norm, d, sizeof norm, cudaMemcpyDeviceToHost));
+      it++;
+    }
+    printf("iterations %d\n", it);
+  } else if (!strcmp(mode, "unsupported")) {
+    cudaGraph_t g;
+    cudaGraphCreate(&g, 0);
+  } else if (!strcmp(mode, "exit")) {
+    MPI_Finalize();
+    return 7;
+  } else {
+    fprintf(stderr, "unknown mode '%s'\n", mode);
+    return 2;
+  }
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,142 @@
+"""Simulated times of small nvcc-built programs against values derived by hand.
+
+Every expected value below is written out from the h100-ib200 description
+(orrery/machines/h100-ib200.toml): L, M, S are the host overheads of a kernel
+launch, a copy and a synchronisation; a copy from pinned host memory to GPU g
+crosses two PCIe links (root -> switch -> GPU), each with latency `pl`, at the
+PCIe bandwidth; kernels cost what the test's cost file says. SimGrid runs
+the CM02 model with no corrections, so a transfer takes latency + bytes/bandwidth.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.native
+
+REL = 1e-9
+# SMPI (3.32) simulates a point-to-point message as its payload plus a 16-byte
+# envelope: measured with 1 kB, 1 MB and 8 MB messages, the excess over
+# latency + payload/bandwidth is 16 bytes' worth at every size.
+SMPI_ENVELOPE = 16
+US = 1e-6
+BUSY, BRIEF = 100 * US, 20 * US
+
+
+@pytest.fixture
+def costs(tmp_path):
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps({"kernels": {
+        "busy": {"time": "100us"},
+        "brief": {"time": "20us"},
+        "scaled": {"alpha": "1us", "beta": "1ns"},
+    }}))
+    return ("--costs", str(path))
+
+
+def run_ok(run_program, programs, *args, options=(), **kw):
+    """Run the timing program; one rank on one GPU unless the options say otherwise."""
+    if "--gpus-per-node" not in options:
+        options = ("--gpus-per-node", "1", *options)
+    r = run_program(programs["timing"], *args, options=tuple(options), **kw)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_h2d_copy_crosses_two_pcie_links(run_program, programs, h100):
+    n = 4_000_000
+    v = run_ok(run_program, programs, "h2d", str(n)).values()
+    o, p = h100.overheads, h100.pcie
+    expected = o.memcpy + 2 * p.latency + n / p.bandwidth + o.sync
+    assert v["elapsed"] == pytest.approx(expected, rel=REL)
+
+
+def test_h2d_copy_follows_pcie_bandwidth_override(run_program, programs, h100):
+    n = 4_000_000
+    r = run_ok(run_program, programs, "h2d", str(n),
+               options=("--set", "pcie.bandwidth=32GB/s"))
+    o, p = h100.overheads, h100.pcie
+    assert r.values()["elapsed"] == pytest.approx(o.memcpy + 2 * p.latency + n / 32e9 + o.sync, rel=REL)
+
+
+def test_two_kernels_in_one_stream_run_back_to_back(run_program, programs, h100, costs):
+    L, S = h100.overheads.launch, h100.overheads.sync
+    v = run_ok(run_program, programs, "one-stream", options=costs).values()
+    # busy starts after its launch (L) and brief right after busy; then the sync returns.
+    assert v["elapsed"] == pytest.approx(L + BUSY + BRIEF + S, rel=REL)
+
+
+def test_two_kernels_in_two_streams_share_the_gpu(run_program, programs, h100, costs):
+    L, S = h100.overheads.launch, h100.overheads.sync
+    v = run_ok(run_program, programs, "two-streams", options=costs).values()
+    # brief starts at 2L, beside busy: both at half speed, so brief takes 2 * 20us.
+    assert v["brief_done"] == pytest.approx(2 * L + 2 * BRIEF + S, rel=REL)
+    # busy did L of its work alone, 20us while shared, the rest alone again.
+    assert v["busy_done"] == pytest.approx(L + BUSY + BRIEF + S, rel=REL)
+
+
+def test_kernel_overlaps_async_copy_in_another_stream(run_program, programs, h100, costs):
+    n = 8_000_000  # the copy (~150 us) outlasts the 100 us kernel
+    L, M, S = h100.overheads.launch, h100.overheads.memcpy, h100.overheads.sync
+    p = h100.pcie
+    v = run_ok(run_program, programs, "kernel-copy", str(n), options=costs).values()
+    copy_end = L + M + 2 * p.latency + n / p.bandwidth
+    assert copy_end > L + BUSY
+    assert v["elapsed"] == pytest.approx(copy_end + S, rel=REL)
+
+
+def test_kernel_cost_scales_with_threads_launched(run_program, programs, h100, costs):
+    L, S = h100.overheads.launch, h100.overheads.sync
+    v = run_ok(run_program, programs, "scaled", options=costs).values()
+    threads = (40 * 2) * (128 * 2)
+    assert v["elapsed"] == pytest.approx(L + 1 * US + threads * 1e-9 + S, rel=REL)
+
+
+def test_event_elapsed_time_is_the_simulated_interval(run_program, programs, h100, costs):
+    L, S = h100.overheads.launch, h100.overheads.sync
+    v = run_ok(run_program, programs, "events", options=costs).values()
+    # The first record completes at once on the idle stream; busy starts after its launch.
+    assert v["event_ms"] == pytest.approx((L + BUSY) * 1e3, rel=1e-6)  # a float
+    assert v["query_before"] == 600  # cudaErrorNotReady while busy runs
+    assert v["query_after"] == 0
+    assert v["elapsed"] == pytest.approx(L + BUSY + S, rel=REL)
+
+
+def test_legacy_default_stream_waits_for_blocking_streams(run_program, programs, h100, costs):
+    L, S = h100.overheads.launch, h100.overheads.sync
+    v = run_ok(run_program, programs, "legacy", options=costs).values()
+    # brief, on stream 0, cannot start before busy (stream s1) ends.
+    assert v["elapsed"] == pytest.approx(L + BUSY + BRIEF + S, rel=REL)
+
+
+def test_results_attribute_kernel_and_copy_time(run_program, programs, h100, costs):
+    n = 8_000_000
+    r = run_ok(run_program, programs, "kernel-copy", str(n), options=costs)
+    rank0 = r.results["ranks"][0]
+    assert rank0["kernels"]["busy(float*)"]["time_s"] == pytest.approx(BUSY, rel=REL)
+    h2d = rank0["copies"]["H2D"]
+    assert (h2d["count"], h2d["bytes"]) == (1, n)
+    assert h2d["time_s"] == pytest.approx(2 * h100.pcie.latency + n / h100.pcie.bandwidth, rel=REL)
+
+
+def test_device_sendrecv_within_a_node_crosses_nvlink(run_program, programs, h100):
+    n = 8_000_000
+    r = run_ok(run_program, programs, "sendrecv", str(n), options=("--gpus-per-node", "2"))
+    v = r.values()
+    expected = h100.nvlink.latency + (n + SMPI_ENVELOPE) / h100.nvlink_pair_bandwidth
+    assert v["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
+    assert v["rank 1 elapsed"] == pytest.approx(expected, rel=REL)
+
+
+def test_device_sendrecv_across_nodes_crosses_pcie_nic_and_fabric(run_program, programs, h100):
+    n = 8_000_000
+    r = run_ok(run_program, programs, "sendrecv", str(n), nodes=2,
+               options=("--gpus-per-node", "1", "--ranks-per-node", "1"))
+    p, nic, f = h100.pcie, h100.nic, h100.fabric
+    # GPU -> PCIe switch -> NIC -> fabric -> NIC -> PCIe switch -> GPU (GPUDirect RDMA)
+    latency = 4 * p.latency + 2 * nic.latency + f.hops * f.switch_latency
+    expected = latency + (n + SMPI_ENVELOPE) / min(p.bandwidth, nic.bandwidth)
+    assert r.values()["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
+    assert r.results["ranks"][0]["mpi"]["MPI_Sendrecv"]["count"] == 2
