@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import __version__, build, costs, machine, platform
 from .errors import InputError, OrreryError
+from .results import summary
 from .run import FILL_POLICIES, GPU_VISIBILITY, RunOptions, run
 
 
@@ -27,9 +28,11 @@ def _run_command(a: argparse.Namespace) -> int:
         strict=a.strict, d2h_fill=a.d2h_fill, fold_pinned=not a.no_fold_pinned, gpu_visibility=a.gpu_visibility, overrides=tuple(a.set),
     )
     outcome = run(opts)
-    from .results import summary
-    print(summary(outcome.results), file=sys.stderr)
-    print(f"orrery: results in {Path(a.out) / 'results.json'}", file=sys.stderr)
+    sys.stdout.flush()
+    print(summary(outcome.results))
+    if outcome.exit_code:
+        print(f"orrery: the program exited with status {outcome.exit_code}")
+    print(f"orrery: results in {Path(a.out) / 'results.json'}")
     return outcome.exit_code
 
 

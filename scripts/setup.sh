@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One-time set-up of Orrery on Debian 12 (bookworm): SimGrid with SMPI and a
+# C++ toolchain from Debian, then a virtual environment (.venv) holding the
+# orrery package, whose build compiles the CUDA stand-in (interpose/).
+# Safe to run again: it installs only what is missing and rebuilds the package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(libsimgrid-dev g++ cmake pkg-config make python3 python3-venv python3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q ".[test,calibration]"
+
+if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "setup: warning: nvcc not found. Building CUDA programs for Orrery needs the CUDA toolkit's" >&2
+  echo "       compiler (no GPU, no driver): NVIDIA's cuda-toolkit packages or Debian's nvidia-cuda-toolkit." >&2
+fi
+echo "setup: done ($(.venv/bin/orrery --version), SimGrid $(pkg-config --modversion simgrid))"

@@ -1,0 +1,72 @@
+"""The bundled Jacobi example, built by its own Makefile with Orrery's wrappers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tomllib
+
+import pytest
+
+from conftest import ORRERY, REPO, nvcc_available, orrery
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed")]
+
+EXAMPLE = REPO / "examples" / "jacobi"
+NX, NY, NITER = 4096, 4098, 30
+
+
+@pytest.fixture(scope="module")
+def jacobi(tmp_path_factory):
+    d = tmp_path_factory.mktemp("jacobi")
+    for f in ("jacobi.cu", "Makefile"):
+        shutil.copy(EXAMPLE / f, d / f)
+    subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], cwd=d, check=True)
+    return d / "jacobi"
+
+
+def run(jacobi, out, *extra):
+    return orrery("run", "--nodes", "2", "--costs", str(EXAMPLE / "costs.toml"), "--strict", "--out", str(out),
+                  *extra, "--", str(jacobi), "-nx", str(NX), "-ny", str(NY), "-niter", str(NITER))
+
+
+def test_eight_ranks_run_exactly_the_configured_iterations(jacobi, tmp_path):
+    p = run(jacobi, tmp_path / "o")
+    assert p.returncode == 0, p.stderr
+    assert f"iterations: {NITER}" in p.stdout
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert len(res["ranks"]) == 8
+    assert [r["host"] for r in res["ranks"][:5]] == ["n0-gpu0", "n0-gpu1", "n0-gpu2", "n0-gpu3", "n1-gpu0"]
+    assert res["kernels_without_cost"] == {}
+    cost = tomllib.loads((EXAMPLE / "costs.toml").read_text())["kernels"]["jacobi_kernel"]
+    chunk = (NY - 2) // 8
+    threads = ((NX + 31) // 32) * ((chunk + 31) // 32) * 1024  # the example's 32 x 32 blocks
+    for r in res["ranks"]:
+        k = r["kernels"]["jacobi_kernel(float*, float const*, float*, int, int, int, bool)"]
+        assert k["count"] == NITER
+        assert k["time_s"] == pytest.approx(NITER * (cost["alpha"] + cost["beta"] * threads), rel=1e-9)
+        assert r["mpi"]["MPI_Sendrecv"]["count"] == 2 * NITER
+        assert r["mpi"]["MPI_Allreduce"]["count"] == NITER
+        assert r["copies"]["D2H"]["count"] == NITER
+        # the parts of a rank's time add up to when it finished
+        assert r["host_s"] + r["mpi_s"] + r["gpu_wait_s"] == pytest.approx(r["end_s"], rel=1e-12)
+        assert r["end_s"] + r["idle_s"] == pytest.approx(res["makespan_s"], rel=1e-12)
+
+
+def test_two_runs_give_identical_results(jacobi, tmp_path):
+    assert run(jacobi, tmp_path / "a").returncode == 0
+    assert run(jacobi, tmp_path / "b").returncode == 0
+    assert (tmp_path / "a" / "results.json").read_bytes() == (tmp_path / "b" / "results.json").read_bytes()
+
+
+def test_a_slower_fabric_slows_only_the_communication(jacobi, tmp_path):
+    assert run(jacobi, tmp_path / "fast").returncode == 0
+    assert run(jacobi, tmp_path / "slow", "--set", "nic.bandwidth=25Gbps").returncode == 0
+    fast = json.loads((tmp_path / "fast" / "results.json").read_text())
+    slow = json.loads((tmp_path / "slow" / "results.json").read_text())
+    assert slow["run"]["overrides"] == ["nic.bandwidth=25Gbps"]
+    assert slow["makespan_s"] > fast["makespan_s"]
+    assert slow["ranks"][3]["kernel_s"] == pytest.approx(fast["ranks"][3]["kernel_s"], rel=1e-12)
+    assert slow["ranks"][3]["mpi_s"] > fast["ranks"][3]["mpi_s"]

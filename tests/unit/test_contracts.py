@@ -1,0 +1,38 @@
+"""The C shim and the Python package describe some things twice: keep them equal."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from orrery import machine, platform, results
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+SHIM = REPO / "interpose"
+
+
+def test_every_gpu_property_the_shim_reads_is_generated():
+    read = set(re.findall(r'"(orrery:\w+)"', "".join(p.read_text() for p in SHIM.glob("*.cpp"))))
+    m = machine.load("h100-ib200")
+    written = set(platform.gpu_properties(m, platform.Layout(1, 1, 1), 0, 0))
+    assert read <= written, f"the shim reads properties the platform lacks: {read - written}"
+    assert "orrery:node" in read
+
+
+def test_report_header_matches_the_reader():
+    engine = (SHIM / "engine.cpp").read_text()
+    header = re.search(r'fprintf\(f, "(rank\\t[^"]*)\\n"\);', engine).group(1)
+    assert tuple(header.split("\\t")) == results.REPORT_COLUMNS
+
+
+def test_readme_lists_exactly_the_supported_calls():
+    readme = (REPO / "README.md").read_text()
+    cuda = [n for n in re.findall(r"^ORR_CUDA\((\w+),", (SHIM / "cuda_api.def").read_text(), re.M)
+            if not n.startswith("__")]
+    mpi = ["MPI_" + n for n in re.findall(r"^ORR_MPI\((\w+),", (SHIM / "mpi_api.def").read_text(), re.M)]
+    section = readme.split("### Supported CUDA calls", 1)[1].split("## Machines", 1)[0]
+    listed = set(re.findall(r"\b(cuda[A-Z]\w+|MPI_\w+)\b", section))
+    listed -= {"cudaGraphCreate", "cudaErrorMemoryAllocation"}
+    assert listed == set(cuda) | set(mpi)

@@ -1,0 +1,85 @@
+import tomllib
+from importlib import resources
+
+import pytest
+
+from orrery import machine
+from orrery.errors import InputError
+
+pytestmark = pytest.mark.unit
+
+
+def raw(name="h100-ib200"):
+    return tomllib.loads(resources.files("orrery.machines").joinpath(f"{name}.toml").read_text())
+
+
+def test_builtin_h100_ib200_values():
+    m = machine.load("h100-ib200")
+    assert m.node.gpus == 4
+    assert m.gpu.sm_count == 132
+    assert m.pcie.bandwidth == 53.8e9
+    assert m.nic.bandwidth == 25e9
+    assert m.nvlink_pair_bandwidth == 6 * 25e9
+
+
+@pytest.mark.parametrize("name", machine.builtin_names())
+def test_every_builtin_parameter_has_a_source(name):
+    m = machine.load(name)
+    params = {f"{section}.{field}" for section in ("node", "gpu", "overheads", "pcie", "nvlink", "nic", "fabric")
+              for field in type(getattr(m, section)).model_fields}
+    assert params == set(m.sources)
+
+
+def test_override_is_parsed_with_units():
+    m = machine.load("h100-ib200", ["pcie.bandwidth=64GB/s", "node.gpus=2", "nic.per_node=2"])
+    assert (m.pcie.bandwidth, m.node.gpus) == (64e9, 2)
+
+
+def test_override_of_unknown_key_is_named():
+    with pytest.raises(InputError, match=r"--set: key 'pcie\.speed': got 1"):
+        machine.load("h100-ib200", ["pcie.speed=1"])
+
+
+def test_override_with_bad_unit_names_the_override():
+    with pytest.raises(InputError, match=r"--set pcie.bandwidth .*got '5GB', expected a bandwidth"):
+        machine.load("h100-ib200", ["pcie.bandwidth=5GB"])
+
+
+def test_override_needs_key_and_value():
+    with pytest.raises(InputError, match="KEY=VALUE"):
+        machine.load("h100-ib200", ["pcie.bandwidth"])
+
+
+def test_unknown_machine_lists_the_builtins():
+    with pytest.raises(InputError, match="h100-ib200"):
+        machine.load("nowhere")
+
+
+def test_file_errors_name_file_key_and_value(tmp_path):
+    text = resources.files("orrery.machines").joinpath("h100-ib200.toml").read_text()
+    path = tmp_path / "m.toml"
+    path.write_text(text.replace("sm_count = 132\n", ""))
+    with pytest.raises(InputError, match=rf"{path}: key 'gpu.sm_count': got None, expected this key"):
+        machine.load(str(path))
+    path.write_text(text.replace("gpus = 4\n", 'gpus = 4\ncolour = "green"\n'))
+    with pytest.raises(InputError, match=r"key 'node.colour': got 'green', expected no such key"):
+        machine.load(str(path))
+    path.write_text(text.replace('bandwidth = "53.8GB/s"', 'bandwidth = "53.8"'))
+    machine.load(str(path))  # a plain number is bytes/s
+    path.write_text(text.replace('bandwidth = "53.8GB/s"', 'bandwidth = "53.8 GB"'))
+    with pytest.raises(InputError, match=r"key 'pcie.bandwidth': got '53.8 GB', expected a bandwidth"):
+        machine.load(str(path))
+    path.write_text("[node\n")
+    with pytest.raises(InputError, match="valid TOML"):
+        machine.load(str(path))
+
+
+def test_semantic_checks():
+    data = raw()
+    data["nic"]["per_node"] = 8
+    with pytest.raises(InputError, match=r"nic.per_node \(8\) must not exceed node.gpus \(4\)"):
+        machine.validate(data, "test")
+    data = raw()
+    data["sources"]["gpu.colour"] = "x"
+    with pytest.raises(InputError, match="sources names 'gpu.colour'"):
+        machine.validate(data, "test")
