@@ -34,7 +34,6 @@ SMPI_CONFIG = (
     "smpi/host-speed:1e12f",
     "smpi/wtime:0",  # MPI_Wtime itself costs no simulated time
     "surf/precision:1e-12",  # smpirun sets 1e-9 s, too coarse for microsecond events
-    "maxmin/precision:1e-12",
 )
 # SimGrid's own informational chatter (configuration echo) is not the program's output.
 SMPI_LOG = ("xbt_cfg.thres:warning", "smpi_config.thres:warning", "smpi.thres:warning")
