@@ -228,7 +228,9 @@ Rank& rank_self(const char* function) {
     fatal("%s called from actor '%s', which is not an MPI rank (CUDA calls from host callbacks "
           "are not allowed, as on a real GPU)",
           function, self->get_cname());
-  if (table.empty()) {
+  static bool hooked = false;  // once per simulation, not once per rank
+  if (!hooked) {
+    hooked = true;
     sg4::Engine::on_simulation_end_cb(write_report);
     install_message_copy();
   }
@@ -439,9 +441,11 @@ const char* copy_kind_name(CopyKind k) {
  * One row per (rank, category, name); orrery/results.py reads it by its header. */
 
 static void write_report() {
+  static bool written = false;
   const std::string& path = config().report_path;
-  if (path.empty())
+  if (path.empty() || written)
     return;
+  written = true;
   std::string tmp = path + ".part";
   FILE* f = fopen(tmp.c_str(), "w");
   if (!f) {
