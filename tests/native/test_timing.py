@@ -140,3 +140,30 @@ def test_device_sendrecv_across_nodes_crosses_pcie_nic_and_fabric(run_program, p
     expected = latency + (n + SMPI_ENVELOPE) / min(p.bandwidth, nic.bandwidth)
     assert r.values()["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
     assert r.results["ranks"][0]["mpi"]["MPI_Sendrecv"]["count"] == 2
+
+
+def test_device_isend_irecv_take_the_same_time_as_sendrecv(run_program, programs, h100):
+    n = 8_000_000
+    r = run_ok(run_program, programs, "isend", str(n), nodes=2,
+               options=("--gpus-per-node", "1", "--ranks-per-node", "1"))
+    p, nic, f = h100.pcie, h100.nic, h100.fabric
+    latency = 4 * p.latency + 2 * nic.latency + f.hops * f.switch_latency
+    expected = latency + (n + SMPI_ENVELOPE) / min(p.bandwidth, nic.bandwidth)
+    assert r.values()["rank 1 elapsed"] == pytest.approx(expected, rel=REL)
+    mpi = r.results["ranks"][1]["mpi"]
+    assert (mpi["MPI_Isend"]["count"], mpi["MPI_Irecv"]["count"], mpi["MPI_Waitall"]["count"]) == (1, 1, 1)
+
+
+def test_collectives_on_device_buffers(run_program, programs, h100):
+    n = 1_000_000
+    r = run_ok(run_program, programs, "collectives", str(n), options=("--gpus-per-node", "2"))
+    v = r.values()
+    # two ranks on one node: the broadcast is one NVLink message from rank 0 to rank 1
+    assert v["rank 1 bcast"] == pytest.approx(h100.nvlink.latency + (n + SMPI_ENVELOPE) / h100.nvlink_pair_bandwidth,
+                                              rel=REL)
+    assert "rank 0 done" in r.stdout and "rank 1 done" in r.stdout
+    mpi = r.results["ranks"][0]["mpi"]
+    for call in ("MPI_Bcast", "MPI_Allreduce", "MPI_Allgather", "MPI_Alltoall", "MPI_Reduce_scatter_block", "MPI_Wait"):
+        assert mpi[call]["count"] == 1, call
+        assert mpi[call]["time_s"] > 0, call  # each moves 1 MB over NVLink: never free
+    assert mpi["MPI_Iallreduce"]["count"] == 1  # returns at once; its time shows in MPI_Wait

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
   const size_t n = argc > 2 ? strtoull(argv[2], nullptr, 10) : 1 << 20;
   float *d, *h;
-  CHECK(cudaMalloc(&d, n));
+  CHECK(cudaMalloc(&d, n * (strcmp(mode, "collectives") ? 1 : size)));
   CHECK(cudaMallocHost(&h, n));
   cudaStream_t s1, s2;
   CHECK(cudaStreamCreate(&s1));
@@ -88,6 +88,33 @@ int main(int argc, char** argv) {
     const double t1 = MPI_Wtime();
     MPI_Sendrecv(d, (int)n, MPI_BYTE, peer, 0, r, (int)n, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     printf("rank %d elapsed %.17g\n", rank, MPI_Wtime() - t1);
+  } else if (!strcmp(mode, "isend")) {  // the same exchange with non-blocking calls
+    const int peer = rank ^ 1;
+    float* r;
+    CHECK(cudaMalloc(&r, n));
+    MPI_Sendrecv(d, (int)n, MPI_BYTE, peer, 0, r, (int)n, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const double t1 = MPI_Wtime();
+    MPI_Request rq[2];
+    MPI_Irecv(r, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[0]);
+    MPI_Isend(d, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[1]);
+    MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+    printf("rank %d elapsed %.17g\n", rank, MPI_Wtime() - t1);
+  } else if (!strcmp(mode, "collectives")) {  // collectives on device buffers
+    float* r;
+    CHECK(cudaMalloc(&r, n * size));
+    const int count = (int)(n / sizeof(float));
+    MPI_Sendrecv(d, 1, MPI_BYTE, rank ^ 1, 0, r, 1, MPI_BYTE, rank ^ 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    double t1 = MPI_Wtime();
+    MPI_Bcast(d, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    printf("rank %d bcast %.17g\n", rank, MPI_Wtime() - t1);
+    MPI_Allreduce(d, r, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allgather(d, count, MPI_FLOAT, r, count, MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Alltoall(r, count, MPI_FLOAT, d, count, MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Reduce_scatter_block(r, d, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Request rq;
+    MPI_Iallreduce(d, r, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq);
+    MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    printf("rank %d done\n", rank);
   } else if (!strcmp(mode, "fill")) {  // what a D2H copy leaves in host memory
     float small_h[4];
     double dbl;
