@@ -167,3 +167,29 @@ def test_collectives_on_device_buffers(run_program, programs, h100):
         assert mpi[call]["count"] == 1, call
         assert mpi[call]["time_s"] > 0, call  # each moves 1 MB over NVLink: never free
     assert mpi["MPI_Iallreduce"]["count"] == 1  # returns at once; its time shows in MPI_Wait
+
+
+def test_copy_kinds_memset_and_launch_api_costs(run_program, programs, h100, costs):
+    n = 4_194_304
+    r = run_ok(run_program, programs, "api", str(n), options=("--gpus-per-node", "2", "--ranks-per-node", "1",
+                                                               *costs))
+    v = r.values()
+    o, p, g = h100.overheads, h100.pcie, h100.gpu
+    M, L, S = o.memcpy, o.launch, o.sync
+    # a peer copy crosses the NVLink between GPU 0 and GPU 1
+    assert v["peer"] == pytest.approx(M + h100.nvlink.latency + n / h100.nvlink_pair_bandwidth + S, rel=REL)
+    # a copy within one GPU runs at its device-to-device rate
+    assert v["d2d"] == pytest.approx(M + g.d2d_latency + n / g.d2d_bandwidth + S, rel=REL)
+    # cudaMemcpyDefault finds a pinned source and a device destination: an H2D copy
+    assert v["default_h2d"] == pytest.approx(M + 2 * p.latency + n / p.bandwidth + S, rel=REL)
+    # a 2D copy moves width x height bytes (1024 x n/4096), not the pitched extent
+    assert v["h2d_2d"] == pytest.approx(M + 2 * p.latency + 1024 * (n // 4096) / p.bandwidth + S, rel=REL)
+    assert v["memset"] == pytest.approx(M + n / g.memset_bandwidth + S, rel=REL)
+    assert v["launch_api"] == pytest.approx(L + BUSY + S, rel=REL)
+    assert (v["query_busy"], v["query_idle"]) == (600, 0)  # cudaErrorNotReady, then cudaSuccess
+    # an invalid launch configuration is reported, sticky until read, and costs nothing on the GPU
+    assert (v["peek"], v["get"], v["after"]) == (9, 9, 0)  # cudaErrorInvalidConfiguration
+    assert v["invalid_launch"] == pytest.approx(S, rel=REL)
+    assert r.stdout.count("priority 0 -5 -5") == 1  # CUDA's range, requests clamped to it
+    copies = r.results["ranks"][0]["copies"]
+    assert copies["peer"]["bytes"] == n and copies["D2D"]["bytes"] == n and copies["memset"]["bytes"] == n

@@ -115,6 +115,46 @@ int main(int argc, char** argv) {
     MPI_Iallreduce(d, r, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq);
     MPI_Wait(&rq, MPI_STATUS_IGNORE);
     printf("rank %d done\n", rank);
+  } else if (!strcmp(mode, "api")) {  // one timed segment per API
+    float *d1, *p2;
+    CHECK(cudaMalloc(&d1, n));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMalloc(&p2, n));
+    CHECK(cudaSetDevice(0));
+    double t = MPI_Wtime();
+#define SEGMENT(name)                                   \
+  printf(name " %.17g\n", MPI_Wtime() - t);             \
+  t = MPI_Wtime()
+    CHECK(cudaMemcpyPeer(p2, 1, d, 0, n));
+    SEGMENT("peer");
+    CHECK(cudaMemcpy(d1, d, n, cudaMemcpyDeviceToDevice));
+    SEGMENT("d2d");
+    CHECK(cudaMemcpy(d, h, n, cudaMemcpyDefault));  // inferred: pinned host -> device
+    SEGMENT("default_h2d");
+    CHECK(cudaMemcpy2D(d, 4096, h, 2048, 1024, n / 4096, cudaMemcpyHostToDevice));
+    SEGMENT("h2d_2d");
+    CHECK(cudaMemset(d, 0, n));
+    CHECK(cudaDeviceSynchronize());
+    SEGMENT("memset");
+    void* args[] = {&d};
+    CHECK(cudaLaunchKernel((const void*)busy, dim3(1), dim3(1), args, 0, s1));
+    printf("query_busy %d\n", (int)cudaStreamQuery(s1));
+    CHECK(cudaStreamSynchronize(s1));
+    printf("query_idle %d\n", (int)cudaStreamQuery(s1));
+    SEGMENT("launch_api");
+    brief<<<0, 1>>>(d);  // invalid configuration: nothing runs
+    printf("peek %d\n", (int)cudaPeekAtLastError());
+    printf("get %d\n", (int)cudaGetLastError());
+    printf("after %d\n", (int)cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    SEGMENT("invalid_launch");
+    cudaStream_t hi;
+    int lo_prio, hi_prio, got;
+    CHECK(cudaDeviceGetStreamPriorityRange(&lo_prio, &hi_prio));
+    CHECK(cudaStreamCreateWithPriority(&hi, cudaStreamNonBlocking, hi_prio - 3));
+    CHECK(cudaStreamGetPriority(hi, &got));
+    printf("priority %d %d %d\n", lo_prio, hi_prio, got);
+#undef SEGMENT
   } else if (!strcmp(mode, "fill")) {  // what a D2H copy leaves in host memory
     float small_h[4];
     double dbl;
