@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -154,6 +155,10 @@ static Gpu* gpu_of_host(sg4::Host* host) {
   g.d2d_latency_s = prop_d(host, "orrery:d2d_latency_s");
   g.host_memcpy_bandwidth = prop_d(host, "orrery:host_memcpy_bandwidth");
 
+  int engines = prop_i(host, "orrery:copy_engines");
+  g.h2d_engine = sg4::Semaphore::create(engines >= 2 ? engines / 2 : 1);
+  g.d2h_engine = engines >= 2 ? sg4::Semaphore::create(engines - engines / 2) : g.h2d_engine;
+
   cudaDeviceProp& p = g.prop;
   snprintf(p.name, sizeof p.name, "%s", prop(host, "orrery:name"));
   p.totalGlobalMem = (size_t)prop_d(host, "orrery:memory_bytes");
@@ -273,28 +278,103 @@ static void wait_seq(Stream* s, uint64_t seq) {
     s->done_cv->wait(lock);
 }
 
-static void fill_rows(void* dst, uint64_t width, uint64_t pitch, uint64_t rows) { apply_d2h_fill(dst, width, pitch, rows); }
+/* ---------------- interval sets ---------------- */
+
+void IntervalSet::add(double begin, double end) {
+  if (end <= begin)
+    return;
+  if (!spans_.empty() && begin >= spans_.back().first) {
+    if (begin <= spans_.back().second) {
+      spans_.back().second = std::max(spans_.back().second, end);
+      return;
+    }
+  } else if (!spans_.empty()) {
+    sorted_ = false;
+  }
+  spans_.emplace_back(begin, end);
+}
+
+void IntervalSet::normalize() const {
+  if (sorted_)
+    return;
+  std::sort(spans_.begin(), spans_.end());
+  std::vector<std::pair<double, double>> merged;
+  for (auto& sp : spans_) {
+    if (!merged.empty() && sp.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, sp.second);
+    else
+      merged.push_back(sp);
+  }
+  spans_.swap(merged);
+  sorted_ = true;
+}
+
+double IntervalSet::measure() const {
+  normalize();
+  double total = 0;
+  for (auto& sp : spans_)
+    total += sp.second - sp.first;
+  return total;
+}
+
+double IntervalSet::overlap(const IntervalSet& other) const {
+  normalize();
+  other.normalize();
+  double total = 0;
+  size_t i = 0, j = 0;
+  while (i < spans_.size() && j < other.spans_.size()) {
+    double lo = std::max(spans_[i].first, other.spans_[j].first);
+    double hi = std::min(spans_[i].second, other.spans_[j].second);
+    if (hi > lo)
+      total += hi - lo;
+    (spans_[i].second < other.spans_[j].second) ? i++ : j++;
+  }
+  return total;
+}
+
+/* ---------------- executing stream operations ---------------- */
+
+/* Kernels of a higher-priority stream take the GPU from lower ones: a
+ * kernel's share of its GPU is proportional to 1000^-priority (CUDA: 0 is the
+ * lowest priority, -5 the greatest), so equal priorities share equally. */
+static double priority_weight(int priority) { return std::pow(1000.0, -priority); }
+
+static void run_on_gpu(Stream* s, double seconds) {
+  sg4::ExecPtr exec = sg4::this_actor::exec_init(seconds * s->gpu->speed);
+  exec->set_priority(priority_weight(s->priority));
+  exec->start();
+  exec->wait();
+}
 
 static void execute(Stream* s, Op& op) {
   Stats& st = s->rank->stats;
   double t0 = now();
   switch (op.kind) {
     case Op::Kernel: {
-      sg4::this_actor::execute(op.seconds * s->gpu->speed);
+      run_on_gpu(s, op.seconds);
       Tally& t = st.kernels[op.name];
       t.count++;
       t.time_s += now() - t0;
+      st.compute.add(t0, now());
       break;
     }
     case Op::Memset: {
-      sg4::this_actor::execute(op.seconds * s->gpu->speed);
+      run_on_gpu(s, op.seconds);
       Tally& t = st.copies["memset"];
       t.count++;
       t.bytes += op.bytes;
       t.time_s += now() - t0;
+      st.compute.add(t0, now());
       break;
     }
     case Op::Copy: {
+      sg4::SemaphorePtr engine = op.copy == CopyKind::H2D ? s->gpu->h2d_engine
+                                 : op.copy == CopyKind::D2H || op.copy == CopyKind::Peer ? s->gpu->d2h_engine
+                                                                                         : nullptr;
+      if (engine) {
+        engine->acquire();
+        t0 = now();  // the copy's own time starts when its engine is free
+      }
       if (op.copy == CopyKind::H2H) {
         sg4::this_actor::sleep_for((double)op.bytes / s->gpu->host_memcpy_bandwidth);
         if (op.fill_dst && op.h2h_src)
@@ -305,12 +385,19 @@ static void execute(Stream* s, Op& op) {
         // nothing moves: the copy completes at once
       } else if (op.copy == CopyKind::D2D) {
         // Device memory to device memory: work of the GPU, sharing it with kernels.
-        sg4::this_actor::execute((s->gpu->d2d_latency_s + (double)op.bytes / s->gpu->d2d_bandwidth) * s->gpu->speed);
+        run_on_gpu(s, s->gpu->d2d_latency_s + (double)op.bytes / s->gpu->d2d_bandwidth);
+        st.compute.add(t0, now());
       } else {
         sg4::Comm::sendto(op.from, op.to, op.bytes);
       }
+      if (engine)
+        engine->release();
       if (op.copy == CopyKind::D2H && op.fill_dst)
-        fill_rows(op.fill_dst, op.fill_width, op.fill_pitch, op.fill_rows);
+        apply_d2h_fill(op.fill_dst, op.fill_width, op.fill_pitch, op.fill_rows);
+      if (op.copy == CopyKind::H2D)
+        st.h2d.add(t0, now());
+      else if (op.copy == CopyKind::D2H || op.copy == CopyKind::Peer)
+        st.d2h.add(t0, now());
       Tally& t = st.copies[copy_kind_name(op.copy)];
       t.count++;
       t.bytes += op.bytes;
@@ -471,6 +558,13 @@ static void write_report() {
     fprintf(f, "%d\trank\thost_api\t0\t0\t%.17g\n", r->id, r->stats.host_api_s);
     fprintf(f, "%d\trank\tgpu_wait\t0\t0\t%.17g\n", r->id, r->stats.gpu_wait_s);
     fprintf(f, "%d\trank\tend\t0\t0\t%.17g\n", r->id, r->stats.end_s < 0 ? now() : r->stats.end_s);
+    const Stats& st = r->stats;
+    double hidden = st.comm.overlap(st.compute);
+    fprintf(f, "%d\tengine\tcompute\t0\t0\t%.17g\n", r->id, st.compute.measure());
+    fprintf(f, "%d\tengine\tH2D\t0\t0\t%.17g\n", r->id, st.h2d.measure());
+    fprintf(f, "%d\tengine\tD2H\t0\t0\t%.17g\n", r->id, st.d2h.measure());
+    fprintf(f, "%d\toverlap\tcommunication\t0\t0\t%.17g\n", r->id, st.comm.measure());
+    fprintf(f, "%d\toverlap\thidden\t0\t0\t%.17g\n", r->id, hidden);
     fprintf(f, "%d\tplacement\t%s\t0\t0\t0\n", r->id, r->host->get_cname());
   }
   fclose(f);

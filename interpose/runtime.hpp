@@ -55,6 +55,19 @@ const Config& config();
 [[noreturn]] void unsupported(const char* function);
 
 /* ---- a simulated GPU, shared by the ranks of its node ---- */
+/* A union of time intervals, built in (mostly) increasing order. */
+class IntervalSet {
+ public:
+  void add(double begin, double end);
+  double measure() const;                            // total length of the union
+  double overlap(const IntervalSet& other) const;    // length of the intersection
+  void normalize() const;                            // sort and merge (once, at the end)
+
+ private:
+  mutable std::vector<std::pair<double, double>> spans_;
+  mutable bool sorted_ = true;
+};
+
 struct Gpu {
   sg4::Host* host = nullptr;  // executes kernels and memsets
   sg4::Host* cpu = nullptr;   // the node's CPU: the other end of H2D/D2H copies
@@ -70,6 +83,9 @@ struct Gpu {
   double d2d_bandwidth = 0;      // bytes/s of a device-to-device copy on one GPU
   double d2d_latency_s = 0;      // fixed time of a device-to-device copy
   double host_memcpy_bandwidth = 0; // bytes/s of host-to-host copies
+  // Copy engines: with two or more, host-to-device copies have their own and
+  // device-to-host (and outgoing peer) copies theirs; with one, all share it.
+  sg4::SemaphorePtr h2d_engine, d2h_engine;
 };
 
 /* ---- device-side work ---- */
@@ -138,6 +154,10 @@ struct Stats {
   double host_api_s = 0;   // modelled CUDA API overheads on the host
   double gpu_wait_s = 0;   // host blocked until device work completed
   double end_s = -1;       // when the rank called MPI_Finalize
+  // When things happened, for overlap: the rank's device work by engine, and
+  // its communication (blocking MPI calls; non-blocking requests from post to
+  // the wait or test that completed them).
+  IntervalSet compute, h2d, d2h, comm;
 };
 
 struct Rank {
@@ -152,6 +172,7 @@ struct Rank {
   dim3 cfg_grid{1, 1, 1}, cfg_block{1, 1, 1};
   size_t cfg_shmem = 0;
   cudaStream_t cfg_stream = nullptr;
+  std::map<const void*, double> requests;  // pending non-blocking MPI requests -> post time
   Stats stats;
 };
 

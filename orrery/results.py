@@ -35,7 +35,12 @@ class RankResult:
     gpu_wait_s: float     # blocked in a CUDA synchronisation
     mpi_s: float          # inside MPI calls
     idle_s: float         # finished, waiting for the last rank
-    kernel_s: float       # device time of its kernels
+    kernel_s: float       # device time of its kernels (summed over streams)
+    engines: dict[str, float]  # time each engine of its GPU was busy with its work: compute, H2D, D2H
+    comm_s: float         # communication: blocking MPI calls, non-blocking requests from post to completion
+    comm_hidden_s: float  # of which overlapped by its GPU computing
+    comm_exposed_s: float  # of which not overlapped
+    hidden_fraction: float  # comm_hidden_s / comm_s (0 without communication)
     kernels: dict[str, Tally] = field(default_factory=dict)
     copies: dict[str, Tally] = field(default_factory=dict)
     mpi: dict[str, Tally] = field(default_factory=dict)
@@ -70,7 +75,8 @@ def read_report(path: Path, run: dict) -> Results:
         if cat == "run":
             makespan = t.time_s
             continue
-        d = per_rank.setdefault(rank, {"kernel": {}, "copy": {}, "mpi": {}, "rank": {}, "host": "?"})
+        d = per_rank.setdefault(rank, {"kernel": {}, "copy": {}, "mpi": {}, "rank": {}, "engine": {},
+                                       "overlap": {}, "host": "?"})
         if cat == "placement":
             d["host"] = name
         elif cat == "uncosted":
@@ -83,11 +89,16 @@ def read_report(path: Path, run: dict) -> Results:
         scalars = {k: v.time_s for k, v in d["rank"].items()}
         mpi_s = math.fsum(t.time_s for t in d["mpi"].values())
         end_s = scalars["end"]
+        comm = d["overlap"]["communication"].time_s
+        hidden = d["overlap"]["hidden"].time_s
         ranks.append(RankResult(
             rank=rank, host=d["host"], end_s=end_s,
             host_s=end_s - mpi_s - scalars["gpu_wait"], host_api_s=scalars["host_api"],
             gpu_wait_s=scalars["gpu_wait"], mpi_s=mpi_s, idle_s=makespan - end_s,
             kernel_s=math.fsum(t.time_s for t in d["kernel"].values()),
+            engines={k: v.time_s for k, v in d["engine"].items()},
+            comm_s=comm, comm_hidden_s=hidden, comm_exposed_s=comm - hidden,
+            hidden_fraction=hidden / comm if comm > 0 else 0.0,
             kernels={k: Tally(v.count, v.time_s) for k, v in d["kernel"].items()},
             copies=d["copy"], mpi={k: Tally(v.count, v.time_s) for k, v in d["mpi"].items()},
         ))
@@ -105,8 +116,8 @@ def _fmt(seconds: float) -> str:
 
 def summary(results: Results) -> str:
     """A short table of where simulated time went, per rank (or min/mean/max beyond 16 ranks)."""
-    cols = ("end_s", "kernel_s", "mpi_s", "gpu_wait_s", "host_s", "idle_s")
-    heads = ("finished", "GPU kernels", "MPI", "GPU wait", "host", "idle")
+    cols = ("end_s", "kernel_s", "mpi_s", "gpu_wait_s", "host_s", "idle_s", "comm_exposed_s", "hidden_fraction")
+    heads = ("finished", "GPU kernels", "MPI", "GPU wait", "host", "idle", "comm exposed", "comm hidden")
     lines = [f"orrery: simulated makespan {_fmt(results.makespan_s)} "
              f"({len(results.ranks)} ranks on {results.run.get('machine', '?')})"]
     if len(results.ranks) <= 16:
@@ -118,7 +129,8 @@ def summary(results: Results) -> str:
     widths = [max(len(h), 11) for h in heads]
     lines.append("          " + "  ".join(h.rjust(w) for h, w in zip(heads, widths)))
     for label, *vals in rows:
-        lines.append(f"{label:<10}" + "  ".join(_fmt(v).rjust(w) for v, w in zip(vals, widths)))
+        cells = [_fmt(v) for v in vals[:-1]] + [f"{100 * vals[-1]:.1f}%"]
+        lines.append(f"{label:<10}" + "  ".join(c.rjust(w) for c, w in zip(cells, widths)))
     if results.kernels_without_cost:
         lines.append("kernels without a cost (given the default time; --strict makes this an error):")
         for name, n in results.kernels_without_cost.items():
