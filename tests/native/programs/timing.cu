@@ -10,6 +10,9 @@ __global__ void busy(float* x) {}   // costs come from the test's cost file
 __global__ void brief(float* x) {}
 __global__ void scaled(float* x) {}
 
+static int callback_runs = 0;
+static void on_host(void* counter) { ++*(int*)counter; }
+
 #define CHECK(call)                                                                 \
   do {                                                                              \
     cudaError_t e_ = (call);                                                        \
@@ -155,6 +158,59 @@ int main(int argc, char** argv) {
     CHECK(cudaStreamGetPriority(hi, &got));
     printf("priority %d %d %d\n", lo_prio, hi_prio, got);
 #undef SEGMENT
+  } else if (!strcmp(mode, "copy-same") || !strcmp(mode, "copy-opposite")) {
+    // two copies in two streams: the same direction queue for one copy engine
+    float* d1;
+    CHECK(cudaMalloc(&d1, n));
+    CHECK(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s1));
+    if (!strcmp(mode, "copy-same"))
+      CHECK(cudaMemcpyAsync(d1, h, n, cudaMemcpyHostToDevice, s2));
+    else
+      CHECK(cudaMemcpyAsync(h, d1, n, cudaMemcpyDeviceToHost, s2));
+    CHECK(cudaStreamSynchronize(s1));
+    printf("first %.17g\n", MPI_Wtime() - t0);
+    CHECK(cudaStreamSynchronize(s2));
+    printf("second %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "event-join")) {  // s2 waits for busy in s1 through an event
+    cudaEvent_t e;
+    CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    busy<<<1, 1, 0, s1>>>(d);
+    CHECK(cudaEventRecord(e, s1));
+    CHECK(cudaStreamWaitEvent(s2, e, 0));
+    brief<<<1, 1, 0, s2>>>(d);
+    CHECK(cudaStreamSynchronize(s2));
+    printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "callback")) {  // a host function runs in stream order
+    busy<<<1, 1, 0, s1>>>(d);
+    CHECK(cudaLaunchHostFunc(s1, on_host, &callback_runs));
+    brief<<<1, 1, 0, s1>>>(d);
+    printf("runs_before %d\n", callback_runs);
+    CHECK(cudaStreamSynchronize(s1));
+    printf("runs_after %d\n", callback_runs);
+    printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "priority")) {  // brief on a high-priority stream overtakes busy
+    cudaStream_t lo, hi;
+    CHECK(cudaStreamCreateWithPriority(&lo, cudaStreamNonBlocking, 0));
+    CHECK(cudaStreamCreateWithPriority(&hi, cudaStreamNonBlocking, -1));
+    busy<<<1, 1, 0, lo>>>(d);
+    brief<<<1, 1, 0, hi>>>(d);
+    CHECK(cudaStreamSynchronize(hi));
+    printf("brief_done %.17g\n", MPI_Wtime() - t0);
+    CHECK(cudaStreamSynchronize(lo));
+    printf("busy_done %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "isend-kernel")) {  // a message between nodes while busy runs
+    const int peer = rank ^ 1;
+    float* r;
+    CHECK(cudaMalloc(&r, n));
+    MPI_Sendrecv(d, 1, MPI_BYTE, peer, 0, r, 1, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const double t1 = MPI_Wtime();
+    busy<<<1, 1, 0, s1>>>(d);
+    MPI_Request rq[2];
+    MPI_Irecv(r, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[0]);
+    MPI_Isend(d, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[1]);
+    MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+    CHECK(cudaStreamSynchronize(s1));
+    printf("rank %d elapsed %.17g\n", rank, MPI_Wtime() - t1);
   } else if (!strcmp(mode, "fill")) {  // what a D2H copy leaves in host memory
     float small_h[4];
     double dbl;
