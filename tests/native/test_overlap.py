@@ -54,6 +54,13 @@ def test_streams_joined_by_an_event(run_program, programs, h100, costs):
     assert v["elapsed"] == pytest.approx(L + BUSY + BRIEF + S, rel=REL)
 
 
+def test_legacy_stream_does_not_wait_for_a_non_blocking_stream(run_program, programs, h100, costs):
+    L, S = h100.overheads.launch, h100.overheads.sync
+    v = run_ok(run_program, programs, "legacy-nonblocking", options=costs).values()
+    # brief starts at 2L beside busy, both at half speed (compare the legacy test in test_timing.py)
+    assert v["elapsed"] == pytest.approx(2 * L + 2 * BRIEF + S, rel=REL)
+
+
 def test_host_callback_runs_in_stream_order(run_program, programs, h100, costs):
     L, S = h100.overheads.launch, h100.overheads.sync
     v = run_ok(run_program, programs, "callback", options=costs).values()

@@ -81,6 +81,13 @@ int main(int argc, char** argv) {
     brief<<<1, 1>>>(d);  // stream 0
     CHECK(cudaStreamSynchronize(0));
     printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "legacy-nonblocking")) {  // ... but not for a non-blocking stream
+    cudaStream_t nb;
+    CHECK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
+    busy<<<1, 1, 0, nb>>>(d);
+    brief<<<1, 1>>>(d);  // stream 0
+    CHECK(cudaStreamSynchronize(0));
+    printf("elapsed %.17g\n", MPI_Wtime() - t0);
   } else if (!strcmp(mode, "sendrecv")) {  // device buffers between rank pairs (0,1), (2,3), ...
     const int peer = rank ^ 1;
     float* r;
