@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_timing import BRIEF, BUSY, REL, SMPI_ENVELOPE, run_ok
+from test_timing import BRIEF, BUSY, REL, gpudirect_message, run_ok
 
 pytestmark = pytest.mark.native
 
@@ -80,8 +80,7 @@ def test_nonblocking_messages_progress_while_a_kernel_runs(run_program, programs
     r = run_ok(run_program, programs, "isend-kernel", str(N), nodes=2,
                options=("--gpus-per-node", "1", "--ranks-per-node", "1", *costs))
     L, S = h100.overheads.launch, h100.overheads.sync
-    p, nic, f = h100.pcie, h100.nic, h100.fabric
-    message = 4 * p.latency + 2 * nic.latency + f.hops * f.switch_latency + (N + SMPI_ENVELOPE) / nic.bandwidth
+    message = gpudirect_message(h100, N)
     assert message > BUSY
     # posted right after the launch, done while the kernel has long finished: nothing serialised
     assert r.values()["rank 0 elapsed"] == pytest.approx(L + message + S, rel=REL)

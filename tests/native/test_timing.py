@@ -36,6 +36,14 @@ def costs(tmp_path):
     return ("--costs", str(path))
 
 
+def gpudirect_message(h100, n: int) -> float:
+    """An n-byte message between GPUs of two nodes: GPU -> PCIe switch -> NIC ->
+    fabric -> NIC -> PCIe switch -> GPU (GPUDirect RDMA), at the narrowest link."""
+    p, nic, f = h100.pcie, h100.nic, h100.fabric
+    latency = 4 * p.latency + 2 * nic.latency + f.hops * f.switch_latency
+    return latency + (n + SMPI_ENVELOPE) / min(p.bandwidth, nic.bandwidth)
+
+
 def run_ok(run_program, programs, *args, options=(), **kw):
     """Run the timing program; one rank on one GPU unless the options say otherwise."""
     if "--gpus-per-node" not in options:
@@ -134,11 +142,7 @@ def test_device_sendrecv_across_nodes_crosses_pcie_nic_and_fabric(run_program, p
     n = 8_000_000
     r = run_ok(run_program, programs, "sendrecv", str(n), nodes=2,
                options=("--gpus-per-node", "1", "--ranks-per-node", "1"))
-    p, nic, f = h100.pcie, h100.nic, h100.fabric
-    # GPU -> PCIe switch -> NIC -> fabric -> NIC -> PCIe switch -> GPU (GPUDirect RDMA)
-    latency = 4 * p.latency + 2 * nic.latency + f.hops * f.switch_latency
-    expected = latency + (n + SMPI_ENVELOPE) / min(p.bandwidth, nic.bandwidth)
-    assert r.values()["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
+    assert r.values()["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n), rel=REL)
     assert r.results["ranks"][0]["mpi"]["MPI_Sendrecv"]["count"] == 2
 
 
@@ -146,10 +150,7 @@ def test_device_isend_irecv_take_the_same_time_as_sendrecv(run_program, programs
     n = 8_000_000
     r = run_ok(run_program, programs, "isend", str(n), nodes=2,
                options=("--gpus-per-node", "1", "--ranks-per-node", "1"))
-    p, nic, f = h100.pcie, h100.nic, h100.fabric
-    latency = 4 * p.latency + 2 * nic.latency + f.hops * f.switch_latency
-    expected = latency + (n + SMPI_ENVELOPE) / min(p.bandwidth, nic.bandwidth)
-    assert r.values()["rank 1 elapsed"] == pytest.approx(expected, rel=REL)
+    assert r.values()["rank 1 elapsed"] == pytest.approx(gpudirect_message(h100, n), rel=REL)
     mpi = r.results["ranks"][1]["mpi"]
     assert (mpi["MPI_Isend"]["count"], mpi["MPI_Irecv"]["count"], mpi["MPI_Waitall"]["count"]) == (1, 1, 1)
 
