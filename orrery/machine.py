@@ -22,6 +22,7 @@ from .errors import InputError
 Time = Annotated[float, BeforeValidator(lambda v: units.parse(v, "time"))]
 Size = Annotated[float, BeforeValidator(lambda v: units.parse(v, "size"))]
 Bandwidth = Annotated[float, BeforeValidator(lambda v: units.parse(v, "bandwidth"))]
+Flops = Annotated[float, BeforeValidator(lambda v: units.parse(v, "flops"))]
 Count = Annotated[int, Field(strict=True, ge=1)]
 
 
@@ -40,6 +41,10 @@ class Gpu(_Section):
     model: str
     sm_count: Count
     memory: Size
+    hbm_bandwidth: Bandwidth
+    peak_fp64: Flops
+    peak_fp32: Flops
+    peak_bf16: Flops
     compute_capability: Annotated[str, Field(pattern=r"^\d+\.\d+$")]
     l2_cache: Size
     memory_bus_width: Count
@@ -60,18 +65,29 @@ class Overheads(_Section):
     sync: Time
 
 
+class HostLink(_Section):
+    """How a GPU reaches host memory: through its PCIe switch, or a direct
+    CPU-GPU link (NVLink-C2C on Grace Hopper)."""
+
+    kind: Literal["pcie", "nvlink-c2c"]
+    bandwidth: Bandwidth | None = None  # nvlink-c2c only: per direction
+    latency: Time | None = None         # nvlink-c2c only
+
+
 class Pcie(_Section):
     generation: Count
     lanes: Count
     bandwidth: Bandwidth
     latency: Time
+    gpus_per_switch: Count  # GPUs (with their rails' NICs) sharing one PCIe switch and its uplink
 
 
 class NvLink(_Section):
-    topology: Literal["mesh", "none"]
-    links_per_pair: Annotated[int, Field(strict=True, ge=0)]
-    link_bandwidth: Bandwidth
-    latency: Time
+    topology: Literal["mesh", "nvswitch", "none"]
+    links_per_pair: Annotated[int, Field(strict=True, ge=1)] | None = None  # mesh: links between two GPUs
+    links_per_gpu: Annotated[int, Field(strict=True, ge=1)] | None = None   # nvswitch: links of one GPU
+    link_bandwidth: Bandwidth | None = None  # per link and direction
+    latency: Time | None = None              # GPU to GPU
 
 
 class Nic(_Section):
@@ -81,9 +97,14 @@ class Nic(_Section):
 
 
 class Fabric(_Section):
-    topology: Literal["fat-tree"]
+    topology: Literal["fat-tree", "rail-optimized"]
     switch_latency: Time
-    hops: Count
+    nodes_per_leaf: Count  # nodes under one leaf (fat-tree) or one rail switch per rail (rail-optimized)
+    oversubscription: Annotated[float, Field(ge=1)]  # leaf downlink over uplink bandwidth
+
+
+class GpuDirect(_Section):
+    rdma: bool  # NICs read and write GPU memory; off: device-buffer messages are staged through host memory
 
 
 class Machine(_Section):
@@ -92,10 +113,12 @@ class Machine(_Section):
     node: Node
     gpu: Gpu
     overheads: Overheads
+    host_link: HostLink
     pcie: Pcie
     nvlink: NvLink
     nic: Nic
     fabric: Fabric
+    gpudirect: GpuDirect
     sources: dict[str, str] = {}
 
     @model_validator(mode="after")
@@ -107,14 +130,29 @@ class Machine(_Section):
                 raise ValueError(f"sources names '{key}', which is not a machine parameter")
         if self.nic.per_node > self.node.gpus:
             raise ValueError(f"nic.per_node ({self.nic.per_node}) must not exceed node.gpus ({self.node.gpus})")
-        if self.nvlink.topology == "mesh" and self.nvlink.links_per_pair == 0:
-            raise ValueError("nvlink.links_per_pair must be at least 1 for a mesh")
+        needs = {"mesh": ("links_per_pair", "link_bandwidth", "latency"),
+                 "nvswitch": ("links_per_gpu", "link_bandwidth", "latency"), "none": ()}
+        for field in needs[self.nvlink.topology]:
+            if getattr(self.nvlink, field) is None:
+                raise ValueError(f"nvlink.{field} is required for nvlink.topology = '{self.nvlink.topology}'")
+        if self.host_link.kind == "nvlink-c2c" and (self.host_link.bandwidth is None or self.host_link.latency is None):
+            raise ValueError("host_link.bandwidth and host_link.latency are required for host_link.kind = 'nvlink-c2c'")
         return self
 
     @property
     def nvlink_pair_bandwidth(self) -> float:
         """Bytes/s between two GPUs of a node over NVLink, per direction."""
-        return self.nvlink.links_per_pair * self.nvlink.link_bandwidth
+        if self.nvlink.topology == "mesh":
+            return self.nvlink.links_per_pair * self.nvlink.link_bandwidth
+        if self.nvlink.topology == "nvswitch":
+            return self.nvlink.links_per_gpu * self.nvlink.link_bandwidth
+        raise ValueError(f"{self.name} has no NVLink")
+
+    def parameters(self) -> dict[str, object]:
+        """Every parameter the description sets, by dotted key."""
+        return {f"{name}.{field}": value
+                for name, section in self if isinstance(section, _Section)
+                for field, value in section if value is not None}
 
 
 def builtin_names() -> list[str]:
@@ -134,15 +172,12 @@ def _parse_override(text: str) -> tuple[str, object]:
 
 
 def _apply_override(data: dict, key: str, value: object, source: str) -> None:
-    parts = key.split(".")
-    node = data
-    for part in parts[:-1]:
-        if not isinstance(node.get(part), dict):
-            raise InputError(source, key, value, "a parameter of the machine (e.g. pcie.bandwidth)")
-        node = node[part]
-    if parts[-1] not in node:
+    section, _, field = key.partition(".")
+    info = Machine.model_fields.get(section)
+    model = info.annotation if info else None
+    if not (isinstance(model, type) and issubclass(model, _Section) and field in model.model_fields):
         raise InputError(source, key, value, "a parameter of the machine (e.g. pcie.bandwidth)")
-    node[parts[-1]] = value
+    data.setdefault(section, {})[field] = value
 
 
 def load(name_or_path: str, overrides: list[str] = ()) -> Machine:

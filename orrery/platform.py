@@ -2,20 +2,31 @@
 
 Every GPU is a SimGrid host (``n3-gpu1``) that executes its kernels; every
 node has a CPU host (``n3-cpu``), the other end of host<->device copies. The
-platform is one zone routed by shortest path over these links:
+platform is one zone routed by shortest path over these links::
 
-  n-cpu --mem-- n-root --up{g}-- n-pcie{g} --gpu{g}-- n-gpu{g}     PCIe, one switch per GPU
-                                 n-pcie{g} --nic{i}-pcie-- n-nic{i} --nic{i}-ib-- fabric
-  n-gpu{a} --nvl{a}-{b}-- n-gpu{b}                                 NVLink mesh
+  n-cpu --mem-- n-root --up{s}-- n-pcie{s} --gpu{g}-pcie-- n-gpu{g}   PCIe: switch s holds
+                                 n-pcie{s} --nic{i}-pcie-- n-nic{i}   pcie.gpus_per_switch GPUs
+  n-nic{i} --nic{i}-ib-- leaf{l} (fat-tree) or rail{i}-{l} (rail-optimized) --up-- spine
+  n-gpu{a} --nvl{a}-{b}-- n-gpu{b}            NVLink mesh
+  n-gpu{g} --nvl{g}-- n-nvswitch              NVSwitch
+  n-gpu{g} --c2c{g}-- n-root                  NVLink-C2C to host memory (Grace Hopper)
+
+NIC i sits on the PCIe switch of the GPUs of its rail (GPU g uses NIC
+g * nics / gpus). Without GPUDirect RDMA the NICs hang off the root complex,
+so device-buffer messages between nodes go through host memory (staging,
+taken as perfectly pipelined). A fat-tree leaf (or rail switch) serves
+``nodes_per_leaf`` nodes; leaves meet at a spine through uplinks of their
+nodes' NIC bandwidth divided by the oversubscription. Crossing a switch costs
+``switch_latency``, spread over the links around it.
+
+MPI ranks run on their GPU's host, so a device-buffer message between two
+GPUs of a node crosses NVLink and one between nodes crosses PCIe, the NIC and
+the fabric. The shim reads each GPU's description from its host's
+``orrery:*`` properties (gpu_properties below).
 
 A device-to-device copy is work of its GPU (d2d_latency + bytes / d2d_bandwidth,
 sharing the GPU with its kernels); messages between ranks that share a GPU
 take SimGrid's loopback, which run.py sets to the same device-memory figures.
-
-MPI ranks run on their GPU's host, so a device-buffer message between two
-GPUs of a node crosses NVLink and one between nodes crosses PCIe, the NIC and
-the fabric (GPUDirect). The shim reads each GPU's description from its host's
-``orrery:*`` properties (GPU_PROPERTIES below).
 """
 
 from __future__ import annotations
@@ -141,38 +152,74 @@ class _Builder:
         self.zone.extend(self.routes)
 
 
+def switch_of_gpu(machine: Machine, gpu: int) -> int:
+    return gpu // machine.pcie.gpus_per_switch
+
+
+def leaf_of_node(machine: Machine, node: int) -> int:
+    return node // machine.fabric.nodes_per_leaf
+
+
 def platform_xml(machine: Machine, layout: Layout) -> str:
     """The SimGrid platform (XML, readable by SimGrid 3.32 and 4.x) of a job."""
     root = ET.Element("platform", version="4.1")
     zone = ET.SubElement(root, "zone", id=machine.name, routing="DijkstraCache")
     b = _Builder(zone)
     m, G = machine, layout.gpus_per_node
+    f, sw_lat = m.fabric, m.fabric.switch_latency
     nics = sorted({nic_of_gpu(m, g) for g in range(G)})
+    switches = sorted({switch_of_gpu(m, g) for g in range(G)})
+    rails = nics if f.topology == "rail-optimized" else [None]
+    leaves = sorted({leaf_of_node(m, n) for n in range(layout.nodes)})
+
+    def leaf_switch(leaf: int, nic: int) -> str:
+        return f"rail{nic}-{leaf}" if f.topology == "rail-optimized" else f"leaf{leaf}"
+
     for n in range(layout.nodes):
+        rootc = f"n{n}-root"
         b.host(cpu_host(n))
         for g in range(G):
             b.host(gpu_host(n, g), gpu_properties(m, layout, n, g))
-        b.router(f"n{n}-root")
-        b.link(f"n{n}-mem", cpu_host(n), f"n{n}-root", m.node.host_memory_bandwidth, 0.0)
+        b.router(rootc)
+        b.link(f"n{n}-mem", cpu_host(n), rootc, m.node.host_memory_bandwidth, 0.0)
+        for s in switches:
+            b.router(f"n{n}-pcie{s}")
+            b.link(f"n{n}-up{s}", rootc, f"n{n}-pcie{s}", m.pcie.bandwidth, m.pcie.latency)
         for g in range(G):
-            sw = f"n{n}-pcie{g}"
-            b.router(sw)
-            b.link(f"n{n}-up{g}", f"n{n}-root", sw, m.pcie.bandwidth, m.pcie.latency)
-            b.link(f"n{n}-gpu{g}-pcie", sw, gpu_host(n, g), m.pcie.bandwidth, m.pcie.latency)
+            if m.host_link.kind == "nvlink-c2c":
+                b.link(f"n{n}-c2c{g}", rootc, gpu_host(n, g), m.host_link.bandwidth, m.host_link.latency)
+            else:
+                b.link(f"n{n}-gpu{g}-pcie", f"n{n}-pcie{switch_of_gpu(m, g)}", gpu_host(n, g), m.pcie.bandwidth,
+                       m.pcie.latency)
         for i in nics:
             nic = f"n{n}-nic{i}"
             b.router(nic)
-            sw = f"n{n}-pcie{min(g for g in range(G) if nic_of_gpu(m, g) == i)}"
-            b.link(f"{nic}-pcie", sw, nic, m.pcie.bandwidth, m.pcie.latency)
-            # Half of the fabric's latency on each side: NIC -> switches -> NIC.
-            lat = m.nic.latency + m.fabric.hops * m.fabric.switch_latency / 2
-            b.link(f"{nic}-ib", nic, "fabric", m.nic.bandwidth, lat)
+            rail_gpu = min(g for g in range(G) if nic_of_gpu(m, g) == i)
+            attach = f"n{n}-pcie{switch_of_gpu(m, rail_gpu)}" if m.gpudirect.rdma else rootc
+            b.link(f"{nic}-pcie", attach, nic, m.pcie.bandwidth, m.pcie.latency)
+            b.link(f"{nic}-ib", nic, leaf_switch(leaf_of_node(m, n), i), m.nic.bandwidth,
+                   m.nic.latency + sw_lat / 2)
         if m.nvlink.topology == "mesh":
             for a in range(G):
                 for c in range(a + 1, G):
                     b.link(f"n{n}-nvl{a}-{c}", gpu_host(n, a), gpu_host(n, c), m.nvlink_pair_bandwidth,
                            m.nvlink.latency)
-    b.router("fabric")
+        elif m.nvlink.topology == "nvswitch" and G > 1:
+            b.router(f"n{n}-nvswitch")
+            for g in range(G):
+                b.link(f"n{n}-nvl{g}", gpu_host(n, g), f"n{n}-nvswitch", m.nvlink_pair_bandwidth,
+                       m.nvlink.latency / 2)
+    for leaf in leaves:
+        for rail in rails:
+            b.router(leaf_switch(leaf, rail))
+    if len(leaves) > 1 or len(rails) > 1:
+        b.router("spine")
+        for leaf in leaves:
+            nodes_here = sum(1 for n in range(layout.nodes) if leaf_of_node(m, n) == leaf)
+            for rail in rails:
+                nics_up = nodes_here * (len(nics) if rail is None else 1)
+                b.link(f"{leaf_switch(leaf, rail)}-up", leaf_switch(leaf, rail), "spine",
+                       nics_up * m.nic.bandwidth / f.oversubscription, sw_lat)
     b.finish()
     ET.indent(root)
     body = ET.tostring(root, encoding="unicode")

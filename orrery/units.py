@@ -1,6 +1,6 @@
 """Quantities with units, as machine descriptions and cost files write them.
 
-Accepted: times (``6.8ps``, ``2.5us``, ``1.2 ms``, ``3s``), sizes (``80GiB``, ``50MB``,
+Accepted: compute rates (``67TFLOP/s``), times (``6.8ps``, ``2.5us``, ``1.2 ms``, ``3s``), sizes (``80GiB``, ``50MB``,
 ``4096B``), bandwidths (``53.8GB/s``, ``200Gbps``, ``25 GiB/s``) and plain
 numbers in SI base units (seconds, bytes, bytes per second). Decimal prefixes
 are powers of 1000 and binary prefixes (Ki, Mi, Gi, Ti) powers of 1024, as in
@@ -26,6 +26,7 @@ KINDS = {
     "time": "a time such as 2.5us, 1ms or 0.5 (seconds)",
     "size": "a size such as 80GiB, 50MB or 4096 (bytes)",
     "bandwidth": "a bandwidth such as 53.8GB/s, 200Gbps or 2.5e10 (bytes/s)",
+    "flops": "a compute rate such as 67TFLOP/s or 6.7e13 (floating-point operations/s)",
 }
 
 
@@ -45,6 +46,8 @@ def _unit_scale(kind: str, unit: str) -> Decimal | None:
                 return scale
             if rest in ("b/s", "bps"):
                 return scale / 8
+        if kind == "flops" and rest in ("FLOP/s", "FLOPS", "flop/s", "flops") and prefix not in ("p", "n", "u", "µ", "m"):
+            return scale
     return None
 
 

@@ -37,10 +37,11 @@ def costs(tmp_path):
 
 
 def gpudirect_message(h100, n: int) -> float:
-    """An n-byte message between GPUs of two nodes: GPU -> PCIe switch -> NIC ->
-    fabric -> NIC -> PCIe switch -> GPU (GPUDirect RDMA), at the narrowest link."""
+    """An n-byte message between GPUs of two nodes under one leaf: GPU -> PCIe
+    switch -> NIC -> leaf -> NIC -> PCIe switch -> GPU (GPUDirect RDMA), at the
+    narrowest link."""
     p, nic, f = h100.pcie, h100.nic, h100.fabric
-    latency = 4 * p.latency + 2 * nic.latency + f.hops * f.switch_latency
+    latency = 4 * p.latency + 2 * nic.latency + f.switch_latency
     return latency + (n + SMPI_ENVELOPE) / min(p.bandwidth, nic.bandwidth)
 
 

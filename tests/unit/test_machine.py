@@ -25,9 +25,7 @@ def test_builtin_h100_ib200_values():
 @pytest.mark.parametrize("name", machine.builtin_names())
 def test_every_builtin_parameter_has_a_source(name):
     m = machine.load(name)
-    params = {f"{section}.{field}" for section in ("node", "gpu", "overheads", "pcie", "nvlink", "nic", "fabric")
-              for field in type(getattr(m, section)).model_fields}
-    assert params == set(m.sources)
+    assert set(m.parameters()) == set(m.sources)
 
 
 def test_override_is_parsed_with_units():
@@ -72,6 +70,22 @@ def test_file_errors_name_file_key_and_value(tmp_path):
     path.write_text("[node\n")
     with pytest.raises(InputError, match="valid TOML"):
         machine.load(str(path))
+
+
+def test_topology_specific_parameters_are_required():
+    data = raw()
+    data["nvlink"] = {"topology": "nvswitch", "link_bandwidth": "25GB/s", "latency": "1us"}
+    with pytest.raises(InputError, match="nvlink.links_per_gpu is required for nvlink.topology = 'nvswitch'"):
+        machine.validate(data, "test")
+    data = raw()
+    data["host_link"] = {"kind": "nvlink-c2c"}
+    with pytest.raises(InputError, match="host_link.bandwidth and host_link.latency are required"):
+        machine.validate(data, "test")
+
+
+def test_override_may_set_a_parameter_the_file_leaves_out():
+    m = machine.load("h100-ib200", ["nvlink.topology=nvswitch", "nvlink.links_per_gpu=18"])
+    assert m.nvlink_pair_bandwidth == 18 * 25e9
 
 
 def test_semantic_checks():

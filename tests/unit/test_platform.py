@@ -34,8 +34,8 @@ def test_hosts_routers_and_links_of_a_two_node_job(h100):
     # each GPU under its own PCIe switch, with its rail's NIC
     assert edges[("n1-pcie2", "n1-gpu2")].get("bandwidth") == f"{53.8e9!r}Bps"
     assert ("n1-pcie2", "n1-nic2") in edges
-    lat = h100.nic.latency + h100.fabric.hops * h100.fabric.switch_latency / 2
-    assert edges[("n1-nic2", "fabric")].get("latency") == f"{lat!r}s"
+    lat = h100.nic.latency + h100.fabric.switch_latency / 2  # half of the leaf switch on each side
+    assert edges[("n1-nic2", "leaf0")].get("latency") == f"{lat!r}s"
     assert all(link.get("sharing_policy") == "SPLITDUPLEX" for link in root.iter("link")
                if link.get("id") != "n0-mem" and link.get("id") != "n1-mem")
 
@@ -69,3 +69,39 @@ def test_rank_placement_round_robins_local_ranks_over_gpus():
 def test_bad_layouts(h100, nodes, gpus, ranks, match):
     with pytest.raises(InputError, match=match):
         platform.Layout.for_machine(h100, nodes, gpus, ranks)
+
+
+def test_nvswitch_pcie_sharing_and_rails_of_dgx_h100():
+    m = machine.load("dgx-h100")
+    _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 2)))
+    # every GPU has one link to the node's NVSwitch, at 18 links x 25 GB/s, half the GPU-GPU latency
+    link = edges[("n0-gpu5", "n0-nvswitch")]
+    assert (link.get("bandwidth"), link.get("latency")) == (f"{450e9!r}Bps", f"{m.nvlink.latency / 2!r}s")
+    # GPUs 4 and 5 share PCIe switch 2, with their rails' NICs 4 and 5
+    assert ("n0-pcie2", "n0-gpu4") in edges and ("n0-pcie2", "n0-gpu5") in edges
+    assert ("n0-pcie2", "n0-nic4") in edges and ("n0-pcie2", "n0-nic5") in edges
+    # rail-optimised: NIC i of every node on rail switch i, rail switches meet at the spine
+    assert ("n1-nic3", "rail3-0") in edges
+    assert edges[("rail3-0", "spine")].get("bandwidth") == f"{2 * 50e9!r}Bps"  # 2 nodes x one 400 Gb/s NIC
+
+
+def test_fat_tree_leaves_and_oversubscribed_uplinks():
+    m = machine.load("h100-ib200", ["fabric.nodes_per_leaf=2", "fabric.oversubscription=2.0"])
+    _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 5)))
+    assert ("n3-nic0", "leaf1") in edges and ("n4-nic0", "leaf2") in edges
+    # leaf 2 holds one node: 4 NICs x 25 GB/s down, half of it up
+    up = edges[("leaf2", "spine")]
+    assert (up.get("bandwidth"), up.get("latency")) == (f"{4 * 25e9 / 2!r}Bps", f"{m.fabric.switch_latency!r}s")
+
+
+def test_grace_hopper_reaches_host_memory_over_c2c():
+    m = machine.load("gh200-slingshot")
+    _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
+    assert edges[("n0-root", "n0-gpu2")].get("bandwidth") == f"{450e9!r}Bps"
+    assert not [e for e in edges if e[1] == "n0-gpu2" and e[0].startswith("n0-pcie")]
+
+
+def test_without_gpudirect_rdma_nics_hang_off_the_root_complex(h100):
+    m = machine.load("h100-ib200", ["gpudirect.rdma=false"])
+    _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
+    assert ("n0-root", "n0-nic1") in edges and ("n0-pcie1", "n0-nic1") not in edges
