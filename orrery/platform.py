@@ -4,15 +4,19 @@ Every GPU is a SimGrid host (``n3-gpu1``) that executes its kernels; every
 node has a CPU host (``n3-cpu``), the other end of host<->device copies. The
 platform is one zone routed by shortest path over these links::
 
-  n-cpu --mem-- n-root --up{s}-- n-pcie{s} --gpu{g}-pcie-- n-gpu{g}   PCIe: switch s holds
-                                 n-pcie{s} --nic{i}-pcie-- n-nic{i}   pcie.gpus_per_switch GPUs
+  n-cpu --mem-- n-root --up{s}-- n-pcie{s} --gpu{g}-sw-- n-gpu{g}-port --gpu{g}-pcie-- n-gpu{g}
+                                 n-pcie{s} --nic{i}-sw-- n-nic{i}-port --nic{i}-pcie-- n-nic{i}
+                                 n-gpu{g}-port --gpu{g}-nic{i}-- n-nic{i}-port    (GPU g's rail)
   n-nic{i} --nic{i}-ib-- leaf{l} (fat-tree) or rail{i}-{l} (rail-optimized) --up-- spine
   n-gpu{a} --nvl{a}-{b}-- n-gpu{b}            NVLink mesh
   n-gpu{g} --nvl{g}-- n-nvswitch              NVSwitch
   n-gpu{g} --c2c{g}-- n-root                  NVLink-C2C to host memory (Grace Hopper)
 
-NIC i sits on the PCIe switch of the GPUs of its rail (GPU g uses NIC
-g * nics / gpus). Without GPUDirect RDMA the NICs hang off the root complex,
+A PCIe switch (pcie.gpus_per_switch GPUs) is a core router with one port per
+device; the x16 links are between port and device, the links inside the
+switch cost no time. NIC i sits on the switch of the GPUs of its rail (GPU g
+uses NIC g * nics / gpus), with a direct port-to-port link to them: routes are
+shortest in hops, so each GPU's traffic keeps to its own NIC. Without GPUDirect RDMA the NICs hang off the root complex,
 so device-buffer messages between nodes go through host memory (staging,
 taken as perfectly pipelined). A fat-tree leaf (or rail switch) serves
 ``nodes_per_leaf`` nodes; leaves meet at a spine through uplinks of their
@@ -189,14 +193,25 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
             if m.host_link.kind == "nvlink-c2c":
                 b.link(f"n{n}-c2c{g}", rootc, gpu_host(n, g), m.host_link.bandwidth, m.host_link.latency)
             else:
-                b.link(f"n{n}-gpu{g}-pcie", f"n{n}-pcie{switch_of_gpu(m, g)}", gpu_host(n, g), m.pcie.bandwidth,
-                       m.pcie.latency)
+                port = f"n{n}-gpu{g}-port"
+                b.router(port)
+                b.link(f"n{n}-gpu{g}-pcie", port, gpu_host(n, g), m.pcie.bandwidth, m.pcie.latency)
+                b.link(f"n{n}-gpu{g}-sw", f"n{n}-pcie{switch_of_gpu(m, g)}", port, m.pcie.bandwidth, 0.0)
         for i in nics:
-            nic = f"n{n}-nic{i}"
+            nic, port = f"n{n}-nic{i}", f"n{n}-nic{i}-port"
             b.router(nic)
-            rail_gpu = min(g for g in range(G) if nic_of_gpu(m, g) == i)
-            attach = f"n{n}-pcie{switch_of_gpu(m, rail_gpu)}" if m.gpudirect.rdma else rootc
-            b.link(f"{nic}-pcie", attach, nic, m.pcie.bandwidth, m.pcie.latency)
+            b.router(port)
+            b.link(f"{nic}-pcie", port, nic, m.pcie.bandwidth, m.pcie.latency)
+            rail_gpus = [g for g in range(G) if nic_of_gpu(m, g) == i]
+            if m.gpudirect.rdma:
+                b.link(f"{nic}-sw", f"n{n}-pcie{switch_of_gpu(m, rail_gpus[0])}", port, m.pcie.bandwidth, 0.0)
+                # Peer-to-peer inside the switch between a GPU and its rail's NIC: one hop
+                # shorter than through the switch core, so traffic keeps to its rail.
+                for g in rail_gpus:
+                    if m.host_link.kind == "pcie" and switch_of_gpu(m, g) == switch_of_gpu(m, rail_gpus[0]):
+                        b.link(f"n{n}-gpu{g}-nic{i}", f"n{n}-gpu{g}-port", port, m.pcie.bandwidth, 0.0)
+            else:
+                b.link(f"{nic}-sw", rootc, port, m.pcie.bandwidth, 0.0)
             b.link(f"{nic}-ib", nic, leaf_switch(leaf_of_node(m, n), i), m.nic.bandwidth,
                    m.nic.latency + sw_lat / 2)
         if m.nvlink.topology == "mesh":

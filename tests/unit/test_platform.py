@@ -1,3 +1,4 @@
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -28,12 +29,15 @@ def test_hosts_routers_and_links_of_a_two_node_job(h100):
     hosts = sorted(h.get("id") for h in root.iter("host"))
     assert hosts == sorted([f"n{n}-cpu" for n in range(2)] + [f"n{n}-gpu{g}" for n in range(2) for g in range(4)])
     # NVLink mesh: 6 pairs per node, each at links_per_pair x link_bandwidth
-    nvl = [e for e in edges if e[0].startswith("n0-gpu") and e[1].startswith("n0-gpu")]
+    gpu = re.compile(r"^n0-gpu\d+$")
+    nvl = [e for e in edges if gpu.match(e[0]) and gpu.match(e[1])]
     assert len(nvl) == 6
     assert edges[("n0-gpu1", "n0-gpu3")].get("bandwidth") == f"{150e9!r}Bps"
     # each GPU under its own PCIe switch, with its rail's NIC
-    assert edges[("n1-pcie2", "n1-gpu2")].get("bandwidth") == f"{53.8e9!r}Bps"
-    assert ("n1-pcie2", "n1-nic2") in edges
+    assert edges[("n1-gpu2-port", "n1-gpu2")].get("bandwidth") == f"{53.8e9!r}Bps"
+    assert edges[("n1-gpu2-port", "n1-gpu2")].get("latency") == f"{h100.pcie.latency!r}s"
+    assert edges[("n1-pcie2", "n1-gpu2-port")].get("latency") == "0.0s"  # inside the switch
+    assert ("n1-pcie2", "n1-nic2-port") in edges and ("n1-gpu2-port", "n1-nic2-port") in edges
     lat = h100.nic.latency + h100.fabric.switch_latency / 2  # half of the leaf switch on each side
     assert edges[("n1-nic2", "leaf0")].get("latency") == f"{lat!r}s"
     assert all(link.get("sharing_policy") == "SPLITDUPLEX" for link in root.iter("link")
@@ -53,7 +57,8 @@ def test_gpu_hosts_carry_their_description(h100):
 def test_no_nvlink_topology_has_no_gpu_to_gpu_links(h100):
     m = machine.load("h100-ib200", ["nvlink.topology=none"])
     _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
-    assert not [e for e in edges if "gpu" in e[0] and "gpu" in e[1]]
+    gpu = re.compile(r"^n\d+-gpu\d+$")
+    assert not [e for e in edges if gpu.match(e[0]) and gpu.match(e[1])]
 
 
 def test_rank_placement_round_robins_local_ranks_over_gpus():
@@ -78,8 +83,9 @@ def test_nvswitch_pcie_sharing_and_rails_of_dgx_h100():
     link = edges[("n0-gpu5", "n0-nvswitch")]
     assert (link.get("bandwidth"), link.get("latency")) == (f"{450e9!r}Bps", f"{m.nvlink.latency / 2!r}s")
     # GPUs 4 and 5 share PCIe switch 2, with their rails' NICs 4 and 5
-    assert ("n0-pcie2", "n0-gpu4") in edges and ("n0-pcie2", "n0-gpu5") in edges
-    assert ("n0-pcie2", "n0-nic4") in edges and ("n0-pcie2", "n0-nic5") in edges
+    assert ("n0-pcie2", "n0-gpu4-port") in edges and ("n0-pcie2", "n0-gpu5-port") in edges
+    assert ("n0-pcie2", "n0-nic4-port") in edges and ("n0-pcie2", "n0-nic5-port") in edges
+    assert ("n0-gpu5-port", "n0-nic5-port") in edges and ("n0-gpu5-port", "n0-nic4-port") not in edges
     # rail-optimised: NIC i of every node on rail switch i, rail switches meet at the spine
     assert ("n1-nic3", "rail3-0") in edges
     assert edges[("rail3-0", "spine")].get("bandwidth") == f"{2 * 50e9!r}Bps"  # 2 nodes x one 400 Gb/s NIC
@@ -98,10 +104,11 @@ def test_grace_hopper_reaches_host_memory_over_c2c():
     m = machine.load("gh200-slingshot")
     _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
     assert edges[("n0-root", "n0-gpu2")].get("bandwidth") == f"{450e9!r}Bps"
-    assert not [e for e in edges if e[1] == "n0-gpu2" and e[0].startswith("n0-pcie")]
+    assert ("n0-gpu2-port", "n0-gpu2") not in edges
 
 
 def test_without_gpudirect_rdma_nics_hang_off_the_root_complex(h100):
     m = machine.load("h100-ib200", ["gpudirect.rdma=false"])
     _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
-    assert ("n0-root", "n0-nic1") in edges and ("n0-pcie1", "n0-nic1") not in edges
+    assert ("n0-root", "n0-nic1-port") in edges and ("n0-pcie1", "n0-nic1-port") not in edges
+    assert ("n0-gpu1-port", "n0-nic1-port") not in edges

@@ -88,6 +88,32 @@ int main(int argc, char** argv) {
     brief<<<1, 1>>>(d);  // stream 0
     CHECK(cudaStreamSynchronize(0));
     printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "h2d-two-gpus")) {  // one copy to each of two GPUs at once
+    const int a = atoi(argv[3]), b = atoi(argv[4]);
+    float *da, *db;
+    cudaStream_t sa, sb;
+    CHECK(cudaSetDevice(a));
+    CHECK(cudaMalloc(&da, n));
+    CHECK(cudaStreamCreate(&sa));
+    CHECK(cudaSetDevice(b));
+    CHECK(cudaMalloc(&db, n));
+    CHECK(cudaStreamCreate(&sb));
+    const double t1 = MPI_Wtime();
+    CHECK(cudaSetDevice(a));
+    CHECK(cudaMemcpyAsync(da, h, n, cudaMemcpyHostToDevice, sa));
+    CHECK(cudaSetDevice(b));
+    CHECK(cudaMemcpyAsync(db, h, n, cudaMemcpyHostToDevice, sb));
+    CHECK(cudaStreamSynchronize(sa));
+    CHECK(cudaStreamSynchronize(sb));
+    printf("elapsed %.17g\n", MPI_Wtime() - t1);
+  } else if (!strcmp(mode, "sendrecv-far")) {  // rank r <-> rank r + size/2: one node to the other
+    const int peer = (rank + size / 2) % size;
+    float* r;
+    CHECK(cudaMalloc(&r, n));
+    MPI_Sendrecv(d, 1, MPI_BYTE, peer, 0, r, 1, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const double t1 = MPI_Wtime();
+    MPI_Sendrecv(d, (int)n, MPI_BYTE, peer, 0, r, (int)n, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    printf("rank %d elapsed %.17g\n", rank, MPI_Wtime() - t1);
   } else if (!strcmp(mode, "sendrecv")) {  // device buffers between rank pairs (0,1), (2,3), ...
     const int peer = rank ^ 1;
     float* r;

@@ -1,0 +1,87 @@
+"""Every path of every built-in machine, and the links paths share.
+
+Expected times from each machine's description: a transfer alone on its
+route takes the sum of its links' latencies plus bytes / its narrowest link
+(see test_timing.py for the host overheads L, M, S).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from orrery import machine
+from test_timing import REL, SMPI_ENVELOPE, gpudirect_message, run_ok
+
+pytestmark = pytest.mark.native
+
+N = 4_194_304
+
+
+def host_path(m):
+    """Latency and bandwidth from host memory to a GPU."""
+    if m.host_link.kind == "nvlink-c2c":
+        return m.host_link.latency, min(m.host_link.bandwidth, m.node.host_memory_bandwidth)
+    return 2 * m.pcie.latency, min(m.pcie.bandwidth, m.node.host_memory_bandwidth)
+
+
+def peer_path(m):
+    """Latency and bandwidth between GPU 0 and GPU 1 of a node."""
+    if m.nvlink.topology != "none":
+        return m.nvlink.latency, m.nvlink_pair_bandwidth
+    same_switch = m.pcie.gpus_per_switch > 1
+    return (2 if same_switch else 4) * m.pcie.latency, m.pcie.bandwidth
+
+
+@pytest.mark.parametrize("name", machine.builtin_names())
+def test_host_to_device_and_peer_copies_follow_each_machine(run_program, programs, name, tmp_path):
+    m = machine.load(name)
+    M, S = m.overheads.memcpy, m.overheads.sync
+    r = run_ok(run_program, programs, "api", str(N),
+               options=("--machine", name, "--gpus-per-node", "2", "--ranks-per-node", "1"))
+    v = r.values()
+    lat, bw = host_path(m)
+    assert v["default_h2d"] == pytest.approx(M + lat + N / bw + S, rel=REL)
+    lat, bw = peer_path(m)
+    assert v["peer"] == pytest.approx(M + lat + N / bw + S, rel=REL)
+    assert v["d2d"] == pytest.approx(M + m.gpu.d2d_latency + N / m.gpu.d2d_bandwidth + S, rel=REL)
+
+
+def test_two_gpus_behind_one_pcie_switch_share_its_uplink(run_program, programs):
+    m = machine.load("dgx-h100")  # GPUs 0 and 1 share PCIe switch 0; GPU 2 is on switch 1
+    M, S, p = m.overheads.memcpy, m.overheads.sync, m.pcie
+    opts = ("--machine", "dgx-h100", "--gpus-per-node", "4", "--ranks-per-node", "1")
+    shared = run_ok(run_program, programs, "h2d-two-gpus", str(N), "0", "1", options=opts).values()
+    apart = run_ok(run_program, programs, "h2d-two-gpus", str(N), "0", "2", options=opts).values()
+    # shared: the uplink carries both copies back to back from the first one's start, M + 2 pl
+    assert shared["elapsed"] == pytest.approx(M + 2 * p.latency + 2 * N / p.bandwidth + S, rel=REL)
+    # apart: each at full rate; the second was issued M later
+    assert apart["elapsed"] == pytest.approx(2 * M + 2 * p.latency + N / p.bandwidth + S, rel=REL)
+
+
+def test_two_gpus_on_one_nic_share_it_and_rails_do_not(run_program, programs):
+    m = machine.load("dgx-h100")  # GPUs 0 and 1 on PCIe switch 0, with NICs 0 and 1 (rails)
+    n = 64_000_000
+    opts = ("--machine", "dgx-h100", "--gpus-per-node", "2", "--ranks-per-node", "2")
+    rails = run_ok(run_program, programs, "sendrecv-far", str(n), nodes=2, options=opts).values()
+    shared = run_ok(run_program, programs, "sendrecv-far", str(n), nodes=2,
+                    options=(*opts, "--set", "nic.per_node=4")).values()  # GPUs 0 and 1 both use NIC 0
+    p, nic, f = m.pcie, m.nic, m.fabric
+    # GPU -> port -> switch -> NIC -> rail switch -> NIC -> switch -> port -> GPU
+    latency = 4 * p.latency + 2 * nic.latency + f.switch_latency
+    for rank in (0, 1):
+        assert rails[f"rank {rank} elapsed"] == pytest.approx(
+            latency + (n + SMPI_ENVELOPE) / min(p.bandwidth, nic.bandwidth), rel=REL)
+        # both exchanges cross NIC 0 in each direction: half of its 400 Gb/s each
+        assert shared[f"rank {rank} elapsed"] == pytest.approx(
+            latency + (n + SMPI_ENVELOPE) / (nic.bandwidth / 2), rel=REL)
+
+
+def test_without_gpudirect_rdma_messages_detour_through_the_root_complex(run_program, programs, h100):
+    n = 8_000_000
+    opts = ("--gpus-per-node", "1", "--ranks-per-node", "1")
+    on = run_ok(run_program, programs, "sendrecv", str(n), nodes=2, options=opts).values()
+    off = run_ok(run_program, programs, "sendrecv", str(n), nodes=2,
+                 options=(*opts, "--set", "gpudirect.rdma=false")).values()
+    assert on["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n), rel=REL)
+    # GPU -> switch -> root -> NIC on each side: two more PCIe hops, same bottleneck
+    assert off["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n) + 2 * h100.pcie.latency, rel=REL)
