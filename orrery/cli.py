@@ -41,7 +41,18 @@ def _machine_command(a: argparse.Namespace) -> int:
         for name in machine.builtin_names():
             print(f"{name:20} {machine.load(name).description}")
     elif a.machine_cmd == "show":
-        print(machine.load(a.name).model_dump_json(indent=2))
+        m = machine.load(a.name, a.set)
+        width = max(len(k) for k in m.parameters())
+        print(f"{m.name}: {m.description}")
+        for key, value in m.parameters().items():
+            print(f"  {key:{width}}  {value!r:>22}  {m.sources.get(key, '')}")
+    elif a.machine_cmd == "validate":
+        m = machine.load(a.file)
+        print(f"{a.file}: valid machine '{m.name}' ({len(m.parameters())} parameters)")
+    elif a.machine_cmd == "export":
+        m = machine.load(a.name, a.set)
+        layout = platform.Layout.for_machine(m, a.nodes, a.gpus_per_node, a.ranks_per_node)
+        print(platform.platform_xml(m, layout), end="")
     return 0
 
 
@@ -72,9 +83,19 @@ def parser() -> argparse.ArgumentParser:
 
     mc = sub.add_parser("machine", help="built-in machine descriptions")
     msub = mc.add_subparsers(dest="machine_cmd", required=True)
-    msub.add_parser("list")
-    show = msub.add_parser("show")
-    show.add_argument("name")
+    msub.add_parser("list", help="the built-in machines")
+    show = msub.add_parser("show", help="every parameter of a machine, in SI units, with its source")
+    show.add_argument("name", help="built-in machine name or .toml file")
+    show.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    val = msub.add_parser("validate", help="check a machine description file")
+    val.add_argument("file")
+    exp = msub.add_parser("export", help="the SimGrid platform of a machine")
+    exp.add_argument("name", help="built-in machine name or .toml file")
+    exp.add_argument("--format", choices=["xml"], default="xml")
+    exp.add_argument("--nodes", type=int, default=1)
+    exp.add_argument("--gpus-per-node", type=int)
+    exp.add_argument("--ranks-per-node", type=int)
+    exp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     mc.set_defaults(func=_machine_command)
 
     for name in ("nvcc", "mpicc", "mpicxx"):

@@ -1,0 +1,48 @@
+"""The `orrery machine` commands, through the installed entry point."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+ORRERY = str(Path(sys.executable).parent / "orrery")
+
+
+def orrery(*args):
+    return subprocess.run([ORRERY, *args], capture_output=True, text=True)
+
+
+def test_machine_list_names_every_builtin():
+    out = orrery("machine", "list").stdout
+    for name in ("h100-ib200", "dgx-h100", "h100-pcie", "gh200-slingshot", "dgx-a100"):
+        assert name in out
+
+
+def test_machine_show_gives_si_values_and_sources():
+    p = orrery("machine", "show", "h100-ib200", "--set", "nic.bandwidth=400Gbps")
+    assert p.returncode == 0
+    line = next(line for line in p.stdout.splitlines() if "nic.bandwidth" in line)
+    assert "50000000000.0" in line and "InfiniBand NDR200" in line
+
+
+def test_machine_validate_accepts_a_good_file_and_names_the_bad_key(tmp_path):
+    from importlib import resources
+
+    text = resources.files("orrery.machines").joinpath("dgx-a100.toml").read_text()
+    good = tmp_path / "mine.toml"
+    good.write_text(text.replace('name = "dgx-a100"', 'name = "mine"'))
+    p = orrery("machine", "validate", str(good))
+    assert (p.returncode, p.stdout.strip().endswith("valid machine 'mine' (44 parameters)")) == (0, True)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace('latency = "0.6us"', 'latency = "0.6 lightyears"'))
+    p = orrery("machine", "validate", str(bad))
+    assert p.returncode == 2
+    assert f"{bad}: key 'nic.latency': got '0.6 lightyears', expected a time" in p.stderr
+
+
+def test_machine_export_writes_the_platform(tmp_path):
+    p = orrery("machine", "export", "dgx-h100", "--format", "xml", "--nodes", "2")
+    assert p.returncode == 0
+    assert p.stdout.startswith("<?xml") and 'id="n1-gpu7"' in p.stdout and 'id="rail7-0"' in p.stdout
