@@ -8,6 +8,7 @@ status is passed through otherwise.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -108,6 +109,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `orrery machine show X | head` ends quietly
     # Compiler wrappers take the compiler's own options verbatim.
     if argv and argv[0] in ("nvcc", "mpicc", "mpicxx"):
         try:
