@@ -1,0 +1,48 @@
+// cudaMemcpy size sweep, after CUDA's bandwidthTest (--mode=shmoo) and
+// p2pBandwidthLatencyTest: pinned host memory, synchronous copies.
+//   memcpy_sweep h2d|d2h|d2d|peer [-m MIN:MAX] [-i ITERS]
+// Bandwidth is bytes / time (D2D counted once, unlike bandwidthTest's 2x).
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const char* kind = argc > 1 ? argv[1] : "h2d";
+  size_t min_size = 1024, max_size = 64u << 20;
+  int iters = 20;
+  for (int i = 2; i + 1 < argc; i++) {
+    if (!strcmp(argv[i], "-m")) sscanf(argv[++i], "%zu:%zu", &min_size, &max_size);
+    else if (!strcmp(argv[i], "-i")) iters = atoi(argv[++i]);
+  }
+  if (rank == 0) {
+    void *h, *d, *d2 = nullptr;
+    cudaMallocHost(&h, max_size);
+    cudaMalloc(&d, max_size);
+    const bool peer = !strcmp(kind, "peer");
+    if (peer || !strcmp(kind, "d2d")) {
+      if (peer) cudaSetDevice(1);
+      cudaMalloc(&d2, max_size);
+      cudaSetDevice(0);
+    }
+    printf("# memcpy %s sweep (Orrery calibration/bench/memcpy_sweep)\n# Size      Bandwidth (GB/s)\n", kind);
+    for (size_t bytes = min_size; bytes <= max_size; bytes *= 2) {
+      cudaDeviceSynchronize();
+      double start = MPI_Wtime();
+      for (int it = 0; it < iters; it++) {
+        if (!strcmp(kind, "h2d")) cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
+        else if (!strcmp(kind, "d2h")) cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost);
+        else if (!strcmp(kind, "d2d")) cudaMemcpy(d2, d, bytes, cudaMemcpyDeviceToDevice);
+        else cudaMemcpyPeer(d2, 1, d, 0, bytes);
+      }
+      double elapsed = MPI_Wtime() - start;
+      printf("%-10zu%18.3f\n", bytes, bytes * (double)iters / elapsed / 1e9);
+    }
+  }
+  MPI_Finalize();
+  return 0;
+}
