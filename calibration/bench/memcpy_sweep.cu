@@ -1,12 +1,13 @@
 // cudaMemcpy size sweep, after CUDA's bandwidthTest (--mode=shmoo) and
 // p2pBandwidthLatencyTest: pinned host memory, synchronous copies.
-//   memcpy_sweep h2d|d2h|d2d|peer [-m MIN:MAX] [-i ITERS]
+//   memcpy_sweep h2d|d2h|d2d|peer [-m MIN:MAX | -l S1,S2,...] [-i ITERS]
 // Bandwidth is bytes / time (D2D counted once, unlike bandwidthTest's 2x).
 #include <mpi.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -15,10 +16,17 @@ int main(int argc, char** argv) {
   const char* kind = argc > 1 ? argv[1] : "h2d";
   size_t min_size = 1024, max_size = 64u << 20;
   int iters = 20;
+  std::vector<size_t> sizes;  // -l: an explicit list of sizes instead of powers of two
   for (int i = 2; i + 1 < argc; i++) {
-    if (!strcmp(argv[i], "-m")) sscanf(argv[++i], "%zu:%zu", &min_size, &max_size);
+    if (!strcmp(argv[i], "-l"))
+      for (char* tok = strtok(argv[++i], ","); tok; tok = strtok(nullptr, ",")) sizes.push_back(strtoull(tok, 0, 10));
+    else if (!strcmp(argv[i], "-m")) sscanf(argv[++i], "%zu:%zu", &min_size, &max_size);
     else if (!strcmp(argv[i], "-i")) iters = atoi(argv[++i]);
   }
+  if (sizes.empty())
+    for (size_t b = min_size; b <= max_size; b *= 2) sizes.push_back(b);
+  max_size = 0;
+  for (size_t b : sizes) max_size = b > max_size ? b : max_size;
   if (rank == 0) {
     void *h, *d, *d2 = nullptr;
     cudaMallocHost(&h, max_size);
@@ -30,7 +38,7 @@ int main(int argc, char** argv) {
       cudaSetDevice(0);
     }
     printf("# memcpy %s sweep (Orrery calibration/bench/memcpy_sweep)\n# Size      Bandwidth (GB/s)\n", kind);
-    for (size_t bytes = min_size; bytes <= max_size; bytes *= 2) {
+    for (size_t bytes : sizes) {
       cudaDeviceSynchronize();
       double start = MPI_Wtime();
       for (int it = 0; it < iters; it++) {

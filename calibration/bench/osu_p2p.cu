@@ -1,12 +1,13 @@
 // Point-to-point microbenchmarks after the OSU Micro-Benchmarks (osu_latency,
 // osu_bw, osu_bibw), host (H) or device (D) buffers, OSU-compatible output.
-//   osu_p2p latency|bw|bibw [-d cuda] [H|D H|D] [-m MIN:MAX] [-i ITERS] [-x WARMUP]
+//   osu_p2p latency|bw|bibw [-d cuda] [H|D H|D] [-m MIN:MAX | -l S1,S2,...] [-i ITERS] [-x WARMUP]
 // Runs unchanged on a real cluster with a CUDA-aware MPI (2 ranks).
 #include <mpi.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 static const int kWindow = 64;  // OSU's default window for bw and bibw
 
@@ -35,7 +36,12 @@ int main(int argc, char** argv) {
   char sbuf_kind = 'H', rbuf_kind = 'H';
   size_t min_size = 1, max_size = 4u << 20;
   int iters = 100, warmup = 10;
+  std::vector<size_t> sizes;  // -l: an explicit list of message sizes instead of powers of two
   for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "-l") && i + 1 < argc) {
+      for (char* tok = strtok(argv[++i], ","); tok; tok = strtok(nullptr, ",")) sizes.push_back(strtoull(tok, 0, 10));
+      continue;
+    }
     if (!strcmp(argv[i], "-d")) { i++; continue; }
     if (!strcmp(argv[i], "-m") && i + 1 < argc) { sscanf(argv[++i], "%zu:%zu", &min_size, &max_size); continue; }
     if (!strcmp(argv[i], "-i") && i + 1 < argc) { iters = atoi(argv[++i]); continue; }
@@ -45,6 +51,10 @@ int main(int argc, char** argv) {
       rbuf_kind = argv[++i][0];
     }
   }
+  if (sizes.empty())
+    for (size_t b = min_size; b <= max_size; b *= 2) sizes.push_back(b);
+  max_size = 0;
+  for (size_t b : sizes) max_size = b > max_size ? b : max_size;
   const bool latency = !strcmp(test, "latency"), bibw = !strcmp(test, "bibw");
   const int window = latency ? 1 : kWindow;
   char mine = rank == 0 ? sbuf_kind : rbuf_kind;
@@ -58,7 +68,7 @@ int main(int argc, char** argv) {
     printf("# Size      %s\n", latency ? "Latency (us)" : "Bandwidth (MB/s)");
   }
   MPI_Request rq[2 * kWindow];
-  for (size_t bytes = min_size; bytes <= max_size; bytes *= 2) {
+  for (size_t bytes : sizes) {
     const int n = (int)bytes;
     double start = 0;
     MPI_Barrier(MPI_COMM_WORLD);

@@ -37,8 +37,9 @@ def test_copies_in_opposite_directions_run_together(run_program, programs, h100)
     M, S, X = h100.overheads.memcpy, h100.overheads.sync, pcie_copy(h100)
     v = run_ok(run_program, programs, "copy-opposite", str(N)).values()
     assert v["first"] == pytest.approx(M + X + S, rel=REL)
-    # issued M later on its own engine and its own direction of the full-duplex links
-    assert v["second"] == pytest.approx(2 * M + X + S, rel=REL)
+    # issued M later on its own engine and its own direction of the full-duplex links, so it
+    # ends at 2M + X; the host waits for it after the first synchronisation, if it must
+    assert v["second"] == pytest.approx(max(M + X + S, 2 * M + X) + S, rel=REL)
 
 
 def test_single_copy_engine_serialises_both_directions(run_program, programs, h100):

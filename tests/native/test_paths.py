@@ -52,10 +52,17 @@ def test_two_gpus_behind_one_pcie_switch_share_its_uplink(run_program, programs)
     opts = ("--machine", "dgx-h100", "--gpus-per-node", "4", "--ranks-per-node", "1")
     shared = run_ok(run_program, programs, "h2d-two-gpus", str(N), "0", "1", options=opts).values()
     apart = run_ok(run_program, programs, "h2d-two-gpus", str(N), "0", "2", options=opts).values()
-    # shared: the uplink carries both copies back to back from the first one's start, M + 2 pl
-    assert shared["elapsed"] == pytest.approx(M + 2 * p.latency + 2 * N / p.bandwidth + S, rel=REL)
-    # apart: each at full rate; the second was issued M later
-    assert apart["elapsed"] == pytest.approx(2 * M + 2 * p.latency + N / p.bandwidth + S, rel=REL)
+    # The host issues copy A at M and copy B at 2M, then waits for A, then for B.
+    pl, bw = p.latency, p.bandwidth
+    # shared: A runs alone for M, then A and B share the uplink at bw/2 each until A
+    # ends; B finishes its last M * bw bytes alone. The uplink never idles in between.
+    a_end = 2 * M + pl * 2 + 2 * (N - M * bw) / bw
+    b_end = a_end + M
+    assert b_end == pytest.approx(M + 2 * pl + 2 * N / bw, rel=REL)  # 2N bytes through one link
+    assert shared["elapsed"] == pytest.approx(max(a_end + S, b_end) + S, rel=REL)
+    # apart: each at full rate on its own switch
+    a_end, b_end = M + 2 * pl + N / bw, 2 * M + 2 * pl + N / bw
+    assert apart["elapsed"] == pytest.approx(max(a_end + S, b_end) + S, rel=REL)
 
 
 def test_two_gpus_on_one_nic_share_it_and_rails_do_not(run_program, programs):
