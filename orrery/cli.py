@@ -57,6 +57,19 @@ def _machine_command(a: argparse.Namespace) -> int:
     return 0
 
 
+def _validate_command(a: argparse.Namespace) -> int:
+    from . import validate
+
+    repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
+    out = Path(a.out)
+    results = validate.validate(a.machine, repo, out)
+    print(validate.report(results))
+    for path in validate.write(results, a.machine, out):
+        print(f"orrery: plot {path}")
+    print(f"orrery: numbers in {out / 'validation.json'}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="orrery", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"orrery {__version__}")
@@ -98,6 +111,12 @@ def parser() -> argparse.ArgumentParser:
     exp.add_argument("--ranks-per-node", type=int)
     exp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     mc.set_defaults(func=_machine_command)
+
+    v = sub.add_parser("validate", help="microbenchmarks on a built-in machine against measured sweeps")
+    v.add_argument("--machine", default="h100-ib200")
+    v.add_argument("--out", default="orrery-validate", help="folder for validation.json and the plots")
+    v.add_argument("--repo", help="Orrery's repository (default: found from the current folder)")
+    v.set_defaults(func=_validate_command)
 
     for name in ("nvcc", "mpicc", "mpicxx"):
         w = sub.add_parser(name, help=f"{name} for Orrery (use in a Makefile)", add_help=False)

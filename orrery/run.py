@@ -54,12 +54,14 @@ class RunOptions:
     fold_threshold: int = 1 << 20
     fold_blocksize: int = 1 << 26
     overrides: tuple[str, ...] = ()
+    capture_output: bool = False  # keep the program's stdout in RunOutcome instead of passing it through
 
 
 @dataclass
 class RunOutcome:
     exit_code: int
     results: results.Results
+    stdout: str | None = None
 
 
 def _check(opts: RunOptions) -> Path:
@@ -122,7 +124,8 @@ def run(opts: RunOptions) -> RunOutcome:
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(lib), env.get("LD_LIBRARY_PATH")) if p)
     env["ORRERY_CONFIG"] = str(out / "orrery.cfg")
     env["ORRERY_ERROR_FILE"] = str(out / "error.txt")
-    proc = subprocess.run(cmd, env=env)
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE if opts.capture_output else None,
+                          text=True if opts.capture_output else None)
 
     if (out / "error.txt").is_file():
         raise SimulationError((out / "error.txt").read_text().strip())
@@ -142,4 +145,4 @@ def run(opts: RunOptions) -> RunOutcome:
     tmp = out / "results.json.part"
     tmp.write_text(res.to_json())
     tmp.replace(out / "results.json")
-    return RunOutcome(proc.returncode, res)
+    return RunOutcome(proc.returncode, res, proc.stdout)

@@ -1,0 +1,214 @@
+"""Validation: Orrery's microbenchmarks on a built-in machine against measured sweeps.
+
+``orrery validate --machine NAME`` builds calibration/bench, runs each sweep
+that has a measured counterpart for that machine through the simulator, at
+the measured sizes, and lines the two up: per size the measured and the
+simulated value and the relative error, per sweep the median, 95th
+percentile and maximum of |error|, a plot (measured and simulated curves,
+error per size) and ``validation.json``. Every figure comes from the
+measured CSV files (calibration/data/measured/, unchanged) and the runs.
+
+Not here: fitting the machine to the measurements (the calibration issue).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import machine as machines
+from . import platform
+from .costs import Costs
+from .errors import InputError, OrreryError
+from .run import RunOptions, run
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A measured sweep and the microbenchmark run that reproduces it."""
+
+    name: str
+    file: str                       # in calibration/data/measured/
+    select: tuple[tuple[str, str], ...]  # (column, text it must contain)
+    size_column: str
+    value_column: str
+    unit: str                       # of the value column: "GB/s", "MB/s" or "us"
+    program: tuple[str, ...]        # calibration/bench program and its arguments (sizes follow as -l)
+    nodes: int = 1
+    gpus_per_node: int = 1
+    measured_scale: float = 1.0     # applied to measured values to compare like with like
+    note: str = ""
+
+
+_VP = (("system", "Voltage Park"),)
+_H100_COPIES = [
+    Sweep("H2D copy, bandwidthTest pinned (Voltage Park H100 SXM5)", "device_bandwidth.csv",
+          _VP + (("test", "memcpy host->device"),), "transfer_bytes", "bandwidth_GBps", "GB/s",
+          ("memcpy_sweep", "h2d", "-i", "5")),
+    Sweep("D2H copy, bandwidthTest pinned (Voltage Park H100 SXM5)", "device_bandwidth.csv",
+          _VP + (("test", "memcpy device->host"),), "transfer_bytes", "bandwidth_GBps", "GB/s",
+          ("memcpy_sweep", "d2h", "-i", "5"),
+          note="the measured D2H rate drops to 20.5 GB/s above 2 MB (NUMA placement, per the source)"),
+    Sweep("D2D copy, bandwidthTest (Voltage Park H100 SXM5)", "device_bandwidth.csv",
+          _VP + (("test", "memcpy device->device"),), "transfer_bytes", "bandwidth_GBps", "GB/s",
+          ("memcpy_sweep", "d2d", "-i", "5"), measured_scale=0.5,
+          note="bandwidthTest counts read+write bytes: measured values halved"),
+]
+_SANTIS = (("system", "santis"),)
+_GH200 = [
+    Sweep("osu_bw D D inter-node (Alps santis GH200, Slingshot-11)", "p2p_mpi.csv",
+          _SANTIS + (("path", "inter-node"), ("buffers", "D D"), ("metric", "bw")), "message_bytes",
+          "bandwidth_MBps", "MB/s", ("osu_p2p", "bw", "-d", "cuda", "D", "D", "-i", "3", "-x", "1"), nodes=2),
+    Sweep("osu_bibw D D inter-node (Alps santis GH200, Slingshot-11)", "p2p_mpi.csv",
+          _SANTIS + (("path", "inter-node"), ("buffers", "D D"), ("metric", "bibw")), "message_bytes",
+          "bandwidth_MBps", "MB/s", ("osu_p2p", "bibw", "-d", "cuda", "D", "D", "-i", "3", "-x", "1"), nodes=2),
+    Sweep("osu_bw H H inter-node (Alps santis GH200, Slingshot-11)", "p2p_mpi.csv",
+          _SANTIS + (("path", "inter-node"), ("buffers", "H H"), ("metric", "bw")), "message_bytes",
+          "bandwidth_MBps", "MB/s", ("osu_p2p", "bw", "H", "H", "-i", "3", "-x", "1"), nodes=2,
+          note="Orrery routes host-buffer messages like device-buffer ones (ranks live on their GPU)"),
+    Sweep("osu_latency D D inter-node (Alps clariden GH200, MPICH)", "p2p_mpi.csv",
+          (("system", "clariden"), ("raw_file", "osu-mpich"), ("path", "inter-node"), ("buffers", "D D"),
+           ("metric", "latency")), "message_bytes", "latency_us", "us",
+          ("osu_p2p", "latency", "-d", "cuda", "D", "D", "-i", "5", "-x", "1"), nodes=2),
+    Sweep("osu_latency D D intra-node (Alps santis GH200)", "p2p_mpi.csv",
+          _SANTIS + (("path", "intra-node"), ("buffers", "D D"), ("metric", "latency")), "message_bytes",
+          "latency_us", "us", ("osu_p2p", "latency", "-d", "cuda", "D", "D", "-i", "5", "-x", "1"),
+          gpus_per_node=2, note="the measured runs crossed the NIC (libfabric CXI), Orrery's NVLink"),
+]
+SWEEPS: dict[str, list[Sweep]] = {"h100-ib200": _H100_COPIES, "dgx-h100": _H100_COPIES, "gh200-slingshot": _GH200}
+
+
+@dataclass
+class SweepResult:
+    name: str
+    unit: str
+    note: str
+    sizes: list[int]
+    measured: list[float]
+    simulated: list[float]
+    errors: list[float]       # (simulated - measured) / measured
+    median_abs_error: float
+    p95_abs_error: float
+    max_abs_error: float
+
+
+def find_repo(start: Path) -> Path:
+    for d in [start, *start.parents]:
+        if (d / "calibration" / "bench" / "Makefile").is_file() and (d / "calibration" / "data" / "measured").is_dir():
+            return d
+    raise InputError("orrery validate", None, str(start),
+                     "to run inside Orrery's repository (calibration/bench and calibration/data/measured), or --repo")
+
+
+def measured_points(repo: Path, sweep: Sweep) -> list[tuple[int, float]]:
+    path = repo / "calibration" / "data" / "measured" / sweep.file
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if all(text in r[col] for col, text in sweep.select)]
+    points: dict[int, float] = {}
+    for r in rows:
+        size = int(float(r[sweep.size_column]))
+        points.setdefault(size, float(r[sweep.value_column]) * sweep.measured_scale)  # first run of a size
+    if not points:
+        raise OrreryError(f"{path}: no rows match the sweep '{sweep.name}' ({dict(sweep.select)})")
+    return sorted(points.items())
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def simulate(repo: Path, m: machines.Machine, sweep: Sweep, sizes: list[int], out: Path) -> dict[int, float]:
+    layout = platform.Layout.for_machine(m, sweep.nodes, sweep.gpus_per_node)
+    program = [str(repo / "calibration" / "bench" / sweep.program[0]), *sweep.program[1:],
+               "-l", ",".join(map(str, sizes))]
+    outcome = run(RunOptions(machine=m, layout=layout, program=program, out=out, costs=Costs({}),
+                             capture_output=True))
+    if outcome.exit_code:
+        raise OrreryError(f"{sweep.program[0]} exited with status {outcome.exit_code} on {m.name}")
+    values = {}
+    for line in outcome.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit():
+            values[int(parts[0])] = float(parts[1])
+    return values
+
+
+def validate(machine_name: str, repo: Path, out: Path) -> list[SweepResult]:
+    if machine_name not in SWEEPS:
+        raise InputError("--machine", None, machine_name,
+                         f"a machine with measured sweeps to compare against: {', '.join(sorted(SWEEPS))}")
+    m = machines.load(machine_name)
+    bench = repo / "calibration" / "bench"
+    orrery = str(Path(sys.executable).parent / "orrery")
+    subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={orrery} nvcc", f"MPICXX={orrery} mpicxx"], check=True,
+                   stdout=subprocess.DEVNULL)
+    results = []
+    for i, sweep in enumerate(SWEEPS[machine_name]):
+        points = measured_points(repo, sweep)
+        sizes = [s for s, _ in points]
+        simulated = simulate(repo, m, sweep, sizes, out / "runs" / f"sweep{i}")
+        measured = [v for _, v in points]
+        sim = [simulated[s] for s in sizes]
+        errors = [(s - v) / v for s, v in zip(sim, measured)]
+        abs_err = [abs(e) for e in errors]
+        results.append(SweepResult(sweep.name, sweep.unit, sweep.note, sizes, measured, sim, errors,
+                                   statistics.median(abs_err), _percentile(abs_err, 0.95), max(abs_err)))
+    return results
+
+
+def report(results: list[SweepResult]) -> str:
+    lines = []
+    for r in results:
+        lines.append(f"== {r.name} [{r.unit}]" + (f"  ({r.note})" if r.note else ""))
+        lines.append(f"{'size (B)':>12} {'measured':>12} {'simulated':>12} {'error':>9}")
+        for size, meas, sim, err in zip(r.sizes, r.measured, r.simulated, r.errors):
+            lines.append(f"{size:>12} {meas:>12.4g} {sim:>12.4g} {100 * err:>8.1f}%")
+        lines.append(f"   |error|: median {100 * r.median_abs_error:.1f}%, 95th percentile "
+                     f"{100 * r.p95_abs_error:.1f}%, max {100 * r.max_abs_error:.1f}%")
+    lines.append("")
+    lines.append(f"{'sweep':<64} {'median':>8} {'p95':>8} {'max':>8}")
+    for r in results:
+        lines.append(f"{r.name:<64} {100 * r.median_abs_error:>7.1f}% {100 * r.p95_abs_error:>7.1f}% "
+                     f"{100 * r.max_abs_error:>7.1f}%")
+    return "\n".join(lines)
+
+
+def plot(result: SweepResult):
+    """Measured and simulated curves over message size, and the relative error: a matplotlib Figure."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 6))
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    top.plot(result.sizes, result.measured, "o-", label="measured")
+    top.plot(result.sizes, result.simulated, "s--", label="simulated (Orrery)")
+    top.set_xscale("log", base=2)
+    top.set_yscale("log")
+    top.set_ylabel(result.unit)
+    top.set_title(result.name, fontsize=9)
+    top.legend()
+    bottom.plot(result.sizes, [100 * e for e in result.errors], "d-", color="tab:red")
+    bottom.axhline(0, color="grey", linewidth=0.8)
+    bottom.set_xlabel("size (bytes)")
+    bottom.set_ylabel("error (%)")
+    fig.tight_layout()
+    return fig
+
+
+def write(results: list[SweepResult], machine_name: str, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "validation.json").write_text(
+        json.dumps({"machine": machine_name, "sweeps": [asdict(r) for r in results]}, indent=1) + "\n")
+    paths = []
+    for i, r in enumerate(results):
+        path = out / f"sweep{i}.png"
+        plot(r).savefig(path, dpi=90)
+        paths.append(path)
+    return paths

@@ -1,0 +1,60 @@
+"""`orrery validate`: measured sweeps against the simulator, numbers from the files and the runs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+
+import pytest
+
+from conftest import REPO, nvcc_available, orrery
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed")]
+
+
+def measured(test: str, scale: float = 1.0) -> dict[int, float]:
+    """The Voltage Park bandwidthTest rows, read here independently of orrery.validate."""
+    points: dict[int, float] = {}
+    with (REPO / "calibration/data/measured/device_bandwidth.csv").open(newline="") as f:
+        for r in csv.DictReader(f):
+            if "Voltage Park" in r["system"] and r["test"] == test:
+                points.setdefault(int(r["transfer_bytes"]), float(r["bandwidth_GBps"]) * scale)
+    return points
+
+
+def test_validate_h100_copies_against_bandwidth_test(tmp_path):
+    from orrery import machine
+
+    p = orrery("validate", "--machine", "h100-ib200", "--out", str(tmp_path), cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    data = json.loads((tmp_path / "validation.json").read_text())
+    sweeps = {s["name"].split(",")[0]: s for s in data["sweeps"]}
+    assert set(sweeps) == {"H2D copy", "D2H copy", "D2D copy"}
+    m = machine.load("h100-ib200")
+    for name, test, scale in (("H2D copy", "memcpy host->device", 1.0), ("D2H copy", "memcpy device->host", 1.0),
+                              ("D2D copy", "memcpy device->device (same GPU)", 0.5)):
+        s = sweeps[name]
+        expected = measured(test, scale)
+        assert dict(zip(s["sizes"], s["measured"])) == expected  # measured values as published
+        errors = [(sim - meas) / meas for sim, meas in zip(s["simulated"], s["measured"])]
+        assert s["errors"] == pytest.approx(errors, rel=1e-12)
+        assert s["median_abs_error"] == pytest.approx(statistics.median(abs(e) for e in errors), rel=1e-12)
+        assert s["max_abs_error"] == pytest.approx(max(abs(e) for e in errors), rel=1e-12)
+        assert len(s["sizes"]) == 81
+    # the simulated copy at 68 MB: overheads, two PCIe hops and the wire time
+    o, pcie = m.overheads, m.pcie
+    h2d = sweeps["H2D copy"]
+    n = h2d["sizes"][-1]
+    assert h2d["simulated"][-1] * 1e9 == pytest.approx(n / (o.memcpy + 2 * pcie.latency + n / pcie.bandwidth + o.sync),
+                                                       rel=2e-3)  # printed with 3 decimals
+    assert "H2D copy, bandwidthTest pinned (Voltage Park H100 SXM5)" in p.stdout and "median" in p.stdout
+    for i in range(3):
+        assert (tmp_path / f"sweep{i}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_validate_needs_a_machine_with_measurements(tmp_path):
+    p = orrery("validate", "--machine", "h100-pcie", "--out", str(tmp_path), cwd=REPO)
+    assert p.returncode == 2
+    assert "h100-pcie" in p.stderr and "gh200-slingshot" in p.stderr
