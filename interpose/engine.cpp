@@ -254,6 +254,11 @@ Rank& rank_self(const char* function) {
   }
   r->device = 0;
   r->legacy.assign(r->gpus.size(), nullptr);
+  r->mpi_host = MpiPath{prop_d(r->host, "orrery:mpi_eager_host"), prop_d(r->host, "orrery:mpi_send_overhead_host_s"),
+                        prop_d(r->host, "orrery:mpi_recv_overhead_host_s")};
+  r->mpi_device = MpiPath{prop_d(r->host, "orrery:mpi_eager_device"),
+                          prop_d(r->host, "orrery:mpi_send_overhead_device_s"),
+                          prop_d(r->host, "orrery:mpi_recv_overhead_device_s")};
   Rank* rp = r.get();
   sg4::this_actor::on_exit([rp](bool) {
     if (rp->stats.end_s < 0)

@@ -63,6 +63,80 @@ static void completed(Rank& r, MPI_Request rq) {
 #undef ORR_MPI
 #undef ORR_MPI_POST
 
+/* ---- point-to-point, with the machine's protocol for the buffer's path ----
+ * SMPI sends every message eagerly up to the largest eager threshold (run.py
+ * sets it); a message at or above its own path's threshold is sent
+ * synchronously (rendezvous: the sender waits for the receiver). The software
+ * overheads of the path are simulated time inside the call. */
+
+static const MpiPath& path_of(Rank& r, const void* buf) {
+  const Allocation* a = find_allocation(buf);
+  return a && a->device ? r.mpi_device : r.mpi_host;
+}
+
+static bool rendezvous(const MpiPath& p, int count, MPI_Datatype dt) {
+  int size = 0;
+  PMPI_Type_size(dt, &size);
+  return (double)count * size >= p.eager_threshold;
+}
+
+static void software(double seconds) {
+  if (seconds > 0)
+    sg4::this_actor::sleep_for(seconds);
+}
+
+ORR_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm) {
+  MpiScope scope("MPI_Send");
+  const MpiPath& p = path_of(scope.rank(), buf);
+  software(p.send_overhead_s);
+  return rendezvous(p, count, dt) ? PMPI_Ssend(buf, count, dt, dst, tag, comm) : PMPI_Send(buf, count, dt, dst, tag, comm);
+}
+
+ORR_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
+                         MPI_Request* rq) {
+  MpiScope scope("MPI_Isend");
+  const MpiPath& p = path_of(scope.rank(), buf);
+  software(p.send_overhead_s);
+  int rc = rendezvous(p, count, dt) ? PMPI_Issend(buf, count, dt, dst, tag, comm, rq)
+                                    : PMPI_Isend(buf, count, dt, dst, tag, comm, rq);
+  posted(scope.rank(), *rq);
+  return rc;
+}
+
+ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* st) {
+  MpiScope scope("MPI_Recv");
+  int rc = PMPI_Recv(buf, count, dt, src, tag, comm, st);
+  software(path_of(scope.rank(), buf).recv_overhead_s);
+  return rc;
+}
+
+ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request* rq) {
+  MpiScope scope("MPI_Irecv");
+  software(path_of(scope.rank(), buf).recv_overhead_s);  // charged when posted
+  int rc = PMPI_Irecv(buf, count, dt, src, tag, comm, rq);
+  posted(scope.rank(), *rq);
+  return rc;
+}
+
+ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
+                            MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* st) {
+  MpiScope scope("MPI_Sendrecv");
+  const MpiPath& out = path_of(scope.rank(), sbuf);
+  software(out.send_overhead_s);
+  MPI_Request rq[2];
+  MPI_Status sts[2];
+  PMPI_Irecv(rbuf, rcount, rtype, src, rtag, comm, &rq[0]);
+  if (rendezvous(out, scount, stype))
+    PMPI_Issend(sbuf, scount, stype, dst, stag, comm, &rq[1]);
+  else
+    PMPI_Isend(sbuf, scount, stype, dst, stag, comm, &rq[1]);
+  int rc = PMPI_Waitall(2, rq, sts);
+  if (st != MPI_STATUS_IGNORE)
+    *st = sts[0];
+  software(path_of(scope.rank(), rbuf).recv_overhead_s);
+  return rc;
+}
+
 ORR_EXPORT int MPI_Wait(MPI_Request* rq, MPI_Status* st) {
   MpiScope scope("MPI_Wait");
   MPI_Request handle = *rq;

@@ -160,8 +160,16 @@ struct Stats {
   IntervalSet compute, h2d, d2h, comm;
 };
 
+/* MPI protocol of one path (host or device buffers), from the machine description. */
+struct MpiPath {
+  double eager_threshold = 0;  // bytes: this large or larger, the sender waits for the receiver
+  double send_overhead_s = 0;
+  double recv_overhead_s = 0;
+};
+
 struct Rank {
   int id = 0;
+  MpiPath mpi_host, mpi_device;
   sg4::Host* host = nullptr;
   std::vector<Gpu*> gpus;            // the devices of its node, by device number
   int device = 0;                    // current device

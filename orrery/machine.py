@@ -103,6 +103,17 @@ class Fabric(_Section):
     oversubscription: Annotated[float, Field(ge=1)]  # leaf downlink over uplink bandwidth
 
 
+class Mpi(_Section):
+    """MPI protocol per path: host buffers, or device buffers (CUDA-aware MPI)."""
+
+    eager_threshold_host: Size    # messages this large or larger use rendezvous (the sender waits for the receiver)
+    eager_threshold_device: Size
+    send_overhead_host: Time      # software time of the sender per message
+    recv_overhead_host: Time      # software time of the receiver per message
+    send_overhead_device: Time
+    recv_overhead_device: Time
+
+
 class GpuDirect(_Section):
     rdma: bool  # NICs read and write GPU memory; off: device-buffer messages are staged through host memory
 
@@ -119,6 +130,7 @@ class Machine(_Section):
     nic: Nic
     fabric: Fabric
     gpudirect: GpuDirect
+    mpi: Mpi
     sources: dict[str, str] = {}
 
     @model_validator(mode="after")

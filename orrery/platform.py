@@ -121,6 +121,12 @@ def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dic
         "orrery:d2d_bandwidth": repr(g.d2d_bandwidth),
         "orrery:d2d_latency_s": repr(g.d2d_latency),
         "orrery:host_memcpy_bandwidth": repr(machine.node.host_memcpy_bandwidth),
+        "orrery:mpi_eager_host": repr(machine.mpi.eager_threshold_host),
+        "orrery:mpi_eager_device": repr(machine.mpi.eager_threshold_device),
+        "orrery:mpi_send_overhead_host_s": repr(machine.mpi.send_overhead_host),
+        "orrery:mpi_recv_overhead_host_s": repr(machine.mpi.recv_overhead_host),
+        "orrery:mpi_send_overhead_device_s": repr(machine.mpi.send_overhead_device),
+        "orrery:mpi_recv_overhead_device_s": repr(machine.mpi.recv_overhead_device),
     }
 
 

@@ -115,6 +115,10 @@ def run(opts: RunOptions) -> RunOutcome:
     cmd = ["smpirun", "-np", str(opts.layout.ranks), "-platform", str(out / "platform.xml"),
            "-hostfile", str(out / "hostfile")]
     cmd += [f"--cfg={c}" for c in SMPI_CONFIG]
+    # Every send is eager in SMPI up to the largest eager threshold; the shim
+    # turns sends above their own path's threshold into synchronous ones.
+    mpi = opts.machine.mpi
+    cmd += [f"--cfg=smpi/send-is-detached-thresh:{int(max(mpi.eager_threshold_host, mpi.eager_threshold_device))}"]
     cmd += [  # ranks sharing a GPU exchange messages through its memory
             f"--cfg=network/loopback-bw:{opts.machine.gpu.d2d_bandwidth!r}",
             f"--cfg=network/loopback-lat:{opts.machine.gpu.d2d_latency!r}"]

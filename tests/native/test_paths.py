@@ -92,3 +92,32 @@ def test_without_gpudirect_rdma_messages_detour_through_the_root_complex(run_pro
     assert on["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n), rel=REL)
     # GPU -> switch -> root -> NIC on each side: two more PCIe hops, same bottleneck
     assert off["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n) + 2 * h100.pcie.latency, rel=REL)
+
+
+def test_eager_and_rendezvous_follow_the_device_path_threshold(run_program, programs, h100):
+    n = 32_768
+    opts = ("--gpus-per-node", "2", "--ranks-per-node", "2")
+    transfer = h100.nvlink.latency + (n + SMPI_ENVELOPE) / h100.nvlink_pair_bandwidth
+    eager = run_ok(run_program, programs, "send-recv", str(n), options=opts).values()
+    # below the 64 KiB threshold the send returns at once; the receiver gets the data
+    assert (eager["rank 0 elapsed"], eager["rank 1 elapsed"]) == (0, pytest.approx(transfer, rel=REL))
+    rdv = run_ok(run_program, programs, "send-recv", str(n),
+                 options=(*opts, "--set", "mpi.eager_threshold_device=16KiB")).values()
+    # at or above it the sender waits until the receiver has the data
+    assert rdv["rank 0 elapsed"] == pytest.approx(transfer, rel=REL)
+    # a host-buffer threshold does not apply to device buffers
+    host = run_ok(run_program, programs, "send-recv", str(n),
+                  options=(*opts, "--set", "mpi.eager_threshold_host=16KiB")).values()
+    assert host["rank 0 elapsed"] == 0
+
+
+def test_per_message_software_overheads_of_the_device_path(run_program, programs, h100):
+    n = 8_000_000
+    opts = ("--gpus-per-node", "2", "--set", "mpi.send_overhead_device=2us", "--set", "mpi.recv_overhead_device=3us")
+    v = run_ok(run_program, programs, "sendrecv", str(n), options=opts).values()
+    transfer = h100.nvlink.latency + (n + SMPI_ENVELOPE) / h100.nvlink_pair_bandwidth
+    # each rank: its send overhead, then the exchange, then its receive overhead
+    assert v["rank 0 elapsed"] == pytest.approx(2e-6 + transfer + 3e-6, rel=REL)
+    host_only = run_ok(run_program, programs, "sendrecv", str(n),
+                       options=("--gpus-per-node", "2", "--set", "mpi.send_overhead_host=2us")).values()
+    assert host_only["rank 0 elapsed"] == pytest.approx(transfer, rel=REL)  # device buffers: not charged

@@ -114,6 +114,16 @@ int main(int argc, char** argv) {
     const double t1 = MPI_Wtime();
     MPI_Sendrecv(d, (int)n, MPI_BYTE, peer, 0, r, (int)n, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     printf("rank %d elapsed %.17g\n", rank, MPI_Wtime() - t1);
+  } else if (!strcmp(mode, "send-recv")) {  // rank 0 sends n bytes to rank 1, which waits already
+    float* r;
+    CHECK(cudaMalloc(&r, n));
+    MPI_Sendrecv(d, 1, MPI_BYTE, rank ^ 1, 0, r, 1, MPI_BYTE, rank ^ 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const double t1 = MPI_Wtime();
+    if (rank == 0)
+      MPI_Send(d, (int)n, MPI_BYTE, 1, 5, MPI_COMM_WORLD);
+    else
+      MPI_Recv(r, (int)n, MPI_BYTE, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    printf("rank %d elapsed %.17g\n", rank, MPI_Wtime() - t1);
   } else if (!strcmp(mode, "sendrecv")) {  // device buffers between rank pairs (0,1), (2,3), ...
     const int peer = rank ^ 1;
     float* r;
