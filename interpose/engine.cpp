@@ -137,11 +137,13 @@ static sg4::Host* host_by_name(const std::string& name) {
 
 static Gpu* gpu_of_host(sg4::Host* host) {
   static std::map<std::string, std::unique_ptr<Gpu>> gpus;
-  auto& slot = gpus[host->get_name()];
-  if (slot)
-    return slot.get();
-  slot = std::make_unique<Gpu>();
-  Gpu& g = *slot;
+  auto it = gpus.find(host->get_name());
+  if (it != gpus.end())
+    return it->second.get();
+  // Built completely before it is published: creating SimGrid objects may let
+  // other ranks run, and they must not see a half-described GPU.
+  auto built = std::make_unique<Gpu>();
+  Gpu& g = *built;
   g.host = host;
   g.cpu = host_by_name(prop(host, "orrery:cpu"));
   g.node = prop_i(host, "orrery:node");
@@ -200,7 +202,10 @@ static Gpu* gpu_of_host(sg4::Host* host) {
   p.memoryPoolsSupported = 1;
   p.gpuDirectRDMASupported = 1;
   p.clusterLaunch = p.major >= 9;
-  return &g;
+  auto& slot = gpus[host->get_name()];
+  if (!slot)
+    slot = std::move(built);
+  return slot.get();
 }
 
 /* ---------------- ranks ---------------- */
@@ -215,6 +220,12 @@ static std::set<Stream*>& live_streams() {
 }
 
 double now() { return sg4::Engine::get_clock(); }
+
+/* The mutex condition variables need. Created with the first rank, not in a
+ * function-local static: creating it may switch actors, which all run on one
+ * OS thread, and a second actor would then re-enter the static's guard. */
+static sg4::MutexPtr g_sim_mutex;
+static sg4::MutexPtr& sim_mutex() { return g_sim_mutex; }
 
 static void write_report();
 
@@ -238,6 +249,7 @@ Rank& rank_self(const char* function) {
     hooked = true;
     sg4::Engine::on_simulation_end_cb(write_report);
     install_message_copy();
+    g_sim_mutex = sg4::Mutex::create();
   }
   auto r = std::make_unique<Rank>();
   r->id = (int)id;
@@ -272,10 +284,7 @@ Gpu& current_gpu(Rank& r) { return *r.gpus.at(r.device); }
 
 /* ---------------- streams ---------------- */
 
-static sg4::MutexPtr& sim_mutex() {
-  static sg4::MutexPtr m = sg4::Mutex::create();
-  return m;
-}
+
 
 static void wait_seq(Stream* s, uint64_t seq) {
   std::unique_lock<sg4::Mutex> lock(*sim_mutex());
