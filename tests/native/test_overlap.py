@@ -89,3 +89,15 @@ def test_nonblocking_messages_progress_while_a_kernel_runs(run_program, programs
     assert rank0["comm_hidden_s"] == pytest.approx(BUSY, rel=REL)  # the kernel ran inside the exchange
     assert rank0["engines"]["compute"] == pytest.approx(BUSY, rel=REL)
     assert rank0["comm_exposed_s"] == pytest.approx(rank0["comm_s"] - BUSY, rel=REL)
+
+
+def test_nonblocking_allreduce_progresses_while_a_kernel_runs(run_program, programs, h100, costs):
+    opts = ("--gpus-per-node", "1", "--ranks-per-node", "1", *costs)
+    L = h100.overheads.launch
+    alone = run_ok(run_program, programs, "iallreduce", str(N), nodes=2, options=opts)
+    beside = run_ok(run_program, programs, "iallreduce-kernel", str(N), nodes=2, options=opts)
+    t_alone = alone.values()["rank 0 elapsed"]
+    assert t_alone > L + BUSY  # the allreduce outlasts the kernel...
+    # ...which therefore costs only its launch: the allreduce went on while it ran
+    assert beside.values()["rank 0 elapsed"] == pytest.approx(L + t_alone, rel=REL)
+    assert beside.results["ranks"][0]["comm_hidden_s"] == pytest.approx(BUSY, rel=REL)

@@ -241,6 +241,18 @@ int main(int argc, char** argv) {
     printf("brief_done %.17g\n", MPI_Wtime() - t0);
     CHECK(cudaStreamSynchronize(lo));
     printf("busy_done %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "iallreduce-kernel") || !strcmp(mode, "iallreduce")) {
+    // a non-blocking allreduce of device buffers, with or without a kernel running beside it
+    float* r;
+    CHECK(cudaMalloc(&r, n));
+    MPI_Sendrecv(d, 1, MPI_BYTE, rank ^ 1, 0, r, 1, MPI_BYTE, rank ^ 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const double t1 = MPI_Wtime();
+    if (!strcmp(mode, "iallreduce-kernel")) busy<<<1, 1, 0, s1>>>(d);
+    MPI_Request rq;
+    MPI_Iallreduce(d, r, (int)(n / sizeof(float)), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq);
+    MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    CHECK(cudaStreamSynchronize(s1));
+    printf("rank %d elapsed %.17g\n", rank, MPI_Wtime() - t1);
   } else if (!strcmp(mode, "isend-kernel")) {  // a message between nodes while busy runs
     const int peer = rank ^ 1;
     float* r;
