@@ -22,11 +22,16 @@ def _run_command(a: argparse.Namespace) -> int:
     program = list(a.program)
     if program and program[0] == "--":
         program = program[1:]
-    m = machine.load(a.machine, a.set)
+    overrides = list(a.set)
+    if a.calibration:
+        from . import calibrate
+
+        overrides = calibrate.load(a.calibration, Path(a.machine).stem) + overrides  # --set wins
+    m = machine.load(a.machine, overrides)
     layout = platform.Layout.for_machine(m, a.nodes, a.gpus_per_node, a.ranks_per_node)
     opts = RunOptions(
         machine=m, layout=layout, program=program, out=Path(a.out), costs=costs.load(a.costs), mode=a.mode,
-        strict=a.strict, d2h_fill=a.d2h_fill, fold_pinned=not a.no_fold_pinned, gpu_visibility=a.gpu_visibility, overrides=tuple(a.set),
+        strict=a.strict, d2h_fill=a.d2h_fill, fold_pinned=not a.no_fold_pinned, gpu_visibility=a.gpu_visibility, overrides=tuple(overrides),
     )
     outcome = run(opts)
     sys.stdout.flush()
@@ -62,11 +67,32 @@ def _validate_command(a: argparse.Namespace) -> int:
 
     repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
     out = Path(a.out)
-    results = validate.validate(a.machine, repo, out)
+    results = validate.validate(a.machine, repo)
     print(validate.report(results))
     for path in validate.write(results, a.machine, out):
         print(f"orrery: plot {path}")
     print(f"orrery: numbers in {out / 'validation.json'}")
+    return 0
+
+
+def _calibrate_command(a: argparse.Namespace) -> int:
+    import json
+
+    from . import calibrate, validate
+
+    repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
+    out = Path(a.out)
+    cal = calibrate.calibrate(a.machine, repo)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "calibration.json"
+    path.write_text(json.dumps(cal, indent=1) + "\n")
+    overrides = [f"{k}={v!r}" for k, v in cal["overrides"].items()]
+    closed = validate.validate(a.machine, repo, overrides)
+    validate.write(closed, a.machine, out / "closed-loop")
+    text = calibrate.report(cal, closed)
+    (out / "report.txt").write_text(text + "\n")
+    print(text)
+    print(f"orrery: calibration in {path}; closed-loop plots in {out / 'closed-loop'}")
     return 0
 
 
@@ -82,6 +108,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--ranks-per-node", type=int)
     r.add_argument("--mode", default="skeleton", choices=["skeleton", "twin"])
     r.add_argument("--costs", help="kernel cost file (.toml or .json)")
+    r.add_argument("--calibration", help="calibration file written by `orrery calibrate` for this machine")
     r.add_argument("--out", default="orrery-out", help="folder for results.json, the platform and the config")
     r.add_argument("--strict", action="store_true", help="a kernel without a cost is an error")
     r.add_argument("--d2h-fill", default="large", choices=FILL_POLICIES,
@@ -111,6 +138,12 @@ def parser() -> argparse.ArgumentParser:
     exp.add_argument("--ranks-per-node", type=int)
     exp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     mc.set_defaults(func=_machine_command)
+
+    c = sub.add_parser("calibrate", help="fit a machine on measured sweeps and check the fit (closed loop)")
+    c.add_argument("--machine", default="h100-ib200")
+    c.add_argument("--out", default="orrery-calibration", help="folder for calibration.json and the closed loop")
+    c.add_argument("--repo", help="Orrery's repository (default: found from the current folder)")
+    c.set_defaults(func=_calibrate_command)
 
     v = sub.add_parser("validate", help="microbenchmarks on a built-in machine against measured sweeps")
     v.add_argument("--machine", default="h100-ib200")

@@ -18,6 +18,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -141,11 +142,11 @@ def simulate(repo: Path, m: machines.Machine, sweep: Sweep, sizes: list[int], ou
     return values
 
 
-def validate(machine_name: str, repo: Path, out: Path) -> list[SweepResult]:
+def validate(machine_name: str, repo: Path, overrides: list[str] = ()) -> list[SweepResult]:
     if machine_name not in SWEEPS:
         raise InputError("--machine", None, machine_name,
                          f"a machine with measured sweeps to compare against: {', '.join(sorted(SWEEPS))}")
-    m = machines.load(machine_name)
+    m = machines.load(machine_name, overrides)
     bench = repo / "calibration" / "bench"
     orrery = str(Path(sys.executable).parent / "orrery")
     subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={orrery} nvcc", f"MPICXX={orrery} mpicxx"], check=True,
@@ -154,7 +155,8 @@ def validate(machine_name: str, repo: Path, out: Path) -> list[SweepResult]:
     for i, sweep in enumerate(SWEEPS[machine_name]):
         points = measured_points(repo, sweep)
         sizes = [s for s, _ in points]
-        simulated = simulate(repo, m, sweep, sizes, out / "runs" / f"sweep{i}")
+        with tempfile.TemporaryDirectory(prefix="orrery-validate-") as runs:
+            simulated = simulate(repo, m, sweep, sizes, Path(runs))
         measured = [v for _, v in points]
         sim = [simulated[s] for s in sizes]
         errors = [(s - v) / v for s, v in zip(sim, measured)]

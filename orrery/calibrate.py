@@ -1,0 +1,191 @@
+"""Calibration: fit a machine's cost parameters on measured sweeps, then check the fit.
+
+``orrery calibrate --machine NAME`` reads the measured sweeps that
+``orrery validate`` knows for the machine (calibration/data/measured/,
+unchanged), fits each with a piecewise model of the time per transfer,
+
+    t(size) = latency_k + size / bandwidth_k   on segment k,
+
+whose breakpoint (eager -> rendezvous, copy-engine regimes, ...) is found from
+the data, turns the fits into machine parameters (``overrides``), and writes
+a versioned calibration file with its provenance: input files and their
+SHA-256, fitted segments, residuals, overrides. It ends with the closed
+loop: the microbenchmarks run again on the calibrated machine and every
+sweep's error is reported, loudly where it misses the tolerance.
+``orrery run --calibration FILE`` applies a calibration file's overrides.
+
+Not here yet: per-kernel fits from timing tables, collective corrections and
+application-level fits (examples/jacobi's cost is fitted by
+calibration/fit_jacobi.py, simulator in the loop).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import machine as machines
+from . import validate as validation
+from .errors import InputError
+
+FORMAT_VERSION = 1
+MEDIAN_TOLERANCE, P95_TOLERANCE = 0.05, 0.15  # per sweep, on |relative error|
+
+
+@dataclass
+class Segment:
+    size_from: int
+    size_to: int
+    latency_s: float
+    bandwidth_Bps: float
+
+
+@dataclass
+class Fit:
+    sweep: str
+    segments: list[Segment]
+    median_rel_residual: float
+    max_rel_residual: float
+
+
+def _fit_line(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """t = a + s * c by least squares on the relative error; returns a, c and the relative residuals."""
+    w = 1.0 / times
+    design = np.vstack([np.ones_like(sizes), sizes]).T * w[:, None]
+    (a, c), *_ = np.linalg.lstsq(design, times * w, rcond=None)
+    a, c = max(float(a), 0.0), max(float(c), 1e-30)
+    return a, c, (a + c * sizes - times) / times
+
+
+def _rms(residuals: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(residuals**2)))
+
+
+def fit_piecewise(sizes: list[int], times: list[float], min_points: int = 3, gain: float = 0.5,
+                  good_enough: float = 1e-3) -> list[Segment]:
+    """One segment, or two where a breakpoint cuts the RMS relative residual at least by `gain`
+    (a segment that fits within `good_enough` RMS is kept whole)."""
+    s, t = np.asarray(sizes, float), np.asarray(times, float)
+    if len(s) < min_points:
+        raise InputError("fit", None, f"{len(s)} points", f"at least {min_points} points for a fit")
+    if np.any(np.diff(s) <= 0):
+        raise InputError("fit", None, "sizes out of order", "strictly increasing message sizes")
+    a, c, res = _fit_line(s, t)
+    best = [Segment(sizes[0], sizes[-1], a, 1.0 / c)]
+    best_err = _rms(res)
+    one_segment = best_err
+    if one_segment <= good_enough:
+        return best
+    for k in range(min_points, len(s) - min_points + 1):
+        a1, c1, r1 = _fit_line(s[:k], t[:k])
+        a2, c2, r2 = _fit_line(s[k:], t[k:])
+        err = _rms(np.concatenate([r1, r2]))
+        if err < best_err and err < one_segment * (1 - gain):
+            best_err = err
+            best = [Segment(sizes[0], sizes[k - 1], a1, 1.0 / c1), Segment(sizes[k], sizes[-1], a2, 1.0 / c2)]
+    return best
+
+
+def predict(segments: list[Segment], size: int) -> float:
+    seg = next((g for g in segments if size <= g.size_to), segments[-1])
+    return seg.latency_s + size / seg.bandwidth_Bps
+
+
+def _times(sweep: validation.Sweep, points: list[tuple[int, float]]) -> tuple[list[int], list[float]]:
+    """Seconds per transfer from a sweep's published values."""
+    sizes = [s for s, _ in points]
+    if sweep.unit == "us":
+        return sizes, [v * 1e-6 for _, v in points]
+    scale = {"GB/s": 1e9, "MB/s": 1e6}[sweep.unit]
+    return sizes, [s / (v * scale) for s, v in points]
+
+
+def _overrides(m: machines.Machine, fits: dict[str, Fit]) -> dict[str, float]:
+    """Machine parameters from the fits: each path's large-message segment."""
+    out: dict[str, float] = {}
+    o, p = m.overheads, m.pcie
+    for name, fit in fits.items():
+        big = fit.segments[-1]
+        if name.startswith("H2D copy"):
+            out["pcie.bandwidth"] = big.bandwidth_Bps
+            small = fit.segments[0]
+            # a synchronous copy: issue overhead + two PCIe hops + return from synchronisation
+            out["overheads.memcpy"] = max(small.latency_s - 2 * p.latency - o.sync, 0.0)
+        elif name.startswith("D2D copy"):
+            out["gpu.d2d_bandwidth"] = big.bandwidth_Bps
+            out["gpu.d2d_latency"] = max(fit.segments[0].latency_s - out.get("overheads.memcpy", o.memcpy) - o.sync,
+                                         0.0)
+        elif name.startswith("osu_bw D D inter-node"):
+            out["nic.bandwidth"] = big.bandwidth_Bps
+            # a windowed 1-byte osu_bw is paced by the per-message software time
+            out["mpi.send_overhead_device"] = fit.segments[0].latency_s
+            out["mpi.recv_overhead_device"] = fit.segments[0].latency_s
+        elif name.startswith("osu_bw H H inter-node"):
+            out["mpi.send_overhead_host"] = fit.segments[0].latency_s
+            out["mpi.recv_overhead_host"] = fit.segments[0].latency_s
+    return out
+
+
+def calibrate(machine_name: str, repo: Path) -> dict:
+    if machine_name not in validation.SWEEPS:
+        raise InputError("--machine", None, machine_name,
+                         f"a machine with measured sweeps: {', '.join(sorted(validation.SWEEPS))}")
+    m = machines.load(machine_name)
+    fits: dict[str, Fit] = {}
+    files = set()
+    for sweep in validation.SWEEPS[machine_name]:
+        if sweep.unit == "MB/s" and "bibw" in sweep.name:
+            continue  # both directions at once: a check, not a fit input
+        points = validation.measured_points(repo, sweep)
+        sizes, times = _times(sweep, points)
+        segments = fit_piecewise(sizes, times)
+        residuals = [abs(predict(segments, s) - t) / t for s, t in zip(sizes, times)]
+        fits[sweep.name] = Fit(sweep.name, segments, float(np.median(residuals)), float(max(residuals)))
+        files.add(sweep.file)
+    data_dir = repo / "calibration" / "data" / "measured"
+    return {
+        "orrery_calibration": FORMAT_VERSION,
+        "machine": machine_name,
+        "command": f"orrery calibrate --machine {machine_name}",
+        "inputs": [{"file": f"calibration/data/measured/{f}",
+                    "sha256": hashlib.sha256((data_dir / f).read_bytes()).hexdigest()} for f in sorted(files)],
+        "fits": [asdict(f) for f in fits.values()],
+        "overrides": _overrides(m, fits),
+    }
+
+
+def load(path: str | Path, machine_name: str) -> list[str]:
+    """A calibration file's overrides, as `--set` strings, checked against the machine it is for."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(str(p), None, "unreadable", f"a calibration file written by orrery calibrate ({e})") from None
+    if data.get("orrery_calibration") != FORMAT_VERSION:
+        raise InputError(str(p), "orrery_calibration", data.get("orrery_calibration"), f"version {FORMAT_VERSION}")
+    if data.get("machine") != machine_name:
+        raise InputError(str(p), "machine", data.get("machine"), f"a calibration of {machine_name}")
+    return [f"{k}={v!r}" for k, v in data["overrides"].items()]
+
+
+def report(cal: dict, closed_loop: list[validation.SweepResult]) -> str:
+    lines = [f"calibration of {cal['machine']} from " + ", ".join(i["file"] for i in cal["inputs"])]
+    for fit in cal["fits"]:
+        segs = "; ".join(f"{s['size_from']}-{s['size_to']} B: {s['latency_s'] * 1e6:.3f} us + "
+                         f"size / {s['bandwidth_Bps'] / 1e9:.3f} GB/s" for s in fit["segments"])
+        lines.append(f"  fit {fit['sweep']}: {segs} (residual median {100 * fit['median_rel_residual']:.1f}%, "
+                     f"max {100 * fit['max_rel_residual']:.1f}%)")
+    lines.append("overrides:")
+    lines += [f"  {k} = {v!r}" for k, v in cal["overrides"].items()]
+    lines.append("closed loop (microbenchmarks on the calibrated machine vs measured):")
+    lines.append(validation.report(closed_loop))
+    for r in closed_loop:
+        if r.median_abs_error > MEDIAN_TOLERANCE or r.p95_abs_error > P95_TOLERANCE:
+            lines.append(f"NOT MATCHED: {r.name}: median {100 * r.median_abs_error:.1f}% "
+                         f"(tolerance {100 * MEDIAN_TOLERANCE:.0f}%), 95th percentile {100 * r.p95_abs_error:.1f}% "
+                         f"(tolerance {100 * P95_TOLERANCE:.0f}%)" + (f": {r.note}" if r.note else ""))
+    return "\n".join(lines)

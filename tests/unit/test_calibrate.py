@@ -1,0 +1,49 @@
+import json
+
+import pytest
+
+from orrery import calibrate
+from orrery.errors import InputError
+
+pytestmark = pytest.mark.unit
+
+
+def test_one_segment_recovers_latency_and_bandwidth():
+    sizes = [2**k for k in range(4, 24)]
+    times = [2e-6 + s / 25e9 for s in sizes]
+    (seg,) = calibrate.fit_piecewise(sizes, times)
+    assert seg.latency_s == pytest.approx(2e-6, rel=1e-9)
+    assert seg.bandwidth_Bps == pytest.approx(25e9, rel=1e-9)
+
+
+def test_breakpoint_between_two_regimes_is_found():
+    sizes = [2**k for k in range(4, 24)]
+    # eager up to 64 KiB (cheap start, slower copy), rendezvous above (handshake, full rate)
+    times = [1e-6 + s / 10e9 if s <= 65536 else 6e-6 + s / 25e9 for s in sizes]
+    first, second = calibrate.fit_piecewise(sizes, times)
+    assert (first.size_to, second.size_from) == (65536, 131072)
+    assert (first.latency_s, first.bandwidth_Bps) == (pytest.approx(1e-6, rel=1e-9), pytest.approx(10e9, rel=1e-9))
+    assert (second.latency_s, second.bandwidth_Bps) == (pytest.approx(6e-6, rel=1e-9), pytest.approx(25e9, rel=1e-9))
+    assert calibrate.predict([first, second], 1 << 20) == pytest.approx(6e-6 + (1 << 20) / 25e9, rel=1e-9)
+
+
+def test_fit_input_errors():
+    with pytest.raises(InputError, match="at least 3 points"):
+        calibrate.fit_piecewise([1, 2], [1e-6, 2e-6])
+    with pytest.raises(InputError, match="strictly increasing message sizes"):
+        calibrate.fit_piecewise([8, 4, 16], [1e-6, 1e-6, 2e-6])
+
+
+def test_calibration_file_is_checked(tmp_path):
+    good = {"orrery_calibration": 1, "machine": "h100-ib200", "overrides": {"pcie.bandwidth": 55e9}}
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(good))
+    assert calibrate.load(p, "h100-ib200") == ["pcie.bandwidth=55000000000.0"]
+    with pytest.raises(InputError, match=r"key 'machine': got 'h100-ib200', expected a calibration of dgx-h100"):
+        calibrate.load(p, "dgx-h100")
+    p.write_text(json.dumps({**good, "orrery_calibration": 7}))
+    with pytest.raises(InputError, match="key 'orrery_calibration': got 7, expected version 1"):
+        calibrate.load(p, "h100-ib200")
+    p.write_text("{")
+    with pytest.raises(InputError, match="a calibration file written by orrery calibrate"):
+        calibrate.load(p, "h100-ib200")
