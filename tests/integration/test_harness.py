@@ -1,0 +1,61 @@
+"""The calibration harness under a real MPI (MPICH wheel), on this GPU-less machine."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.integration
+MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+HARNESS = str(REPO / "calibration" / "harness" / "orrery_harness.py")
+
+
+def harness(tmp_path, *args, ranks=2):
+    out = tmp_path / "m.csv"
+    p = subprocess.run([MPIEXEC, "-n", str(ranks), sys.executable, HARNESS, "--out", str(out), *args],
+                       capture_output=True, text=True, timeout=300)
+    return p, out
+
+
+def test_host_sweeps_without_a_gpu(tmp_path):
+    p, out = harness(tmp_path, "--sizes", "1:4096", "--iters", "20", "--warmup", "2")
+    assert p.returncode == 0, p.stderr
+    # no GPU here: said so, and no device row is made up
+    assert "device sweeps skipped" in p.stderr
+    with out.open(newline="") as f:
+        reader = csv.DictReader(f)
+        assert tuple(reader.fieldnames) == ("benchmark", "metric", "path", "buffers", "size_bytes", "value", "unit",
+                                            "ranks", "nodes", "notes")
+        rows = list(reader)
+    assert all(r["buffers"] in ("H H", "H") for r in rows)
+    assert all("device sweeps skipped" in r["notes"] for r in rows)
+    sizes = [2**k for k in range(13)]
+    for metric, unit in (("latency", "us"), ("bandwidth", "MB/s"), ("bibw", "MB/s")):
+        got = [r for r in rows if r["metric"] == metric]
+        assert [int(r["size_bytes"]) for r in got] == sizes
+        assert {r["unit"] for r in got} == {unit} and {r["path"] for r in got} == {"intra-node"}
+        assert all(float(r["value"]) > 0 for r in got)
+    bw = {int(r["size_bytes"]): float(r["value"]) for r in rows if r["metric"] == "bandwidth"}
+    assert bw[4096] > bw[1]  # 4096 times the bytes per message cannot also be slower per byte
+    colls = {r["benchmark"] for r in rows if r["metric"] == "collective_latency"}
+    assert colls == {"allreduce", "allgather", "alltoall", "bcast", "reduce_scatter"}
+    assert len(rows) == 3 * 13 + 5 * 13
+
+
+def test_harness_refuses_a_single_rank(tmp_path):
+    p, out = harness(tmp_path, "--sizes", "1:8", ranks=1)
+    assert p.returncode == 2 and "at least 2 ranks" in p.stderr
+    assert not out.exists()
+
+
+def test_kernel_timing_needs_a_gpu(tmp_path):
+    p, out = harness(tmp_path, "--sizes", "1:2", "--iters", "2", "--warmup", "0", "--kernel", "math:sqrt")
+    assert p.returncode == 0
+    assert "--kernel skipped" in p.stderr
+    assert "kernel" not in out.read_text()
