@@ -2,7 +2,9 @@
 
 ``orrery calibrate --machine NAME`` reads the measured sweeps that
 ``orrery validate`` knows for the machine (calibration/data/measured/,
-unchanged), fits each with a piecewise model of the time per transfer,
+unchanged), or the files given with ``--input`` (measurement CSV, OSU,
+bandwidthTest, nccl-tests, BabelStream output: orrery.measurements), fits
+each with a piecewise model of the time per transfer,
 
     t(size) = latency_k + size / bandwidth_k   on segment k,
 
@@ -29,11 +31,13 @@ from pathlib import Path
 import numpy as np
 
 from . import machine as machines
+from . import measurements
 from . import validate as validation
 from .errors import InputError
 
 FORMAT_VERSION = 1
 MEDIAN_TOLERANCE, P95_TOLERANCE = 0.05, 0.15  # per sweep, on |relative error|
+WINDOW = 64  # messages per iteration of osu_bw (and calibration/bench/osu_p2p bw)
 
 
 @dataclass
@@ -95,67 +99,107 @@ def predict(segments: list[Segment], size: int) -> float:
     return seg.latency_s + size / seg.bandwidth_Bps
 
 
-def _times(sweep: validation.Sweep, points: list[tuple[int, float]]) -> tuple[list[int], list[float]]:
-    """Seconds per transfer from a sweep's published values."""
+def _times(unit: str, points: list[tuple[int, float]], metric: str) -> tuple[list[int], list[float]]:
+    """Seconds per transfer from a sweep's values in `unit`."""
     sizes = [s for s, _ in points]
-    if sweep.unit == "us":
+    if unit == "us":
         return sizes, [v * 1e-6 for _, v in points]
-    scale = {"GB/s": 1e9, "MB/s": 1e6}[sweep.unit]
-    return sizes, [s / (v * scale) for s, v in points]
+    scale = {"GB/s": 1e9, "MB/s": 1e6}[unit]
+    both = 2 if metric == "bibw" else 1
+    return sizes, [both * s / (v * scale) for s, v in points]
 
 
-def _overrides(m: machines.Machine, fits: dict[str, Fit]) -> dict[str, float]:
-    """Machine parameters from the fits: each path's large-message segment."""
+def route_latency_between_nodes(m: machines.Machine) -> float:
+    """Latency of the route between GPUs of two nodes under one leaf (orrery/platform.py)."""
+    gpu_to_switch = m.host_link.latency + m.pcie.latency if m.host_link.kind == "nvlink-c2c" else m.pcie.latency
+    staging = 0.0 if m.gpudirect.rdma else m.pcie.latency
+    side = gpu_to_switch + m.pcie.latency + staging  # ... then the NIC's own PCIe link
+    return 2 * side + 2 * m.nic.latency + m.fabric.switch_latency
+
+
+def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]) -> dict[str, float]:
+    """Machine parameters from the fits, by what each sweep measured (metric, path, buffers)."""
     out: dict[str, float] = {}
     o, p = m.overheads, m.pcie
-    for name, fit in fits.items():
-        big = fit.segments[-1]
-        if name.startswith("H2D copy"):
+    for (metric, path, buffers), fit in fits:
+        small, big = fit.segments[0], fit.segments[-1]
+        if (metric, path) == ("copy_bandwidth", "H2D"):
             out["pcie.bandwidth"] = big.bandwidth_Bps
-            small = fit.segments[0]
             # a synchronous copy: issue overhead + two PCIe hops + return from synchronisation
             out["overheads.memcpy"] = max(small.latency_s - 2 * p.latency - o.sync, 0.0)
-        elif name.startswith("D2D copy"):
+        elif (metric, path) == ("copy_bandwidth", "D2D"):
             out["gpu.d2d_bandwidth"] = big.bandwidth_Bps
-            out["gpu.d2d_latency"] = max(fit.segments[0].latency_s - out.get("overheads.memcpy", o.memcpy) - o.sync,
-                                         0.0)
-        elif name.startswith("osu_bw D D inter-node"):
-            out["nic.bandwidth"] = big.bandwidth_Bps
-            # a windowed 1-byte osu_bw is paced by the per-message software time
-            out["mpi.send_overhead_device"] = fit.segments[0].latency_s
-            out["mpi.recv_overhead_device"] = fit.segments[0].latency_s
-        elif name.startswith("osu_bw H H inter-node"):
-            out["mpi.send_overhead_host"] = fit.segments[0].latency_s
-            out["mpi.recv_overhead_host"] = fit.segments[0].latency_s
+            out["gpu.d2d_latency"] = max(small.latency_s - out.get("overheads.memcpy", o.memcpy) - o.sync, 0.0)
+        elif (metric, path) == ("bandwidth", "inter-node"):
+            which = "device" if buffers == "D D" else "host"
+            if which == "device":
+                out["nic.bandwidth"] = big.bandwidth_Bps
+            # A window of W small messages then a 1-byte acknowledgement takes W o + o + L + o + L
+            # (o the per-message software time on either side, L the route's latency), so the
+            # time per message g is (W + 2) o / W + 2 L / W.
+            W, L = WINDOW, route_latency_between_nodes(m)
+            overhead = max((W * small.latency_s - 2 * L) / (W + 2), 0.0)
+            out[f"mpi.send_overhead_{which}"] = overhead
+            out[f"mpi.recv_overhead_{which}"] = overhead
     return out
 
 
-def calibrate(machine_name: str, repo: Path) -> dict:
+def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | None):
+    """(sweep, points in the sweep's unit, files) from input files, or the built-in sweeps."""
+    if inputs:
+        pairs, skipped = [], []
+        for f in inputs:
+            for series in measurements.load(f):
+                if series.metric in ("latency", "bandwidth", "bibw") and not series.path:
+                    if p2p_path is None:
+                        raise InputError(str(f), None, series.benchmark,
+                                         "--p2p-path intra-node or inter-node: OSU output does not say "
+                                         "whether its two ranks shared a node")
+                    series.path = p2p_path
+                found = validation.sweep_for(series)
+                if found:
+                    pairs.append(found)
+                else:
+                    skipped.append(f"{series.benchmark} {series.metric} {series.path} ({f})")
+        return pairs, [Path(f) for f in inputs], skipped
     if machine_name not in validation.SWEEPS:
         raise InputError("--machine", None, machine_name,
-                         f"a machine with measured sweeps: {', '.join(sorted(validation.SWEEPS))}")
+                         f"a machine with measured sweeps ({', '.join(sorted(validation.SWEEPS))}), or --input files")
+    pairs = [(sw, validation.measured_points(repo, sw)) for sw in validation.SWEEPS[machine_name]]
+    data_dir = repo / "calibration" / "data" / "measured"
+    files = sorted({data_dir / sw.file for sw, _ in pairs})
+    return pairs, files, []
+
+
+def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: str | None = None) -> tuple[dict, list]:
+    """The calibration file's content, and the (sweep, points) pairs the closed loop checks."""
     m = machines.load(machine_name)
-    fits: dict[str, Fit] = {}
-    files = set()
-    for sweep in validation.SWEEPS[machine_name]:
-        if sweep.unit == "MB/s" and "bibw" in sweep.name:
+    pairs, files, skipped = _series(machine_name, repo, list(inputs), p2p_path)
+    fits = []
+    for sweep, points in pairs:
+        if sweep.kind[0] == "bibw":
             continue  # both directions at once: a check, not a fit input
-        points = validation.measured_points(repo, sweep)
-        sizes, times = _times(sweep, points)
+        sizes, times = _times(sweep.unit, points, sweep.kind[0])
         segments = fit_piecewise(sizes, times)
         residuals = [abs(predict(segments, s) - t) / t for s, t in zip(sizes, times)]
-        fits[sweep.name] = Fit(sweep.name, segments, float(np.median(residuals)), float(max(residuals)))
-        files.add(sweep.file)
-    data_dir = repo / "calibration" / "data" / "measured"
-    return {
+        fits.append((sweep.kind, Fit(sweep.name, segments, float(np.median(residuals)), float(max(residuals)))))
+
+    def shown(f: Path) -> str:
+        try:
+            return str(f.resolve().relative_to(repo.resolve()))
+        except ValueError:
+            return str(f)
+
+    cal = {
         "orrery_calibration": FORMAT_VERSION,
         "machine": machine_name,
-        "command": f"orrery calibrate --machine {machine_name}",
-        "inputs": [{"file": f"calibration/data/measured/{f}",
-                    "sha256": hashlib.sha256((data_dir / f).read_bytes()).hexdigest()} for f in sorted(files)],
-        "fits": [asdict(f) for f in fits.values()],
+        "command": f"orrery calibrate --machine {machine_name}" + "".join(f" --input {shown(f)}" for f in inputs),
+        "inputs": [{"file": shown(f), "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in files],
+        "fits": [asdict(f) for _, f in fits],
+        "not_fitted": skipped,
         "overrides": _overrides(m, fits),
     }
+    return cal, pairs
 
 
 def load(path: str | Path, machine_name: str) -> list[str]:
@@ -179,6 +223,8 @@ def report(cal: dict, closed_loop: list[validation.SweepResult]) -> str:
                          f"size / {s['bandwidth_Bps'] / 1e9:.3f} GB/s" for s in fit["segments"])
         lines.append(f"  fit {fit['sweep']}: {segs} (residual median {100 * fit['median_rel_residual']:.1f}%, "
                      f"max {100 * fit['max_rel_residual']:.1f}%)")
+    for item in cal.get("not_fitted", []):
+        lines.append(f"  not fitted (no model or benchmark for it yet): {item}")
     lines.append("overrides:")
     lines += [f"  {k} = {v!r}" for k, v in cal["overrides"].items()]
     lines.append("closed loop (microbenchmarks on the calibrated machine vs measured):")

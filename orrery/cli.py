@@ -82,12 +82,14 @@ def _calibrate_command(a: argparse.Namespace) -> int:
 
     repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
     out = Path(a.out)
-    cal = calibrate.calibrate(a.machine, repo)
+    cal, pairs = calibrate.calibrate(a.machine, repo, [Path(f) for f in a.input], a.p2p_path)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "calibration.json"
     path.write_text(json.dumps(cal, indent=1) + "\n")
     overrides = [f"{k}={v!r}" for k, v in cal["overrides"].items()]
-    closed = validate.validate(a.machine, repo, overrides)
+    calibrated = machine.load(a.machine, overrides)
+    validate.build_bench(repo)
+    closed = [validate.compare(repo, calibrated, sweep, points) for sweep, points in pairs]
     validate.write(closed, a.machine, out / "closed-loop")
     text = calibrate.report(cal, closed)
     (out / "report.txt").write_text(text + "\n")
@@ -143,6 +145,11 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--machine", default="h100-ib200")
     c.add_argument("--out", default="orrery-calibration", help="folder for calibration.json and the closed loop")
     c.add_argument("--repo", help="Orrery's repository (default: found from the current folder)")
+    c.add_argument("--input", action="append", default=[], metavar="FILE",
+                   help="measured sweeps to fit (measurement CSV, OSU, bandwidthTest, nccl-tests, BabelStream); "
+                        "default: the shared measurements known for the machine")
+    c.add_argument("--p2p-path", choices=["intra-node", "inter-node"],
+                   help="where the two ranks of raw OSU output ran (the output does not say)")
     c.set_defaults(func=_calibrate_command)
 
     v = sub.add_parser("validate", help="microbenchmarks on a built-in machine against measured sweeps")

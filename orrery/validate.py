@@ -44,42 +44,47 @@ class Sweep:
     gpus_per_node: int = 1
     measured_scale: float = 1.0     # applied to measured values to compare like with like
     note: str = ""
+    kind: tuple[str, str, str] = ("", "", "")  # metric, path, buffers: what the fits turn into parameters
 
 
 _VP = (("system", "Voltage Park"),)
 _H100_COPIES = [
     Sweep("H2D copy, bandwidthTest pinned (Voltage Park H100 SXM5)", "device_bandwidth.csv",
           _VP + (("test", "memcpy host->device"),), "transfer_bytes", "bandwidth_GBps", "GB/s",
-          ("memcpy_sweep", "h2d", "-i", "5")),
+          ("memcpy_sweep", "h2d", "-i", "5"), kind=("copy_bandwidth", "H2D", "pinned")),
     Sweep("D2H copy, bandwidthTest pinned (Voltage Park H100 SXM5)", "device_bandwidth.csv",
           _VP + (("test", "memcpy device->host"),), "transfer_bytes", "bandwidth_GBps", "GB/s",
-          ("memcpy_sweep", "d2h", "-i", "5"),
+          ("memcpy_sweep", "d2h", "-i", "5"), kind=("copy_bandwidth", "D2H", "pinned"),
           note="the measured D2H rate drops to 20.5 GB/s above 2 MB (NUMA placement, per the source)"),
     Sweep("D2D copy, bandwidthTest (Voltage Park H100 SXM5)", "device_bandwidth.csv",
           _VP + (("test", "memcpy device->device"),), "transfer_bytes", "bandwidth_GBps", "GB/s",
-          ("memcpy_sweep", "d2d", "-i", "5"), measured_scale=0.5,
+          ("memcpy_sweep", "d2d", "-i", "5"), measured_scale=0.5, kind=("copy_bandwidth", "D2D", "D D"),
           note="bandwidthTest counts read+write bytes: measured values halved"),
 ]
 _SANTIS = (("system", "santis"),)
 _GH200 = [
     Sweep("osu_bw D D inter-node (Alps santis GH200, Slingshot-11)", "p2p_mpi.csv",
           _SANTIS + (("path", "inter-node"), ("buffers", "D D"), ("metric", "bw")), "message_bytes",
-          "bandwidth_MBps", "MB/s", ("osu_p2p", "bw", "-d", "cuda", "D", "D", "-i", "3", "-x", "1"), nodes=2),
+          "bandwidth_MBps", "MB/s", ("osu_p2p", "bw", "-d", "cuda", "D", "D", "-i", "3", "-x", "1"), nodes=2,
+          kind=("bandwidth", "inter-node", "D D")),
     Sweep("osu_bibw D D inter-node (Alps santis GH200, Slingshot-11)", "p2p_mpi.csv",
           _SANTIS + (("path", "inter-node"), ("buffers", "D D"), ("metric", "bibw")), "message_bytes",
-          "bandwidth_MBps", "MB/s", ("osu_p2p", "bibw", "-d", "cuda", "D", "D", "-i", "3", "-x", "1"), nodes=2),
+          "bandwidth_MBps", "MB/s", ("osu_p2p", "bibw", "-d", "cuda", "D", "D", "-i", "3", "-x", "1"), nodes=2,
+          kind=("bibw", "inter-node", "D D")),
     Sweep("osu_bw H H inter-node (Alps santis GH200, Slingshot-11)", "p2p_mpi.csv",
           _SANTIS + (("path", "inter-node"), ("buffers", "H H"), ("metric", "bw")), "message_bytes",
           "bandwidth_MBps", "MB/s", ("osu_p2p", "bw", "H", "H", "-i", "3", "-x", "1"), nodes=2,
-          note="Orrery routes host-buffer messages like device-buffer ones (ranks live on their GPU)"),
+          kind=("bandwidth", "inter-node", "H H"), note="Orrery routes host-buffer messages like device-buffer ones (ranks live on their GPU)"),
     Sweep("osu_latency D D inter-node (Alps clariden GH200, MPICH)", "p2p_mpi.csv",
           (("system", "clariden"), ("raw_file", "osu-mpich"), ("path", "inter-node"), ("buffers", "D D"),
            ("metric", "latency")), "message_bytes", "latency_us", "us",
-          ("osu_p2p", "latency", "-d", "cuda", "D", "D", "-i", "5", "-x", "1"), nodes=2),
+          ("osu_p2p", "latency", "-d", "cuda", "D", "D", "-i", "5", "-x", "1"), nodes=2,
+          kind=("latency", "inter-node", "D D")),
     Sweep("osu_latency D D intra-node (Alps santis GH200)", "p2p_mpi.csv",
           _SANTIS + (("path", "intra-node"), ("buffers", "D D"), ("metric", "latency")), "message_bytes",
           "latency_us", "us", ("osu_p2p", "latency", "-d", "cuda", "D", "D", "-i", "5", "-x", "1"),
-          gpus_per_node=2, note="the measured runs crossed the NIC (libfabric CXI), Orrery's NVLink"),
+          gpus_per_node=2, kind=("latency", "intra-node", "D D"),
+          note="the measured runs crossed the NIC (libfabric CXI), Orrery's NVLink"),
 ]
 SWEEPS: dict[str, list[Sweep]] = {"h100-ib200": _H100_COPIES, "dgx-h100": _H100_COPIES, "gh200-slingshot": _GH200}
 
@@ -147,23 +152,45 @@ def validate(machine_name: str, repo: Path, overrides: list[str] = ()) -> list[S
         raise InputError("--machine", None, machine_name,
                          f"a machine with measured sweeps to compare against: {', '.join(sorted(SWEEPS))}")
     m = machines.load(machine_name, overrides)
-    bench = repo / "calibration" / "bench"
+    build_bench(repo)
+    return [compare(repo, m, sweep, measured_points(repo, sweep)) for sweep in SWEEPS[machine_name]]
+
+
+def build_bench(repo: Path) -> None:
     orrery = str(Path(sys.executable).parent / "orrery")
-    subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={orrery} nvcc", f"MPICXX={orrery} mpicxx"], check=True,
-                   stdout=subprocess.DEVNULL)
-    results = []
-    for i, sweep in enumerate(SWEEPS[machine_name]):
-        points = measured_points(repo, sweep)
-        sizes = [s for s, _ in points]
-        with tempfile.TemporaryDirectory(prefix="orrery-validate-") as runs:
-            simulated = simulate(repo, m, sweep, sizes, Path(runs))
-        measured = [v for _, v in points]
-        sim = [simulated[s] for s in sizes]
-        errors = [(s - v) / v for s, v in zip(sim, measured)]
-        abs_err = [abs(e) for e in errors]
-        results.append(SweepResult(sweep.name, sweep.unit, sweep.note, sizes, measured, sim, errors,
-                                   statistics.median(abs_err), _percentile(abs_err, 0.95), max(abs_err)))
-    return results
+    subprocess.run(["make", "-s", "-C", str(repo / "calibration" / "bench"), f"NVCC={orrery} nvcc",
+                    f"MPICXX={orrery} mpicxx"], check=True, stdout=subprocess.DEVNULL)
+
+
+def compare(repo: Path, m: machines.Machine, sweep: Sweep, points: list[tuple[int, float]]) -> SweepResult:
+    """Simulate a sweep at its measured sizes and line the two up."""
+    sizes = [s for s, _ in points]
+    with tempfile.TemporaryDirectory(prefix="orrery-validate-") as runs:
+        simulated = simulate(repo, m, sweep, sizes, Path(runs))
+    measured = [v for _, v in points]
+    sim = [simulated[s] for s in sizes]
+    errors = [(s - v) / v for s, v in zip(sim, measured)]
+    abs_err = [abs(e) for e in errors]
+    return SweepResult(sweep.name, sweep.unit, sweep.note, sizes, measured, sim, errors,
+                       statistics.median(abs_err), _percentile(abs_err, 0.95), max(abs_err))
+
+
+def sweep_for(series) -> tuple[Sweep, list[tuple[int, float]]] | None:
+    """The microbenchmark that reproduces a measured series (orrery.measurements.Series), with its
+    points in the benchmark's unit; None where calibration/bench has no counterpart yet."""
+    metric, path, buffers = series.metric, series.path, series.buffers
+    if metric in ("latency", "bandwidth", "bibw") and path in ("intra-node", "inter-node") and buffers in ("H H", "D D"):
+        test = {"latency": "latency", "bandwidth": "bw", "bibw": "bibw"}[metric]
+        args = ("osu_p2p", test, *(("-d", "cuda") if buffers == "D D" else ()), *buffers.split(), "-i", "5", "-x", "1")
+        unit, scale = ("us", 1e6) if metric == "latency" else ("MB/s", 1e-6)
+        layout = {"nodes": 2} if path == "inter-node" else {"gpus_per_node": 2}
+    elif metric == "copy_bandwidth" and path in ("H2D", "D2H", "D2D"):
+        args, unit, scale, layout = ("memcpy_sweep", path.lower(), "-i", "5"), "GB/s", 1e-9, {}
+    else:
+        return None
+    sweep = Sweep(f"{series.benchmark} {metric} {path} {buffers} ({Path(series.source).name})", "", (), "", "",
+                  unit, args, kind=(metric, path, buffers), **layout)
+    return sweep, [(s, v * scale) for s, v in zip(series.sizes, series.values)]
 
 
 def report(results: list[SweepResult]) -> str:

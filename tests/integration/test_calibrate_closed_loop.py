@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 
 import pytest
 
-from conftest import REPO, nvcc_available, orrery
+from conftest import ORRERY, REPO, nvcc_available, orrery
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed")]
@@ -58,3 +59,31 @@ def test_run_applies_a_calibration(calibration, programs, tmp_path):
     wrong = orrery("run", "--machine", "dgx-h100", "--calibration", str(out / "calibration.json"), "--out",
                    str(tmp_path / "w"), "--", str(programs["timing"]), "h2d")
     assert wrong.returncode == 2 and "expected a calibration of dgx-h100" in wrong.stderr
+
+
+def test_calibration_recovers_the_parameters_a_run_was_made_with(tmp_path):
+    """Closed loop on synthetic measurements: osu_p2p output from a machine with a known
+    NIC bandwidth and per-message overheads, fitted back from the file alone."""
+    bench = REPO / "calibration" / "bench"
+    subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], check=True)
+    p = orrery("run", "--nodes", "2", "--gpus-per-node", "1", "--set", "nic.bandwidth=10GB/s",
+               "--set", "mpi.send_overhead_device=1us", "--set", "mpi.recv_overhead_device=1us",
+               "--out", str(tmp_path / "made"), "--", str(bench / "osu_p2p"), "bw", "-d", "cuda", "D", "D",
+               "-m", "1:4194304", "-i", "5", "-x", "1")
+    assert p.returncode == 0, p.stderr
+    osu = tmp_path / "osu_bw.txt"
+    # the benchmark's own output, without Orrery's summary after it
+    osu.write_text("\n".join(line for line in p.stdout.splitlines() if line[:1] == "#" or line[:1].isdigit()) + "\n")
+    c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(osu), "--out", str(tmp_path / "cal"), cwd=REPO)
+    assert c.returncode == 2 and "--p2p-path intra-node or inter-node" in c.stderr  # OSU output does not say
+    c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(osu), "--p2p-path", "inter-node",
+               "--out", str(tmp_path / "cal"), cwd=REPO)
+    assert c.returncode == 0, c.stderr
+    cal = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    assert cal["inputs"][0]["sha256"] == hashlib.sha256(osu.read_bytes()).hexdigest()
+    o = cal["overrides"]
+    assert o["nic.bandwidth"] == pytest.approx(10e9, rel=0.02)
+    assert o["mpi.send_overhead_device"] == pytest.approx(1e-6, rel=0.1)
+    closed = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
+    assert closed[0]["median_abs_error"] < 0.05
+    assert "NOT MATCHED" not in c.stdout

@@ -47,3 +47,16 @@ def test_calibration_file_is_checked(tmp_path):
     p.write_text("{")
     with pytest.raises(InputError, match="a calibration file written by orrery calibrate"):
         calibrate.load(p, "h100-ib200")
+
+
+def test_route_latency_matches_the_platform_s_links():
+    from orrery import machine
+
+    h = machine.load("h100-ib200")
+    # GPU link + NIC link on each side, two NIC adapters, one leaf switch (tests/native/test_timing.py)
+    assert calibrate.route_latency_between_nodes(h) == pytest.approx(
+        4 * h.pcie.latency + 2 * h.nic.latency + h.fabric.switch_latency, rel=1e-12)
+    g = machine.load("gh200-slingshot")
+    # NVLink-C2C to the root complex, the switch's uplink, the NIC link
+    assert calibrate.route_latency_between_nodes(g) == pytest.approx(
+        2 * (g.host_link.latency + 2 * g.pcie.latency) + 2 * g.nic.latency + g.fabric.switch_latency, rel=1e-12)

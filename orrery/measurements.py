@@ -1,0 +1,192 @@
+"""Measured sweeps from files: the measurement CSV and raw benchmark output.
+
+``load(path)`` reads one file and returns its series (one per benchmark,
+metric, path and buffers), values in SI units (seconds, bytes/s). Formats,
+recognised by their content:
+
+- Orrery's measurement CSV (calibration/README.md), e.g. from
+  calibration/harness/orrery_harness.py;
+- OSU Micro-Benchmarks output (osu_latency, osu_bw, osu_bibw and the
+  collectives' ``Avg Latency(us)``), also printed by calibration/bench;
+- CUDA samples ``bandwidthTest --mode=shmoo`` output;
+- nccl-tests output (out-of-place time per size);
+- BabelStream output (one point per kernel, at the array size it reports).
+
+Bad input stops with an error naming the file and line: unknown format,
+missing or unknown units, mixed units in one series, values that are not
+numbers, sizes that do not increase.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InputError
+
+# unit -> (factor to SI, SI unit)
+UNITS = {
+    "us": (1e-6, "s"), "ms": (1e-3, "s"), "s": (1.0, "s"),
+    "MB/s": (1e6, "B/s"), "GB/s": (1e9, "B/s"),
+}
+
+
+@dataclass
+class Series:
+    source: str
+    benchmark: str
+    metric: str       # latency, bandwidth, bibw, copy_bandwidth, collective_latency, kernel_time
+    path: str
+    buffers: str
+    unit: str         # of the file; values below are SI
+    sizes: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return self.benchmark, self.metric, self.path, self.buffers
+
+    def add(self, size: int, value: float, unit: str, line: int) -> None:
+        if unit not in UNITS:
+            raise InputError(f"{self.source}:{line}", "unit", unit, f"one of {', '.join(UNITS)}")
+        if unit != self.unit:
+            raise InputError(f"{self.source}:{line}", "unit", unit,
+                             f"the unit of the series' earlier rows ({self.unit}): units may not be mixed")
+        if self.sizes and size <= self.sizes[-1]:
+            raise InputError(f"{self.source}:{line}", "size", size,
+                             f"a size larger than the previous one ({self.sizes[-1]}): sizes must increase")
+        self.sizes.append(size)
+        self.values.append(value * UNITS[unit][0])
+        self.lines.append(line)
+
+
+def _number(text: str, source: str, line: int, what: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{source}:{line}", what, text, "a number") from None
+
+
+def _measurement_csv(path: Path, text: str) -> list[Series]:
+    series: dict[tuple, Series] = {}
+    reader = csv.DictReader(text.splitlines())
+    for i, row in enumerate(reader, start=2):
+        unit = (row.get("unit") or "").strip()
+        if not unit:
+            raise InputError(f"{path}:{i}", "unit", unit, f"one of {', '.join(UNITS)} (a value without a unit)")
+        key = (row["benchmark"], row["metric"], row["path"], row["buffers"])
+        s = series.setdefault(key, Series(str(path), *key, unit=unit))
+        size = int(_number(row["size_bytes"], str(path), i, "size_bytes"))
+        s.add(size, _number(row["value"], str(path), i, "value"), unit, i)
+    return list(series.values())
+
+
+_OSU_HEADER = re.compile(r"^#\s*Size\s+(Avg Latency|Latency|Bandwidth|Bi-Bandwidth)\s*\(?\s*(\S*?)\s*\)?\s*$")
+
+
+def _osu(path: Path, text: str) -> list[Series]:
+    lines = text.splitlines()
+    title = next((ln for ln in lines if ln.startswith("# OSU")), "# OSU")
+    buffers = "D D" if "DEVICE (D)" in text and "HOST (H)" not in text else \
+        "H H" if "DEVICE (D)" not in text else "mixed"
+    s = None
+    for i, ln in enumerate(lines, start=1):
+        m = _OSU_HEADER.match(ln)
+        if m:
+            kind, unit = m.group(1), m.group(2)
+            if not unit:
+                raise InputError(f"{path}:{i}", "unit", ln.strip(), "a unit in the column header, e.g. Latency (us)")
+            metric = {"Avg Latency": "collective_latency", "Latency": "latency",
+                      "Bandwidth": "bibw" if "Bi-Directional" in title else "bandwidth", "Bi-Bandwidth": "bibw"}[kind]
+            s = Series(str(path), title.lstrip("# ").strip(), metric, "", buffers, unit=unit)
+            continue
+        if s is None or not ln.strip() or ln.startswith("#"):
+            continue
+        parts = ln.split()
+        if len(parts) < 2:
+            raise InputError(f"{path}:{i}", "row", ln.strip(), "a size and a value")
+        s.add(int(_number(parts[0], str(path), i, "size")), _number(parts[1], str(path), i, "value"), s.unit, i)
+    if s is None:
+        raise InputError(str(path), None, "no '# Size ...' header", "OSU benchmark output")
+    return [s]
+
+
+def _bandwidth_test(path: Path, text: str) -> list[Series]:
+    out, s, direction = [], None, None
+    for i, ln in enumerate(text.splitlines(), start=1):
+        low = ln.strip().lower()
+        for name, d in (("host to device", "H2D"), ("device to host", "D2H"), ("device to device", "D2D")):
+            if low.startswith(name):
+                direction = d
+        m = re.search(r"Transfer Size \(Bytes\)\s+Bandwidth\s*\((\w+/s)\)", ln)
+        if m:
+            if direction is None:
+                raise InputError(f"{path}:{i}", "direction", ln.strip(), "a 'Host to Device Bandwidth' (or D2H, D2D) title before the table")
+            s = Series(str(path), "bandwidthTest", "copy_bandwidth", direction, "pinned", unit=m.group(1))
+            out.append(s)
+            continue
+        parts = ln.split()
+        if s is not None and len(parts) == 2 and parts[0].isdigit():
+            s.add(int(parts[0]), _number(parts[1], str(path), i, "bandwidth"), s.unit, i)
+        elif s is not None and ln.strip() == "":
+            s = None
+    if not out:
+        raise InputError(str(path), None, "no 'Transfer Size (Bytes) Bandwidth(GB/s)' table", "bandwidthTest output")
+    return out
+
+
+def _nccl_tests(path: Path, text: str) -> list[Series]:
+    name = re.search(r"^#\s*Collective test starting:\s*(\S+)", text, re.M)
+    s = Series(str(path), f"nccl-tests {name.group(1) if name else ''}".strip(), "collective_latency", "", "D",
+               unit="us")
+    for i, ln in enumerate(text.splitlines(), start=1):
+        parts = ln.split()
+        if ln.startswith("#") or len(parts) < 8 or not parts[0].isdigit():
+            continue
+        # size count type redop root | out-of-place: time algbw busbw #wrong | in-place ...
+        s.add(int(parts[0]), _number(parts[5], str(path), i, "time"), "us", i)
+    if not s.sizes:
+        raise InputError(str(path), None, "no result rows", "nccl-tests output")
+    return [s]
+
+
+def _babelstream(path: Path, text: str) -> list[Series]:
+    m = re.search(r"Array size:\s*([\d.]+)\s*MB", text)
+    if not m:
+        raise InputError(str(path), None, "no 'Array size: N MB' line", "BabelStream output")
+    size = round(float(m.group(1)) * 1e6)
+    out = []
+    for i, ln in enumerate(text.splitlines(), start=1):
+        parts = ln.split()
+        if len(parts) >= 5 and parts[0] in ("Copy", "Mul", "Add", "Triad", "Dot", "Nstream"):
+            unit = "MB/s" if "MBytes/sec" in text else "GB/s"
+            s = Series(str(path), f"BabelStream {parts[0]}", "kernel_bandwidth", "GPU", "D", unit=unit)
+            s.add(size, _number(parts[1], str(path), i, "bandwidth"), unit, i)
+            out.append(s)
+    if not out:
+        raise InputError(str(path), None, "no kernel rows (Copy, Mul, Add, Triad, Dot)", "BabelStream output")
+    return out
+
+
+def load(path: str | Path) -> list[Series]:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InputError(str(p), None, str(p), f"a readable measurement file ({e.strerror})") from None
+    first = text.lstrip().splitlines()[0] if text.strip() else ""
+    if first.startswith("benchmark,metric,path,buffers,size_bytes,value,unit"):
+        return _measurement_csv(p, text)
+    if "# OSU" in text or _OSU_HEADER.search(text.replace("\r", "")) or re.search(r"^#\s*Size\s", text, re.M):
+        return _osu(p, text)
+    if "Transfer Size (Bytes)" in text:
+        return _bandwidth_test(p, text)
+    if "nccl-tests" in text.lower() or "#wrong" in text:
+        return _nccl_tests(p, text)
+    if "BabelStream" in text:
+        return _babelstream(p, text)
+    raise InputError(str(p), None, first[:40] or "an empty file",
+                     "a measurement CSV or OSU, bandwidthTest, nccl-tests or BabelStream output")

@@ -1,0 +1,112 @@
+"""Reading measured sweeps. The inputs below are format samples written for these
+tests (layouts of the tools' outputs, made-up numbers), not measurements."""
+
+import pytest
+
+from orrery import measurements
+from orrery.errors import InputError
+
+pytestmark = pytest.mark.unit
+
+OSU_BW = """# OSU MPI-CUDA Bandwidth Test v7.5
+# Send Buffer on DEVICE (D) and Receive Buffer on DEVICE (D)
+# Size      Bandwidth (MB/s)
+1                       1.50
+2                       3.00
+4                       6.00
+"""
+
+BANDWIDTH_TEST = """[CUDA Bandwidth Test] - Starting...
+ Host to Device Bandwidth, 1 Device(s)
+ PINNED Memory Transfers
+   Transfer Size (Bytes)\tBandwidth(GB/s)
+   1000\t\t\t0.5
+   2000\t\t\t1.0
+
+ Device to Host Bandwidth, 1 Device(s)
+ PINNED Memory Transfers
+   Transfer Size (Bytes)\tBandwidth(GB/s)
+   1000\t\t\t0.4
+"""
+
+NCCL = """# nccl-tests: all_reduce_perf
+# Collective test starting: all_reduce_perf
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+           8             2     float     sum      -1    20.00    0.00    0.00      0    19.00    0.00    0.00      0
+          16             4     float     sum      -1    21.00    0.00    0.00      0    20.00    0.00    0.00      0
+"""
+
+BABEL = """BabelStream
+Version: 4.0
+Array size: 268.4 MB (=0.3 GB)
+Function    MBytes/sec  Min (sec)   Max         Average
+Copy        2000000.000 0.00027     0.00028     0.00027
+Triad       2100000.000 0.00038     0.00039     0.00038
+"""
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_osu_output(tmp_path):
+    (s,) = measurements.load(write(tmp_path, "bw.txt", OSU_BW))
+    assert (s.metric, s.buffers, s.unit) == ("bandwidth", "D D", "MB/s")
+    assert s.sizes == [1, 2, 4] and s.values == [1.5e6, 3e6, 6e6] and s.lines == [4, 5, 6]
+
+
+def test_bandwidth_test_output(tmp_path):
+    h2d, d2h = measurements.load(write(tmp_path, "bt.txt", BANDWIDTH_TEST))
+    assert (h2d.path, h2d.sizes, h2d.values) == ("H2D", [1000, 2000], [0.5e9, 1.0e9])
+    assert (d2h.path, d2h.values) == ("D2H", [0.4e9])
+
+
+def test_nccl_tests_output_takes_out_of_place_time(tmp_path):
+    (s,) = measurements.load(write(tmp_path, "nccl.txt", NCCL))
+    assert s.benchmark == "nccl-tests all_reduce_perf"
+    assert s.sizes == [8, 16] and s.values == pytest.approx([20e-6, 21e-6])
+
+
+def test_babelstream_output(tmp_path):
+    copy, triad = measurements.load(write(tmp_path, "babel.txt", BABEL))
+    assert (copy.benchmark, copy.sizes, copy.values) == ("BabelStream Copy", [268400000], [2e12])
+    assert triad.values == [2.1e12]
+
+
+def test_measurement_csv_and_its_errors(tmp_path):
+    head = "benchmark,metric,path,buffers,size_bytes,value,unit,ranks,nodes,notes\n"
+    good = head + "pingpong,latency,inter-node,H H,1,2.5,us,2,2,\npingpong,latency,inter-node,H H,2,2.6,us,2,2,\n"
+    (s,) = measurements.load(write(tmp_path, "m.csv", good))
+    assert s.values == pytest.approx([2.5e-6, 2.6e-6])
+    p = write(tmp_path, "unitless.csv", head + "pingpong,latency,inter-node,H H,1,2.5,,2,2,\n")
+    with pytest.raises(InputError, match=rf"{p}:2: key 'unit'.*without a unit"):
+        measurements.load(p)
+    p = write(tmp_path, "mixed.csv", good + "pingpong,latency,inter-node,H H,4,0.003,ms,2,2,\n")
+    with pytest.raises(InputError, match=rf"{p}:4: key 'unit': got 'ms', expected the unit of the series"):
+        measurements.load(p)
+    p = write(tmp_path, "order.csv", good + "pingpong,latency,inter-node,H H,2,2.7,us,2,2,\n")
+    with pytest.raises(InputError, match=rf"{p}:4: key 'size': got 2, expected a size larger than the previous"):
+        measurements.load(p)
+    p = write(tmp_path, "nan.csv", head + "pingpong,latency,inter-node,H H,1,fast,us,2,2,\n")
+    with pytest.raises(InputError, match=rf"{p}:2: key 'value': got 'fast', expected a number"):
+        measurements.load(p)
+    p = write(tmp_path, "parsecs.csv", head + "pingpong,latency,inter-node,H H,1,2,parsecs,2,2,\n")
+    with pytest.raises(InputError, match=rf"{p}:2: key 'unit': got 'parsecs'"):
+        measurements.load(p)
+
+
+def test_osu_errors_name_the_line(tmp_path):
+    p = write(tmp_path, "nounit.txt", "# OSU MPI Latency Test\n# Size      Latency\n1   2.0\n")
+    with pytest.raises(InputError, match=rf"{p}:2: key 'unit'.*a unit in the column header"):
+        measurements.load(p)
+    p = write(tmp_path, "order.txt", OSU_BW + "2   4.0\n")
+    with pytest.raises(InputError, match=rf"{p}:7: key 'size': got 2"):
+        measurements.load(p)
+
+
+def test_unknown_format(tmp_path):
+    with pytest.raises(InputError, match="a measurement CSV or OSU, bandwidthTest, nccl-tests or BabelStream"):
+        measurements.load(write(tmp_path, "x.txt", "hello\n"))
