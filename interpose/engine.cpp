@@ -53,6 +53,10 @@ static Config load_config() {
     while (std::getline(ss, item, '\t'))
       f.push_back(item);
     const std::string& key = f[0];
+    if (key == "rank_cpu" && f.size() == 3) {
+      c.rank_cpu[(int)parse_double("rank_cpu", f[1])] = f[2];
+      continue;
+    }
     if (key == "cost" && f.size() == 4) {
       c.costs[f[1]] = KernelCost{parse_double("cost alpha", f[2]), parse_double("cost beta", f[3])};
       continue;
@@ -266,6 +270,8 @@ Rank& rank_self(const char* function) {
   }
   r->device = 0;
   r->legacy.assign(r->gpus.size(), nullptr);
+  auto cpu = config().rank_cpu.find(r->id);
+  r->cpu = cpu == config().rank_cpu.end() ? nullptr : host_by_name(cpu->second);
   r->mpi_host = MpiPath{prop_d(r->host, "orrery:mpi_eager_host"), prop_d(r->host, "orrery:mpi_send_overhead_host_s"),
                         prop_d(r->host, "orrery:mpi_recv_overhead_host_s")};
   r->mpi_device = MpiPath{prop_d(r->host, "orrery:mpi_eager_device"),

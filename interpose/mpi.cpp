@@ -10,6 +10,7 @@
 #include <smpi/smpi.h>
 
 #include <cstdlib>
+#include <initializer_list>
 #include <vector>
 
 using namespace orrery;
@@ -33,6 +34,33 @@ class MpiScope {  // times one MPI call of the calling rank
 };
 }  // namespace
 
+/* A blocking call that moves only host buffers runs where the rank's process
+ * lives in host memory, so its messages take host routes (shared memory in the
+ * node, memory to NIC beyond) instead of the GPU's. Non-blocking requests keep
+ * the rank's GPU: SimGrid routes a message when it matches, and a pending
+ * request cannot pin its rank anywhere. */
+class Placement {
+ public:
+  Placement(Rank& r, std::initializer_list<const void*> buffers) {
+    if (!r.cpu)
+      return;
+    for (const void* b : buffers) {
+      const Allocation* a = b == MPI_IN_PLACE ? nullptr : find_allocation(b);
+      if (a && a->device)
+        return;
+    }
+    home_ = sg4::this_actor::get_host();
+    sg4::this_actor::set_host(r.cpu);
+  }
+  ~Placement() {
+    if (home_)
+      sg4::this_actor::set_host(home_);
+  }
+
+ private:
+  sg4::Host* home_ = nullptr;
+};
+
 /* A non-blocking request counts as communication from its post until the
  * wait or test that sees it complete. */
 static void posted(Rank& r, MPI_Request rq) {
@@ -52,6 +80,13 @@ static void completed(Rank& r, MPI_Request rq) {
     MpiScope scope("MPI_" #name);              \
     return PMPI_##name args;                   \
   }
+#define ORR_MPI_DATA(name, params, args, buffers) \
+  ORR_EXPORT int MPI_##name params {           \
+    MpiScope scope("MPI_" #name);              \
+    Placement at(scope.rank(), {ORR_UNPAREN buffers}); \
+    return PMPI_##name args;                   \
+  }
+#define ORR_UNPAREN(...) __VA_ARGS__
 #define ORR_MPI_POST(name, params, args)       \
   ORR_EXPORT int MPI_##name params {           \
     MpiScope scope("MPI_" #name);              \
@@ -61,6 +96,7 @@ static void completed(Rank& r, MPI_Request rq) {
   }
 #include "mpi_api.def"
 #undef ORR_MPI
+#undef ORR_MPI_DATA
 #undef ORR_MPI_POST
 
 /* ---- point-to-point, with the machine's protocol for the buffer's path ----
@@ -87,6 +123,7 @@ static void software(double seconds) {
 
 ORR_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm) {
   MpiScope scope("MPI_Send");
+  Placement at(scope.rank(), {buf});
   const MpiPath& p = path_of(scope.rank(), buf);
   software(p.send_overhead_s);
   return rendezvous(p, count, dt) ? PMPI_Ssend(buf, count, dt, dst, tag, comm) : PMPI_Send(buf, count, dt, dst, tag, comm);
@@ -105,6 +142,7 @@ ORR_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype dt, int dst, i
 
 ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* st) {
   MpiScope scope("MPI_Recv");
+  Placement at(scope.rank(), {buf});
   int rc = PMPI_Recv(buf, count, dt, src, tag, comm, st);
   software(path_of(scope.rank(), buf).recv_overhead_s);
   return rc;
@@ -121,6 +159,7 @@ ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag
 ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
                             MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* st) {
   MpiScope scope("MPI_Sendrecv");
+  Placement at(scope.rank(), {sbuf, rbuf});
   const MpiPath& out = path_of(scope.rank(), sbuf);
   software(out.send_overhead_s);
   MPI_Request rq[2];

@@ -47,6 +47,7 @@ struct Config {
   std::string report_path;             // where the per-rank statistics go
   std::string error_path;              // where a fatal error's message goes
   std::map<std::string, KernelCost> costs;
+  std::map<int, std::string> rank_cpu;  // rank -> host where its host-buffer messages start and end
 };
 const Config& config();
 
@@ -170,6 +171,7 @@ struct MpiPath {
 struct Rank {
   int id = 0;
   MpiPath mpi_host, mpi_device;
+  sg4::Host* cpu = nullptr;          // its process's host endpoint (host-buffer messages)
   sg4::Host* host = nullptr;
   std::vector<Gpu*> gpus;            // the devices of its node, by device number
   int device = 0;                    // current device

@@ -25,7 +25,9 @@ nodes' NIC bandwidth divided by the oversubscription. Crossing a switch costs
 
 MPI ranks run on their GPU's host, so a device-buffer message between two
 GPUs of a node crosses NVLink and one between nodes crosses PCIe, the NIC and
-the fabric. The shim reads each GPU's description from its host's
+the fabric. For the blocking MPI calls on host buffers, a rank moves to its
+process's host endpoint (``n3-cpu2`` for local rank 2): host memory within the
+node, its rail's NIC beyond. The shim reads each GPU's description from its host's
 ``orrery:*`` properties (gpu_properties below).
 
 A device-to-device copy is work of its GPU (d2d_latency + bytes / d2d_bandwidth,
@@ -84,6 +86,15 @@ def rank_hosts(layout: Layout) -> list[str]:
     """The GPU host each rank runs on: local rank l of a node next to GPU l mod G."""
     return [gpu_host(r // layout.ranks_per_node, (r % layout.ranks_per_node) % layout.gpus_per_node)
             for r in range(layout.ranks)]
+
+
+def rank_cpu_host(node: int, local_rank: int) -> str:
+    """Where a rank's host-buffer messages start and end: its process in host memory."""
+    return f"n{node}-cpu{local_rank}"
+
+
+def rank_cpu_hosts(layout: Layout) -> list[str]:
+    return [rank_cpu_host(r // layout.ranks_per_node, r % layout.ranks_per_node) for r in range(layout.ranks)]
 
 
 def nic_of_gpu(machine: Machine, gpu: int) -> int:
@@ -191,6 +202,15 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
         for g in range(G):
             b.host(gpu_host(n, g), gpu_properties(m, layout, n, g))
         b.router(rootc)
+        for local in range(layout.ranks_per_node):
+            # A rank's process in host memory: host-buffer messages within the node are copies
+            # through shared memory (two of them meet at the root complex), and between nodes
+            # go from memory to the NIC of the rank's GPU's rail.
+            endpoint = rank_cpu_host(n, local)
+            b.host(endpoint)
+            b.link(f"{endpoint}-shm", endpoint, rootc, m.node.host_memcpy_bandwidth, 0.0)
+            rail = nic_of_gpu(m, local % G)
+            b.link(f"{endpoint}-nic", endpoint, f"n{n}-nic{rail}-port", m.pcie.bandwidth, m.pcie.latency)
         b.link(f"n{n}-mem", cpu_host(n), rootc, m.node.host_memory_bandwidth, 0.0)
         for s in switches:
             b.router(f"n{n}-pcie{s}")

@@ -95,6 +95,8 @@ def _config_lines(opts: RunOptions, out: Path) -> str:
         f"fold_blocksize\t{opts.fold_blocksize}",
         f"report\t{out / 'report.tsv'}",
     ]
+    for rank, host in enumerate(platform.rank_cpu_hosts(opts.layout)):
+        lines.append(f"rank_cpu\t{rank}\t{host}")
     for name, c in sorted(opts.costs.kernels.items()):
         lines.append(f"cost\t{name}\t{c.alpha_s!r}\t{c.beta_s_per_thread!r}")
     return "\n".join(lines) + "\n"

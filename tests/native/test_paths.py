@@ -121,3 +121,18 @@ def test_per_message_software_overheads_of_the_device_path(run_program, programs
     host_only = run_ok(run_program, programs, "sendrecv", str(n),
                        options=("--gpus-per-node", "2", "--set", "mpi.send_overhead_host=2us")).values()
     assert host_only["rank 0 elapsed"] == pytest.approx(transfer, rel=REL)  # device buffers: not charged
+
+
+def test_host_buffer_messages_take_host_routes(run_program, programs, h100):
+    n = 8_000_000
+    within = run_ok(run_program, programs, "sendrecv-host", str(n), options=("--gpus-per-node", "2")).values()
+    # within a node: through shared memory (each rank's copy at the host memcpy rate), not NVLink
+    assert within["rank 0 elapsed"] == pytest.approx((n + SMPI_ENVELOPE) / h100.node.host_memcpy_bandwidth, rel=REL)
+    assert within["rank 1 data"] == 1
+    between = run_ok(run_program, programs, "sendrecv-host", str(n), nodes=2,
+                     options=("--gpus-per-node", "1", "--ranks-per-node", "1")).values()
+    # between nodes: memory -> the rank's rail NIC (one PCIe hop and the NIC's link) -> fabric -> ...
+    p, nic, f = h100.pcie, h100.nic, h100.fabric
+    latency = 4 * p.latency + 2 * nic.latency + f.switch_latency
+    assert between["rank 0 elapsed"] == pytest.approx(latency + (n + SMPI_ENVELOPE) / min(p.bandwidth, nic.bandwidth),
+                                                      rel=REL)

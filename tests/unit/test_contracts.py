@@ -31,7 +31,7 @@ def test_readme_lists_exactly_the_supported_calls():
     readme = (REPO / "README.md").read_text()
     cuda = [n for n in re.findall(r"^ORR_CUDA\((\w+),", (SHIM / "cuda_api.def").read_text(), re.M)
             if not n.startswith("__")]
-    mpi = ["MPI_" + n for n in re.findall(r"^ORR_MPI(?:_POST)?\((\w+),", (SHIM / "mpi_api.def").read_text(), re.M)]
+    mpi = ["MPI_" + n for n in re.findall(r"^ORR_MPI(?:_POST|_DATA)?\((\w+),", (SHIM / "mpi_api.def").read_text(), re.M)]
     mpi += ["MPI_Send", "MPI_Isend", "MPI_Recv", "MPI_Irecv", "MPI_Sendrecv",  # written out in mpi.cpp
             "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Test", "MPI_Testall"]
     section = readme.split("### Supported CUDA calls", 1)[1].split("## Machines", 1)[0]

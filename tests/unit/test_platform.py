@@ -27,7 +27,11 @@ def routes(xml):
 def test_hosts_routers_and_links_of_a_two_node_job(h100):
     root, edges = routes(platform.platform_xml(h100, platform.Layout.for_machine(h100, 2)))
     hosts = sorted(h.get("id") for h in root.iter("host"))
-    assert hosts == sorted([f"n{n}-cpu" for n in range(2)] + [f"n{n}-gpu{g}" for n in range(2) for g in range(4)])
+    assert hosts == sorted([f"n{n}-cpu" for n in range(2)] + [f"n{n}-gpu{g}" for n in range(2) for g in range(4)]
+                           + [f"n{n}-cpu{r}" for n in range(2) for r in range(4)])  # each rank's process
+    # a rank's process: shared memory through the root complex, and its rail's NIC
+    assert edges[("n1-cpu2", "n1-root")].get("bandwidth") == f"{h100.node.host_memcpy_bandwidth!r}Bps"
+    assert edges[("n1-cpu2", "n1-nic2-port")].get("latency") == f"{h100.pcie.latency!r}s"
     # NVLink mesh: 6 pairs per node, each at links_per_pair x link_bandwidth
     gpu = re.compile(r"^n0-gpu\d+$")
     nvl = [e for e in edges if gpu.match(e[0]) and gpu.match(e[1])]
