@@ -180,7 +180,10 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
         if sweep.kind[0] == "bibw":
             continue  # both directions at once: a check, not a fit input
         sizes, times = _times(sweep.unit, points, sweep.kind[0])
-        segments = fit_piecewise(sizes, times)
+        try:
+            segments = fit_piecewise(sizes, times)
+        except InputError as e:
+            raise InputError(sweep.name, None, e.value, e.expected) from None
         residuals = [abs(predict(segments, s) - t) / t for s, t in zip(sizes, times)]
         fits.append((sweep.kind, Fit(sweep.name, segments, float(np.median(residuals)), float(max(residuals)))))
 
@@ -235,3 +238,55 @@ def report(cal: dict, closed_loop: list[validation.SweepResult]) -> str:
                          f"(tolerance {100 * MEDIAN_TOLERANCE:.0f}%), 95th percentile {100 * r.p95_abs_error:.1f}% "
                          f"(tolerance {100 * P95_TOLERANCE:.0f}%)" + (f": {r.note}" if r.note else ""))
     return "\n".join(lines)
+
+
+# ---- kernels: alpha + beta * threads from a timing table ----
+
+KERNEL_COLUMNS = ("kernel", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "time", "unit")
+
+
+def fit_kernels(path: str | Path) -> tuple[str, dict[str, tuple[float, float, float, float]]]:
+    """A kernel cost file (TOML text) fitted on a timing table, and per kernel
+    (alpha, beta, median and max relative residual). Each kernel needs rows at
+    two launch geometries at least."""
+    import csv
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InputError(str(p), None, str(p), f"a readable kernel timing table ({e.strerror})") from None
+    reader = csv.DictReader(text.splitlines())
+    if tuple(reader.fieldnames or ()) != KERNEL_COLUMNS:
+        raise InputError(f"{p}:1", "header", ",".join(reader.fieldnames or ()), ",".join(KERNEL_COLUMNS))
+    rows: dict[str, list[tuple[int, float, int]]] = {}
+    for line, row in enumerate(reader, start=2):
+        unit = row["unit"].strip()
+        if unit not in measurements.UNITS or measurements.UNITS[unit][1] != "s":
+            raise InputError(f"{p}:{line}", "unit", unit, "a time unit: us, ms or s")
+        try:
+            threads = 1
+            for c in KERNEL_COLUMNS[1:7]:
+                threads *= int(row[c])
+            seconds = float(row["time"]) * measurements.UNITS[unit][0]
+        except ValueError:
+            raise InputError(f"{p}:{line}", "row", ",".join(row.values()), "whole launch dimensions and a number") from None
+        if threads <= 0 or seconds <= 0:
+            raise InputError(f"{p}:{line}", "row", ",".join(row.values()), "positive dimensions and time")
+        rows.setdefault(row["kernel"], []).append((threads, seconds, line))
+    fits = {}
+    for kernel, points in rows.items():
+        if len({t for t, _, _ in points}) < 2:
+            raise InputError(f"{p}:{points[0][2]}", "kernel", kernel,
+                             "rows at two launch geometries at least, to fit alpha + beta * threads")
+        n = np.array([t for t, _, _ in points], float)
+        t = np.array([s for _, s, _ in points])
+        alpha, beta, res = _fit_line(n, t)
+        fits[kernel] = (alpha, beta, float(np.median(np.abs(res))), float(np.max(np.abs(res))))
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    lines = [f"# Kernel costs fitted by `orrery calibrate --kernels` from {p.name} (sha256 {digest})",
+             "# time = alpha + beta * threads launched (grid x block), least squares on relative error"]
+    for kernel, (alpha, beta, med, worst) in fits.items():
+        lines += ["", f"# {len(rows[kernel])} rows; residual median {100 * med:.2f}%, max {100 * worst:.2f}%",
+                  f"[kernels.{json.dumps(kernel)}]", f"alpha = {alpha!r}", f"beta = {beta!r}"]
+    return "\n".join(lines) + "\n", fits

@@ -92,6 +92,12 @@ def _calibrate_command(a: argparse.Namespace) -> int:
     closed = [validate.compare(repo, calibrated, sweep, points) for sweep, points in pairs]
     validate.write(closed, a.machine, out / "closed-loop")
     text = calibrate.report(cal, closed)
+    if a.kernels:
+        costs_text, fits = calibrate.fit_kernels(a.kernels)
+        (out / "costs.toml").write_text(costs_text)
+        text += "\nkernels (alpha + beta * threads), cost file in " + str(out / "costs.toml") + ":\n" + "\n".join(
+            f"  {k}: alpha {f[0] * 1e6:.3f} us, beta {f[1] * 1e12:.4f} ps/thread, residual median {100 * f[2]:.2f}%, "
+            f"max {100 * f[3]:.2f}%" for k, f in fits.items())
     (out / "report.txt").write_text(text + "\n")
     print(text)
     print(f"orrery: calibration in {path}; closed-loop plots in {out / 'closed-loop'}")
@@ -148,6 +154,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--input", action="append", default=[], metavar="FILE",
                    help="measured sweeps to fit (measurement CSV, OSU, bandwidthTest, nccl-tests, BabelStream); "
                         "default: the shared measurements known for the machine")
+    c.add_argument("--kernels", metavar="TABLE",
+                   help="kernel timing table (kernel,grid_x..block_z,time,unit): also write DIR/costs.toml")
     c.add_argument("--p2p-path", choices=["intra-node", "inter-node"],
                    help="where the two ranks of raw OSU output ran (the output does not say)")
     c.set_defaults(func=_calibrate_command)

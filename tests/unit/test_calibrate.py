@@ -60,3 +60,39 @@ def test_route_latency_matches_the_platform_s_links():
     # NVLink-C2C to the root complex, the switch's uplink, the NIC link
     assert calibrate.route_latency_between_nodes(g) == pytest.approx(
         2 * (g.host_link.latency + 2 * g.pcie.latency) + 2 * g.nic.latency + g.fabric.switch_latency, rel=1e-12)
+
+
+def kernel_table(tmp_path, rows):
+    p = tmp_path / "kernels.csv"
+    p.write_text("kernel,grid_x,grid_y,grid_z,block_x,block_y,block_z,time,unit\n" + "".join(rows))
+    return p
+
+
+def test_kernel_fit_recovers_alpha_and_beta_and_writes_a_cost_file(tmp_path):
+    from orrery import costs
+
+    alpha, beta = 12e-6, 7e-12
+    rows = []
+    for gx in (64, 256, 1024, 4096):
+        threads = gx * 16 * 32 * 32
+        rows.append(f'"stencil<float>",{gx},16,1,32,32,1,{(alpha + beta * threads) * 1e6!r},us\n')
+    rows.append("tiny,1,1,1,32,1,1,0.004,ms\ntiny,2,1,1,32,1,1,0.004,ms\n")
+    text, fits = calibrate.fit_kernels(kernel_table(tmp_path, rows))
+    assert fits["stencil<float>"][:2] == (pytest.approx(alpha, rel=1e-9), pytest.approx(beta, rel=1e-9))
+    assert fits["tiny"][0] == pytest.approx(4e-6, rel=1e-9)
+    out = tmp_path / "costs.toml"
+    out.write_text(text)
+    loaded = costs.load(out)  # the cost file orrery run --costs reads
+    assert loaded.kernels["stencil<float>"].seconds(1000) == pytest.approx(alpha + beta * 1000, rel=1e-9)
+
+
+def test_kernel_table_errors_name_file_and_line(tmp_path):
+    p = kernel_table(tmp_path, ["k,1,1,1,32,1,1,5,us\n", "k,1,1,1,32,1,1,6,us\n"])
+    with pytest.raises(InputError, match=rf"{p}:2: key 'kernel': got 'k', expected rows at two launch geometries"):
+        calibrate.fit_kernels(p)
+    p = kernel_table(tmp_path, ["k,1,1,1,32,1,1,5,GB/s\n"])
+    with pytest.raises(InputError, match=rf"{p}:2: key 'unit': got 'GB/s', expected a time unit"):
+        calibrate.fit_kernels(p)
+    p.write_text("name,time\nk,5\n")
+    with pytest.raises(InputError, match=rf"{p}:1: key 'header'"):
+        calibrate.fit_kernels(p)
