@@ -79,6 +79,11 @@ def _check(opts: RunOptions) -> Path:
         if not found:
             raise InputError("orrery run", None, opts.program[0], "an existing program built with Orrery's wrappers")
         exe = Path(found)
+    head = exe.read_bytes()
+    if b"libsimgrid.so" not in head and b"libcudart.so.13" not in head:
+        raise InputError("orrery run", None, str(exe),
+                         "a program linked for SimGrid's SMPI: build it with `orrery mpicc`/`orrery mpicxx` "
+                         "(or smpicc/smpicxx)")
     if shutil.which("smpirun") is None:
         raise SimulationError("SimGrid's smpirun is not on PATH: run the set-up command of the README")
     return exe.resolve()

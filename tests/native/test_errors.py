@@ -51,3 +51,10 @@ def test_kernels_without_cost_are_listed_with_their_launch_count(run_program, pr
     assert "kernels without a cost" in r.stdout
     # Each got the documented default time (5 us).
     assert r.results["ranks"][0]["kernels"]["busy(float*)"]["time_s"] == pytest.approx(5e-6, rel=1e-9)
+
+
+def test_a_program_not_built_for_smpi_is_refused(tmp_path):
+    p = orrery("run", "--out", str(tmp_path / "o"), "--", "/bin/true")
+    assert p.returncode == 2
+    assert "/bin/true" in p.stderr and "orrery mpicxx" in p.stderr
+    assert not (tmp_path / "o").exists()
