@@ -205,12 +205,19 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
         for local in range(layout.ranks_per_node):
             # A rank's process in host memory: host-buffer messages within the node are copies
             # through shared memory (two of them meet at the root complex), and between nodes
-            # go from memory to the NIC of the rank's GPU's rail.
+            # go from memory to the NIC of the rank's GPU's rail. Each side is two hops long, so
+            # that no shortest route of other traffic passes through a process (routes are
+            # shortest in hops, and hosts may be on the way).
             endpoint = rank_cpu_host(n, local)
-            b.host(endpoint)
-            b.link(f"{endpoint}-shm", endpoint, rootc, m.node.host_memcpy_bandwidth, 0.0)
             rail = nic_of_gpu(m, local % G)
-            b.link(f"{endpoint}-nic", endpoint, f"n{n}-nic{rail}-port", m.pcie.bandwidth, m.pcie.latency)
+            b.host(endpoint)
+            b.router(f"{endpoint}-mem")
+            b.link(f"{endpoint}-shm", endpoint, f"{endpoint}-mem", m.node.host_memcpy_bandwidth, 0.0)
+            b.link(f"{endpoint}-mem", f"{endpoint}-mem", rootc, m.node.host_memory_bandwidth, 0.0)
+            b.router(f"{endpoint}-dma")
+            b.link(f"{endpoint}-dma", endpoint, f"{endpoint}-dma", m.pcie.bandwidth, m.pcie.latency / 2)
+            b.link(f"{endpoint}-nic", f"{endpoint}-dma", f"n{n}-nic{rail}-port", m.pcie.bandwidth,
+                   m.pcie.latency / 2)
         b.link(f"n{n}-mem", cpu_host(n), rootc, m.node.host_memory_bandwidth, 0.0)
         for s in switches:
             b.router(f"n{n}-pcie{s}")
@@ -218,6 +225,9 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
         for g in range(G):
             if m.host_link.kind == "nvlink-c2c":
                 b.link(f"n{n}-c2c{g}", rootc, gpu_host(n, g), m.host_link.bandwidth, m.host_link.latency)
+                # Grace Hopper: the GPU reaches its own superchip's PCIe (and NIC) through C2C
+                b.link(f"n{n}-c2c{g}-io", gpu_host(n, g), f"n{n}-pcie{switch_of_gpu(m, g)}", m.host_link.bandwidth,
+                       m.host_link.latency)
             else:
                 port = f"n{n}-gpu{g}-port"
                 b.router(port)

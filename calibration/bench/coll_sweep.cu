@@ -1,11 +1,14 @@
 // Collective size sweeps on host or device buffers, after the OSU collective
 // benchmarks (osu_allreduce, ...): average latency per call over all ranks.
-//   coll_sweep allreduce|allgather|alltoall|bcast|reduce_scatter [H|D] [-m MIN:MAX] [-i ITERS]
+//   coll_sweep allreduce|allgather|alltoall|bcast|reduce_scatter [H|D] [-m MIN:MAX | -l S1,...] [-i ITERS]
+// Sizes are per message as OSU counts them: the buffer of allreduce and bcast, each
+// rank's block for allgather and alltoall.
 #include <mpi.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -16,12 +19,19 @@ int main(int argc, char** argv) {
   char kind = 'D';
   size_t min_size = 4, max_size = 1u << 20;
   int iters = 20;
+  std::vector<size_t> sizes;  // -l: an explicit list of sizes instead of powers of two
   for (int i = 2; i < argc; i++) {
-    if (!strcmp(argv[i], "-m") && i + 1 < argc) sscanf(argv[++i], "%zu:%zu", &min_size, &max_size);
+    if (!strcmp(argv[i], "-l") && i + 1 < argc)
+      for (char* tok = strtok(argv[++i], ","); tok; tok = strtok(nullptr, ",")) sizes.push_back(strtoull(tok, 0, 10));
+    else if (!strcmp(argv[i], "-m") && i + 1 < argc) sscanf(argv[++i], "%zu:%zu", &min_size, &max_size);
     else if (!strcmp(argv[i], "-i") && i + 1 < argc) iters = atoi(argv[++i]);
     else if ((argv[i][0] == 'H' || argv[i][0] == 'D') && !argv[i][1]) kind = argv[i][0];
   }
-  const size_t total = max_size * size;
+  if (sizes.empty())
+    for (size_t b = min_size; b <= max_size; b *= 2) sizes.push_back(b);
+  max_size = 0;
+  for (size_t b : sizes) max_size = b > max_size ? b : max_size;
+  const size_t total = (max_size < 4 ? 4 : max_size) * size;
   char *sbuf, *rbuf;
   if (kind == 'D') {
     cudaMalloc(&sbuf, total);
@@ -33,17 +43,19 @@ int main(int argc, char** argv) {
   if (!rank)
     printf("# OSU MPI%s %s Latency Test (Orrery calibration/bench/coll_sweep), %d ranks\n# Size       Avg Latency(us)\n",
            kind == 'D' ? "-CUDA" : "", coll, size);
-  for (size_t bytes = min_size; bytes <= max_size; bytes *= 2) {
-    const int count = (int)(bytes / sizeof(float));
-    if (count == 0) continue;
+  for (size_t bytes : sizes) {
+    // whole floats; a message smaller than one float is sent as bytes
+    const bool as_bytes = bytes < sizeof(float);
+    const int count = as_bytes ? (int)bytes : (int)(bytes / sizeof(float));
+    MPI_Datatype type = as_bytes ? MPI_BYTE : MPI_FLOAT;
     MPI_Barrier(MPI_COMM_WORLD);
     double start = MPI_Wtime();
     for (int it = 0; it < iters; it++) {
-      if (!strcmp(coll, "allreduce")) MPI_Allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      else if (!strcmp(coll, "allgather")) MPI_Allgather(sbuf, count, MPI_FLOAT, rbuf, count, MPI_FLOAT, MPI_COMM_WORLD);
-      else if (!strcmp(coll, "alltoall")) MPI_Alltoall(sbuf, count, MPI_FLOAT, rbuf, count, MPI_FLOAT, MPI_COMM_WORLD);
-      else if (!strcmp(coll, "bcast")) MPI_Bcast(sbuf, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
-      else MPI_Reduce_scatter_block(sbuf, rbuf, count / size > 0 ? count / size : 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      if (!strcmp(coll, "allreduce")) MPI_Allreduce(sbuf, rbuf, count, type, as_bytes ? MPI_BOR : MPI_SUM, MPI_COMM_WORLD);
+      else if (!strcmp(coll, "allgather")) MPI_Allgather(sbuf, count, type, rbuf, count, type, MPI_COMM_WORLD);
+      else if (!strcmp(coll, "alltoall")) MPI_Alltoall(sbuf, count, type, rbuf, count, type, MPI_COMM_WORLD);
+      else if (!strcmp(coll, "bcast")) MPI_Bcast(sbuf, count, type, 0, MPI_COMM_WORLD);
+      else MPI_Reduce_scatter_block(sbuf, rbuf, count / size > 0 ? count / size : 1, type, as_bytes ? MPI_BOR : MPI_SUM, MPI_COMM_WORLD);
     }
     double mine = (MPI_Wtime() - start) * 1e6 / iters, avg = 0;
     MPI_Reduce(&mine, &avg, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);

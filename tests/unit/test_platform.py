@@ -30,8 +30,9 @@ def test_hosts_routers_and_links_of_a_two_node_job(h100):
     assert hosts == sorted([f"n{n}-cpu" for n in range(2)] + [f"n{n}-gpu{g}" for n in range(2) for g in range(4)]
                            + [f"n{n}-cpu{r}" for n in range(2) for r in range(4)])  # each rank's process
     # a rank's process: shared memory through the root complex, and its rail's NIC
-    assert edges[("n1-cpu2", "n1-root")].get("bandwidth") == f"{h100.node.host_memcpy_bandwidth!r}Bps"
-    assert edges[("n1-cpu2", "n1-nic2-port")].get("latency") == f"{h100.pcie.latency!r}s"
+    assert edges[("n1-cpu2", "n1-cpu2-mem")].get("bandwidth") == f"{h100.node.host_memcpy_bandwidth!r}Bps"
+    assert ("n1-cpu2-mem", "n1-root") in edges
+    assert edges[("n1-cpu2-dma", "n1-nic2-port")].get("latency") == f"{h100.pcie.latency / 2!r}s"
     # NVLink mesh: 6 pairs per node, each at links_per_pair x link_bandwidth
     gpu = re.compile(r"^n0-gpu\d+$")
     nvl = [e for e in edges if gpu.match(e[0]) and gpu.match(e[1])]
@@ -108,6 +109,7 @@ def test_grace_hopper_reaches_host_memory_over_c2c():
     m = machine.load("gh200-slingshot")
     _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
     assert edges[("n0-root", "n0-gpu2")].get("bandwidth") == f"{450e9!r}Bps"
+    assert ("n0-gpu2", "n0-pcie2") in edges  # its own superchip's PCIe: its NIC
     assert ("n0-gpu2-port", "n0-gpu2") not in edges
 
 
