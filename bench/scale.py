@@ -55,8 +55,8 @@ def main() -> None:
     bare = work / "jacobi_mpi_only"
     subprocess.run(["smpicc", "-O2", str(REPO / "bench/jacobi_mpi_only.c"), "-o", str(bare)], check=True)
     m = machine.load("h100-ib200")
-    print(f"| simulated GPUs | iterations | Orrery wall (s) | Orrery peak RSS (GiB) | bare SMPI wall (s) "
-          f"| bare SMPI peak RSS (GiB) | wall ratio |")
+    print("| simulated GPUs | iterations | Orrery wall (s) | Orrery peak RSS (GiB) | bare SMPI wall (s) "
+          "| bare SMPI peak RSS (GiB) | wall ratio |")
     print("|---|---|---|---|---|---|---|")
     for gpus in a.gpus:
         nodes = gpus // m.node.gpus

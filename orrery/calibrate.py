@@ -195,7 +195,7 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
 
     cal = {
         "orrery_calibration": FORMAT_VERSION,
-        "machine": machine_name,
+        "machine": m.name,
         "command": f"orrery calibrate --machine {machine_name}" + "".join(f" --input {shown(f)}" for f in inputs),
         "inputs": [{"file": shown(f), "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in files],
         "fits": [asdict(f) for _, f in fits],

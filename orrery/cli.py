@@ -26,12 +26,14 @@ def _run_command(a: argparse.Namespace) -> int:
     if a.calibration:
         from . import calibrate
 
-        overrides = calibrate.load(a.calibration, Path(a.machine).stem) + overrides  # --set wins
+        name = machine.load(a.machine).name
+        overrides = calibrate.load(a.calibration, name) + overrides  # --set wins
     m = machine.load(a.machine, overrides)
     layout = platform.Layout.for_machine(m, a.nodes, a.gpus_per_node, a.ranks_per_node)
     opts = RunOptions(
         machine=m, layout=layout, program=program, out=Path(a.out), costs=costs.load(a.costs), mode=a.mode,
-        strict=a.strict, d2h_fill=a.d2h_fill, fold_pinned=not a.no_fold_pinned, gpu_visibility=a.gpu_visibility, overrides=tuple(overrides),
+        strict=a.strict, d2h_fill=a.d2h_fill, fold_pinned=not a.no_fold_pinned, gpu_visibility=a.gpu_visibility,
+        overrides=tuple(overrides),
     )
     outcome = run(opts)
     sys.stdout.flush()

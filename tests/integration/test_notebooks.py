@@ -1,8 +1,6 @@
 """The what-if notebooks run as written (with a short iteration count)."""
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 

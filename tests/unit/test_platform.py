@@ -16,7 +16,7 @@ def h100():
 
 def routes(xml):
     root = ET.fromstring(xml.split("\n", 2)[2])
-    links = {l.get("id"): l for l in root.iter("link")}
+    links = {link.get("id"): link for link in root.iter("link")}
     edges = {}
     for r in root.iter("route"):
         (ctn,) = r.findall("link_ctn")
