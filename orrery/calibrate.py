@@ -144,6 +144,22 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
     return out
 
 
+SELECTORS = ("default", "ompi", "mpich", "mvapich2", "impi")
+
+
+def _pick_collective_selector(machine_name: str, repo: Path, collectives, overrides: dict) -> dict[str, float]:
+    """Mean over the collective sweeps of the median |error| under each MPI library's choice of
+    algorithms (SMPI's selectors), on the machine calibrated so far."""
+    validation.build_bench(repo)
+    fixed = [f"{k}={v!r}" for k, v in overrides.items()]
+    trials = {}
+    for selector in SELECTORS:
+        trial = machines.load(machine_name, fixed + [f"mpi.collective_selector={selector!r}"])
+        medians = [validation.compare(repo, trial, sweep, points).median_abs_error for sweep, points in collectives]
+        trials[selector] = float(np.mean(medians))
+    return trials
+
+
 def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | None):
     """(sweep, points in the sweep's unit, files) from input files, or the built-in sweeps."""
     if inputs:
@@ -176,9 +192,13 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
     m = machines.load(machine_name)
     pairs, files, skipped = _series(machine_name, repo, list(inputs), p2p_path)
     fits = []
+    collectives = []
     for sweep, points in pairs:
         if sweep.kind[0] == "bibw":
             continue  # both directions at once: a check, not a fit input
+        if sweep.kind[0] == "collective_latency":
+            collectives.append((sweep, points))
+            continue
         sizes, times = _times(sweep.unit, points, sweep.kind[0])
         try:
             segments = fit_piecewise(sizes, times)
@@ -193,6 +213,10 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
         except ValueError:
             return str(f)
 
+    overrides = _overrides(m, fits)
+    trials = _pick_collective_selector(machine_name, repo, collectives, overrides) if collectives else {}
+    if trials:
+        overrides["mpi.collective_selector"] = min(trials, key=trials.get)
     cal = {
         "orrery_calibration": FORMAT_VERSION,
         "machine": m.name,
@@ -200,7 +224,8 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
         "inputs": [{"file": shown(f), "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in files],
         "fits": [asdict(f) for _, f in fits],
         "not_fitted": skipped,
-        "overrides": _overrides(m, fits),
+        "collective_selector_trials": trials,
+        "overrides": overrides,
     }
     return cal, pairs
 
@@ -226,6 +251,9 @@ def report(cal: dict, closed_loop: list[validation.SweepResult]) -> str:
                          f"size / {s['bandwidth_Bps'] / 1e9:.3f} GB/s" for s in fit["segments"])
         lines.append(f"  fit {fit['sweep']}: {segs} (residual median {100 * fit['median_rel_residual']:.1f}%, "
                      f"max {100 * fit['max_rel_residual']:.1f}%)")
+    if cal.get("collective_selector_trials"):
+        lines.append("  collective algorithms: median |error| of the collective sweeps per MPI library's choice: " +
+                     ", ".join(f"{k} {100 * v:.1f}%" for k, v in cal["collective_selector_trials"].items()))
     for item in cal.get("not_fitted", []):
         lines.append(f"  not fitted (no model or benchmark for it yet): {item}")
     lines.append("overrides:")

@@ -112,6 +112,8 @@ class Mpi(_Section):
     recv_overhead_host: Time      # software time of the receiver per message
     send_overhead_device: Time
     recv_overhead_device: Time
+    # which MPI library's choice of collective algorithms SMPI reproduces
+    collective_selector: Literal["default", "ompi", "mpich", "mvapich2", "impi"]
 
 
 class GpuDirect(_Section):

@@ -125,7 +125,8 @@ def run(opts: RunOptions) -> RunOutcome:
     # Every send is eager in SMPI up to the largest eager threshold; the shim
     # turns sends above their own path's threshold into synchronous ones.
     mpi = opts.machine.mpi
-    cmd += [f"--cfg=smpi/send-is-detached-thresh:{int(max(mpi.eager_threshold_host, mpi.eager_threshold_device))}"]
+    cmd += [f"--cfg=smpi/send-is-detached-thresh:{int(max(mpi.eager_threshold_host, mpi.eager_threshold_device))}",
+            f"--cfg=smpi/coll-selector:{mpi.collective_selector}"]
     cmd += [  # ranks sharing a GPU exchange messages through its memory
             f"--cfg=network/loopback-bw:{opts.machine.gpu.d2d_bandwidth!r}",
             f"--cfg=network/loopback-lat:{opts.machine.gpu.d2d_latency!r}"]

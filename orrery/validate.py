@@ -87,6 +87,11 @@ _GH200 = [
           gpus_per_node=2, kind=("latency", "intra-node", "D D"),
           note="the measured runs crossed the NIC (libfabric CXI), Orrery's NVLink"),
 ]
+_GH200.append(
+    Sweep("osu_alltoall -d cuda, 8 ranks on 2 nodes (Alps santis GH200, Open MPI 5)", "collectives.csv",
+          (("system", "santis"), ("benchmark", "osu_alltoall -d cuda")), "message_bytes", "time_us", "us",
+          ("coll_sweep", "alltoall", "D", "-i", "3"), nodes=2, gpus_per_node=4,
+          kind=("collective_latency", "alltoall", "D")))
 SWEEPS: dict[str, list[Sweep]] = {"h100-ib200": _H100_COPIES, "dgx-h100": _H100_COPIES, "gh200-slingshot": _GH200}
 
 

@@ -87,3 +87,18 @@ def test_calibration_recovers_the_parameters_a_run_was_made_with(tmp_path):
     closed = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
     assert closed[0]["median_abs_error"] < 0.05
     assert "NOT MATCHED" not in c.stdout
+
+
+def test_collective_algorithms_are_chosen_from_the_measured_library(tmp_path):
+    """gh200-slingshot: osu_alltoall is matched by trying each MPI library's algorithm choice."""
+    c = orrery("calibrate", "--machine", "gh200-slingshot", "--out", str(tmp_path), cwd=REPO)
+    assert c.returncode == 0, c.stderr
+    cal = json.loads((tmp_path / "calibration.json").read_text())
+    trials = cal["collective_selector_trials"]
+    assert set(trials) == {"default", "ompi", "mpich", "mvapich2", "impi"}
+    chosen = cal["overrides"]["mpi.collective_selector"]
+    assert trials[chosen] == min(trials.values())
+    assert len(set(trials.values())) > 1  # the choice matters
+    closed = json.loads((tmp_path / "closed-loop" / "validation.json").read_text())["sweeps"]
+    alltoall = next(s for s in closed if s["name"].startswith("osu_alltoall"))
+    assert alltoall["median_abs_error"] == pytest.approx(trials[chosen], rel=1e-12)  # same runs, same numbers
