@@ -112,7 +112,7 @@ def _times(unit: str, points: list[tuple[int, float]], metric: str) -> tuple[lis
 def route_latency_between_nodes(m: machines.Machine) -> float:
     """Latency of the route between GPUs of two nodes under one leaf (orrery/platform.py)."""
     gpu_to_switch = m.host_link.latency if m.host_link.kind == "nvlink-c2c" else m.pcie.latency
-    staging = 0.0 if m.gpudirect.rdma else m.pcie.latency
+    staging = 0.0 if m.gpudirect.rdma else m.pcie.latency + m.gpudirect.staging_chunk / m.pcie.bandwidth
     side = gpu_to_switch + m.pcie.latency + staging  # ... then the NIC's own PCIe link
     return 2 * side + 2 * m.nic.latency + m.fabric.switch_latency
 

@@ -118,6 +118,7 @@ class Mpi(_Section):
 
 class GpuDirect(_Section):
     rdma: bool  # NICs read and write GPU memory; off: device-buffer messages are staged through host memory
+    staging_chunk: Size  # without RDMA, the MPI library copies a message through host memory in chunks this large
 
 
 class Machine(_Section):

@@ -16,9 +16,10 @@ A PCIe switch (pcie.gpus_per_switch GPUs) is a core router with one port per
 device; the x16 links are between port and device, the links inside the
 switch cost no time. NIC i sits on the switch of the GPUs of its rail (GPU g
 uses NIC g * nics / gpus), with a direct port-to-port link to them: routes are
-shortest in hops, so each GPU's traffic keeps to its own NIC. Without GPUDirect RDMA the NICs hang off the root complex,
-so device-buffer messages between nodes go through host memory (staging,
-taken as perfectly pipelined). A fat-tree leaf (or rail switch) serves
+shortest in hops, so each GPU's traffic keeps to its own NIC. Without GPUDirect
+RDMA the NICs hang off the root complex and a device buffer is staged through
+host memory in chunks (gpudirect.staging_chunk): the pipeline's fill and drain,
+one chunk's copy on each side, add to the route's latency. A fat-tree leaf (or rail switch) serves
 ``nodes_per_leaf`` nodes; leaves meet at a spine through uplinks of their
 nodes' NIC bandwidth divided by the oversubscription. Crossing a switch costs
 ``switch_latency``, spread over the links around it.
@@ -247,7 +248,9 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
                     if m.host_link.kind == "pcie" and switch_of_gpu(m, g) == switch_of_gpu(m, rail_gpus[0]):
                         b.link(f"n{n}-gpu{g}-nic{i}", f"n{n}-gpu{g}-port", port, m.pcie.bandwidth, 0.0)
             else:
-                b.link(f"{nic}-sw", rootc, port, m.pcie.bandwidth, 0.0)
+                # Staging through host memory, pipelined in chunks: the first chunk's copy
+                # out of the GPU (or the last one's into it) is not overlapped.
+                b.link(f"{nic}-sw", rootc, port, m.pcie.bandwidth, m.gpudirect.staging_chunk / m.pcie.bandwidth)
             b.link(f"{nic}-ib", nic, leaf_switch(leaf_of_node(m, n), i), m.nic.bandwidth,
                    m.nic.latency + sw_lat / 2)
         if m.nvlink.topology == "mesh":
