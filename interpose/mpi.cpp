@@ -2,9 +2,11 @@
  *
  * The shim is found before libsimgrid when a rank's program copy resolves its
  * symbols (it is the program's libcudart), and SMPI declares MPI_* weak, so
- * these definitions take the calls and forward them to SMPI's PMPI_*. Device
- * buffers need nothing here: folded device memory is SMPI shared memory, whose
- * data SMPI does not copy. */
+ * these definitions take the calls and forward them to SMPI's PMPI_*. Besides
+ * timing, they apply the machine's per-path protocol (eager threshold,
+ * software overheads) and send blocking host-buffer calls along host routes.
+ * Device buffers need no translation: messages sent from folded device memory
+ * carry no data (memory.cpp's copy callback). */
 #include "runtime.hpp"
 
 #include <smpi/smpi.h>

@@ -213,7 +213,7 @@ struct Allocation {
   uintptr_t base;
   size_t size;
   bool device;      // device memory (else pinned host memory)
-  bool folded;      // backed by SMPI shared memory: contents are not kept
+  bool folded;      // mapped onto the shared fold block: contents are not kept
   Gpu* gpu;         // owning device (device memory only)
 };
 const Allocation* find_allocation(const void* p);
