@@ -36,44 +36,60 @@ class MpiScope {  // times one MPI call of the calling rank
 };
 }  // namespace
 
-/* A blocking call that moves only host buffers runs where the rank's process
- * lives in host memory, so its messages take host routes (shared memory in the
- * node, memory to NIC beyond) instead of the GPU's. Non-blocking requests keep
- * the rank's GPU: SimGrid routes a message when it matches, and a pending
- * request cannot pin its rank anywhere. */
-class Placement {
+/* Where a rank's messages start and end. SimGrid routes a message from the
+ * host of its sender to the host of its receiver when the two match, so a rank
+ * stands where its data is: at its process in host memory (its host endpoint)
+ * while the call at hand moves host buffers only and no pending request moves
+ * device memory, and next to its GPU otherwise. Between calls it stands where
+ * its pending requests want it. A rank with pending requests of both kinds
+ * stands next to its GPU (its host-buffer messages then take the GPU's route). */
+static bool is_device(const void* b) {
+  const Allocation* a = b == MPI_IN_PLACE ? nullptr : find_allocation(b);
+  return a && a->device;
+}
+
+static void stand(Rank& r, bool at_process) {
+  sg4::Host* where = at_process && r.cpu ? r.cpu : r.host;
+  if (sg4::this_actor::get_host() != where)
+    sg4::this_actor::set_host(where);
+}
+
+static void settle(Rank& r) { stand(r, r.pending_device == 0 && r.pending_host > 0); }
+
+class Placement {  // for the length of one MPI call
  public:
-  Placement(Rank& r, std::initializer_list<const void*> buffers) {
-    if (!r.cpu)
-      return;
+  Placement(Rank& r, std::initializer_list<const void*> buffers) : rank_(r) {
+    bool device = r.pending_device > 0;
+    bool data = r.pending_host > 0;
     for (const void* b : buffers) {
-      const Allocation* a = b == MPI_IN_PLACE ? nullptr : find_allocation(b);
-      if (a && a->device)
-        return;
+      device = device || is_device(b);
+      data = true;
     }
-    home_ = sg4::this_actor::get_host();
-    sg4::this_actor::set_host(r.cpu);
+    stand(r, data && !device);
   }
-  ~Placement() {
-    if (home_)
-      sg4::this_actor::set_host(home_);
-  }
+  ~Placement() { settle(rank_); }
 
  private:
-  sg4::Host* home_ = nullptr;
+  Rank& rank_;
 };
 
 /* A non-blocking request counts as communication from its post until the
  * wait or test that sees it complete. */
-static void posted(Rank& r, MPI_Request rq) {
-  if (rq != MPI_REQUEST_NULL)
-    r.requests[(const void*)rq] = now();
+static void posted(Rank& r, MPI_Request rq, std::initializer_list<const void*> buffers) {
+  if (rq == MPI_REQUEST_NULL)
+    return;
+  bool device = false;
+  for (const void* b : buffers)
+    device = device || is_device(b);
+  r.requests[(const void*)rq] = Rank::Pending{now(), device};
+  (device ? r.pending_device : r.pending_host)++;
 }
 static void completed(Rank& r, MPI_Request rq) {
   auto it = r.requests.find((const void*)rq);
   if (it == r.requests.end())
     return;
-  r.stats.comm.add(it->second, now());
+  r.stats.comm.add(it->second.posted, now());
+  (it->second.device ? r.pending_device : r.pending_host)--;
   r.requests.erase(it);
 }
 
@@ -89,11 +105,12 @@ static void completed(Rank& r, MPI_Request rq) {
     return PMPI_##name args;                   \
   }
 #define ORR_UNPAREN(...) __VA_ARGS__
-#define ORR_MPI_POST(name, params, args)       \
+#define ORR_MPI_POST(name, params, args, buffers) \
   ORR_EXPORT int MPI_##name params {           \
     MpiScope scope("MPI_" #name);              \
+    Placement at(scope.rank(), {ORR_UNPAREN buffers}); \
     int rc = PMPI_##name args;                 \
-    posted(scope.rank(), *rq);                 \
+    posted(scope.rank(), *rq, {ORR_UNPAREN buffers}); \
     return rc;                                 \
   }
 #include "mpi_api.def"
@@ -134,11 +151,12 @@ ORR_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype dt, int dst, in
 ORR_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
                          MPI_Request* rq) {
   MpiScope scope("MPI_Isend");
+  Placement at(scope.rank(), {buf});
   const MpiPath& p = path_of(scope.rank(), buf);
   software(p.send_overhead_s);
   int rc = rendezvous(p, count, dt) ? PMPI_Issend(buf, count, dt, dst, tag, comm, rq)
                                     : PMPI_Isend(buf, count, dt, dst, tag, comm, rq);
-  posted(scope.rank(), *rq);
+  posted(scope.rank(), *rq, {buf});
   return rc;
 }
 
@@ -152,9 +170,10 @@ ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag,
 
 ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request* rq) {
   MpiScope scope("MPI_Irecv");
+  Placement at(scope.rank(), {buf});
   software(path_of(scope.rank(), buf).recv_overhead_s);  // charged when posted
   int rc = PMPI_Irecv(buf, count, dt, src, tag, comm, rq);
-  posted(scope.rank(), *rq);
+  posted(scope.rank(), *rq, {buf});
   return rc;
 }
 
@@ -180,6 +199,7 @@ ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, in
 
 ORR_EXPORT int MPI_Wait(MPI_Request* rq, MPI_Status* st) {
   MpiScope scope("MPI_Wait");
+  Placement at(scope.rank(), {});
   MPI_Request handle = *rq;
   int rc = PMPI_Wait(rq, st);
   completed(scope.rank(), handle);
@@ -188,6 +208,7 @@ ORR_EXPORT int MPI_Wait(MPI_Request* rq, MPI_Status* st) {
 
 ORR_EXPORT int MPI_Waitall(int n, MPI_Request rqs[], MPI_Status sts[]) {
   MpiScope scope("MPI_Waitall");
+  Placement at(scope.rank(), {});
   std::vector<MPI_Request> handles(rqs, rqs + n);
   int rc = PMPI_Waitall(n, rqs, sts);
   for (MPI_Request h : handles)
@@ -197,6 +218,7 @@ ORR_EXPORT int MPI_Waitall(int n, MPI_Request rqs[], MPI_Status sts[]) {
 
 ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st) {
   MpiScope scope("MPI_Waitany");
+  Placement at(scope.rank(), {});
   std::vector<MPI_Request> handles(rqs, rqs + n);
   int rc = PMPI_Waitany(n, rqs, index, st);
   if (*index != MPI_UNDEFINED)
@@ -206,6 +228,7 @@ ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st)
 
 ORR_EXPORT int MPI_Test(MPI_Request* rq, int* flag, MPI_Status* st) {
   MpiScope scope("MPI_Test");
+  Placement at(scope.rank(), {});
   MPI_Request handle = *rq;
   int rc = PMPI_Test(rq, flag, st);
   if (*flag)
@@ -215,6 +238,7 @@ ORR_EXPORT int MPI_Test(MPI_Request* rq, int* flag, MPI_Status* st) {
 
 ORR_EXPORT int MPI_Testall(int n, MPI_Request* rqs, int* flag, MPI_Status* sts) {
   MpiScope scope("MPI_Testall");
+  Placement at(scope.rank(), {});
   std::vector<MPI_Request> handles(rqs, rqs + n);
   int rc = PMPI_Testall(n, rqs, flag, sts);
   if (*flag)

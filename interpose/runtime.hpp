@@ -182,7 +182,12 @@ struct Rank {
   dim3 cfg_grid{1, 1, 1}, cfg_block{1, 1, 1};
   size_t cfg_shmem = 0;
   cudaStream_t cfg_stream = nullptr;
-  std::map<const void*, double> requests;  // pending non-blocking MPI requests -> post time
+  struct Pending {
+    double posted;  // simulated time of the post
+    bool device;    // moves device memory
+  };
+  std::map<const void*, Pending> requests;  // pending non-blocking MPI requests
+  int pending_device = 0, pending_host = 0;
   Stats stats;
 };
 

@@ -132,6 +132,8 @@ def test_host_buffer_messages_take_host_routes(run_program, programs, h100):
     # within a node: through shared memory (each rank's copy at the host memcpy rate), not NVLink
     assert within["rank 0 elapsed"] == pytest.approx((n + SMPI_ENVELOPE) / h100.node.host_memcpy_bandwidth, rel=REL)
     assert within["rank 1 data"] == 1
+    # non-blocking calls on host buffers: the ranks stand at their processes while those are pending
+    assert within["rank 0 nonblocking"] == pytest.approx(within["rank 0 elapsed"], rel=REL)
     between = run_ok(run_program, programs, "sendrecv-host", str(n), nodes=2,
                      options=("--gpus-per-node", "1", "--ranks-per-node", "1")).values()
     # between nodes: memory -> the rank's rail NIC (one PCIe hop and the NIC's link) -> fabric -> ...
