@@ -102,3 +102,10 @@ def test_collective_algorithms_are_chosen_from_the_measured_library(tmp_path):
     closed = json.loads((tmp_path / "closed-loop" / "validation.json").read_text())["sweeps"]
     alltoall = next(s for s in closed if s["name"].startswith("osu_alltoall"))
     assert alltoall["median_abs_error"] == pytest.approx(trials[chosen], rel=1e-12)  # same runs, same numbers
+
+
+def test_committed_h100_calibration_is_what_the_pipeline_produces(calibration):
+    out, _ = calibration
+    produced = json.loads((out / "calibration.json").read_text())
+    committed = json.loads((REPO / "calibration" / "h100-ib200" / "calibration.json").read_text())
+    assert produced == committed  # same inputs (same hashes), same fits, same overrides
