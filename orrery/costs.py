@@ -25,14 +25,11 @@ import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from . import units
 from .errors import InputError
-
-Time = Annotated[float, BeforeValidator(lambda v: units.parse(v, "time"))]
+from .schema import Time, input_error
 
 #: Device time of a kernel that no cost entry matches (a short memory-bound kernel).
 DEFAULT_KERNEL_TIME = 5e-6
@@ -98,12 +95,8 @@ def load(path: str | Path | None) -> Costs:
     try:
         parsed = _CostFile.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        key = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ").removeprefix("expected ")
-        if err["type"] == "extra_forbidden":
-            msg = "no such key (allowed: default.time, kernels.<name>.time/alpha/beta)"
-        raise InputError(str(p), key, err.get("input"), msg) from None
+        raise input_error(e, str(p), unknown_key="no such key (allowed: default.time, kernels.<name>.time/alpha/beta)"
+                          ) from None
     kernels = {
         name: KernelCost(e.time if e.time is not None else (e.alpha or 0.0), e.beta or 0.0)
         for name, e in parsed.kernels.items()

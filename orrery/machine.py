@@ -14,15 +14,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from . import units
 from .errors import InputError
-
-Time = Annotated[float, BeforeValidator(lambda v: units.parse(v, "time"))]
-Size = Annotated[float, BeforeValidator(lambda v: units.parse(v, "size"))]
-Bandwidth = Annotated[float, BeforeValidator(lambda v: units.parse(v, "bandwidth"))]
-Flops = Annotated[float, BeforeValidator(lambda v: units.parse(v, "flops"))]
+from .schema import Bandwidth, Flops, Size, Time, input_error
 Count = Annotated[int, Field(strict=True, ge=1)]
 
 
@@ -223,13 +218,4 @@ def validate(data: dict, source: str, overridden: set[str] = frozenset()) -> Mac
     try:
         return Machine.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or None
-        msg = err["msg"].removeprefix("Value error, ").removeprefix("expected ")
-        if key in overridden:
-            source = f"--set {key} (on {source})"
-        if err["type"] == "missing":
-            raise InputError(source, key, None, "this key to be present") from None
-        if err["type"] == "extra_forbidden":
-            raise InputError(source, key, err["input"], "no such key (unknown parameter)") from None
-        raise InputError(source, key, err.get("input"), msg) from None
+        raise input_error(e, source, overridden=overridden) from None

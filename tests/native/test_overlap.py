@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_timing import BRIEF, BUSY, REL, gpudirect_message, run_ok
+from derivations import BRIEF, BUSY, REL, cost_options, gpudirect_message, run_ok
 
 pytestmark = pytest.mark.native
 
@@ -17,9 +17,7 @@ N = 8_000_000
 
 @pytest.fixture
 def costs(tmp_path):
-    path = tmp_path / "costs.toml"
-    path.write_text('[kernels.busy]\ntime = "100us"\n[kernels.brief]\ntime = "20us"\n')
-    return ("--costs", str(path))
+    return cost_options(tmp_path)
 
 
 def pcie_copy(h100, n=N):

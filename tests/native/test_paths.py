@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from orrery import machine
-from test_timing import REL, SMPI_ENVELOPE, gpudirect_message, run_ok
+from derivations import REL, SMPI_ENVELOPE, gpudirect_message, run_ok
 
 pytestmark = pytest.mark.native
 
