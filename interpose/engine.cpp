@@ -132,6 +132,30 @@ static const char* prop(const sg4::Host* h, const char* key) {
 static double prop_d(const sg4::Host* h, const char* key) { return parse_double(key, prop(h, key)); }
 static int prop_i(const sg4::Host* h, const char* key) { return (int)prop_d(h, key); }
 
+/* "up_to:latency:bandwidth,..." (orrery/platform.py copy_model_property), or nothing. */
+static CopyModel copy_model(const sg4::Host* h, CopyKind k) {
+  std::string key = std::string("orrery:copy_model_") + copy_kind_name(k);
+  CopyModel model;
+  const char* v = h->get_property(key);
+  if (!v)
+    return model;
+  std::string text = v;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t end = text.find(',', at);
+    if (end == std::string::npos)
+      end = text.size();
+    CopySegment seg{};
+    if (sscanf(text.substr(at, end - at).c_str(), "%lf:%lf:%lf", &seg.up_to, &seg.latency_s, &seg.bandwidth) != 3 ||
+        seg.bandwidth <= 0)
+      fatal("platform host %s: property %s is '%s', expected up_to:latency:bandwidth,...", h->get_cname(),
+            key.c_str(), v);
+    model.push_back(seg);
+    at = end + 1;
+  }
+  return model;
+}
+
 static sg4::Host* host_by_name(const std::string& name) {
   sg4::Host* h = sg4::Host::by_name_or_null(name);
   if (!h)
@@ -160,6 +184,9 @@ static Gpu* gpu_of_host(sg4::Host* host) {
   g.d2d_bandwidth = prop_d(host, "orrery:d2d_bandwidth");
   g.d2d_latency_s = prop_d(host, "orrery:d2d_latency_s");
   g.host_memcpy_bandwidth = prop_d(host, "orrery:host_memcpy_bandwidth");
+
+  for (CopyKind k : {CopyKind::H2D, CopyKind::D2H, CopyKind::D2D, CopyKind::Peer})
+    g.copy_model[(int)k] = copy_model(host, k);
 
   int engines = prop_i(host, "orrery:copy_engines");
   g.h2d_engine = sg4::Semaphore::create(engines >= 2 ? engines / 2 : 1);
@@ -359,6 +386,40 @@ double IntervalSet::overlap(const IntervalSet& other) const {
  * lowest priority, -5 the greatest), so equal priorities share equally. */
 static double priority_weight(int priority) { return std::pow(1000.0, -priority); }
 
+static void run_on_gpu(Stream* s, double seconds);
+
+static const CopySegment* measured_segment(const Gpu& g, CopyKind k, uint64_t bytes) {
+  const CopyModel& model = g.copy_model[(int)k];
+  for (const CopySegment& seg : model)
+    if ((double)bytes <= seg.up_to)
+      return &seg;
+  return model.empty() ? nullptr : &model.back();
+}
+
+/* A copy with a measured model: alone, it takes exactly latency + bytes / bandwidth.
+ * D2D copies are work of the GPU. The others cross their route, sharing its links
+ * with other traffic: where the measured bandwidth is below the route's, the copy
+ * moves proportionally more bytes (SimGrid 3.32 ignores Comm::set_rate on
+ * host-to-host comms), so it holds its share of the links as long as it lasts. */
+static void copy_as_measured(Stream* s, const Op& op, const CopySegment& seg) {
+  if (op.copy == CopyKind::D2D) {
+    run_on_gpu(s, seg.latency_s + (double)op.bytes / seg.bandwidth);
+    return;
+  }
+  std::vector<sg4::Link*> links;
+  double route_latency = 0;
+  op.from->route_to(op.to, links, &route_latency);
+  double route_bandwidth = INFINITY;
+  for (const sg4::Link* l : links)
+    route_bandwidth = std::min(route_bandwidth, l->get_bandwidth());
+  double moved = seg.bandwidth < route_bandwidth ? (double)op.bytes * route_bandwidth / seg.bandwidth : op.bytes;
+  double whole = std::floor(moved);  // comms move whole bytes: the fraction's time joins the latency
+  double wait = std::max(seg.latency_s - route_latency, 0.0) + (moved - whole) / route_bandwidth;
+  if (wait >= 1e-12)  // below the simulation's precision (surf/precision), a wait is nothing
+    sg4::this_actor::sleep_for(wait);
+  sg4::Comm::sendto(op.from, op.to, (uint64_t)whole);
+}
+
 static void run_on_gpu(Stream* s, double seconds) {
   sg4::ExecPtr exec = sg4::this_actor::exec_init(seconds * s->gpu->speed);
   exec->set_priority(priority_weight(s->priority));
@@ -403,6 +464,10 @@ static void execute(Stream* s, Op& op) {
                     op.fill_width);
       } else if (op.bytes == 0) {
         // nothing moves: the copy completes at once
+      } else if (const CopySegment* seg = measured_segment(*s->gpu, op.copy, op.bytes)) {
+        copy_as_measured(s, op, *seg);
+        if (op.copy == CopyKind::D2D)
+          st.compute.add(t0, now());
       } else if (op.copy == CopyKind::D2D) {
         // Device memory to device memory: work of the GPU, sharing it with kernels.
         run_on_gpu(s, s->gpu->d2d_latency_s + (double)op.bytes / s->gpu->d2d_bandwidth);

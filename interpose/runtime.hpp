@@ -69,6 +69,18 @@ class IntervalSet {
   mutable bool sorted_ = true;
 };
 
+enum class CopyKind { H2H, H2D, D2H, D2D, Peer };
+const char* copy_kind_name(CopyKind k);
+
+/* A measured copy model (machine key copies.*): a copy of up to `up_to` bytes
+ * takes latency_s + bytes / bandwidth on its engine. */
+struct CopySegment {
+  double up_to;
+  double latency_s;
+  double bandwidth;
+};
+using CopyModel = std::vector<CopySegment>;  // empty: the route's own latency and bandwidth
+
 struct Gpu {
   sg4::Host* host = nullptr;  // executes kernels and memsets
   sg4::Host* cpu = nullptr;   // the node's CPU: the other end of H2D/D2H copies
@@ -87,6 +99,7 @@ struct Gpu {
   // Copy engines: with two or more, host-to-device copies have their own and
   // device-to-host (and outgoing peer) copies theirs; with one, all share it.
   sg4::SemaphorePtr h2d_engine, d2h_engine;
+  CopyModel copy_model[5];  // by CopyKind
 };
 
 /* ---- device-side work ---- */
@@ -105,8 +118,6 @@ struct Event {
   unsigned flags = 0;
 };
 
-enum class CopyKind { H2H, H2D, D2H, D2D, Peer };
-const char* copy_kind_name(CopyKind k);
 
 struct Op {
   enum Kind { Kernel, Copy, Memset, Record, Wait, HostFn } kind;

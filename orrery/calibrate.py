@@ -29,13 +29,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy import optimize
 
 from . import machine as machines
 from . import measurements
 from . import validate as validation
 from .errors import InputError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: copies.* models among the overrides
+READABLE_VERSIONS = (1, 2)  # version 1 files only hold scalar overrides, read alike
 MEDIAN_TOLERANCE, P95_TOLERANCE = 0.05, 0.15  # per sweep, on |relative error|
 WINDOW = 64  # messages per iteration of osu_bw (and calibration/bench/osu_p2p bw)
 
@@ -57,11 +59,13 @@ class Fit:
 
 
 def _fit_line(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """t = a + s * c by least squares on the relative error; returns a, c and the relative residuals."""
+    """t = a + s * c with a, c >= 0, least squares on the relative error (scipy's
+    non-negative least squares); returns a, c and the relative residuals."""
     w = 1.0 / times
     design = np.vstack([np.ones_like(sizes), sizes]).T * w[:, None]
-    (a, c), *_ = np.linalg.lstsq(design, times * w, rcond=None)
-    a, c = max(float(a), 0.0), max(float(c), 1e-30)
+    scale = np.abs(design).max(axis=0)  # columns of similar magnitude for the solver
+    (a, c), _ = optimize.nnls(design / scale, times * w)
+    a, c = float(a / scale[0]), max(float(c / scale[1]), 1e-30)
     return a, c, (a + c * sizes - times) / times
 
 
@@ -69,29 +73,53 @@ def _rms(residuals: np.ndarray) -> float:
     return float(np.sqrt(np.mean(residuals**2)))
 
 
-def fit_piecewise(sizes: list[int], times: list[float], min_points: int = 3, gain: float = 0.5,
-                  good_enough: float = 1e-3) -> list[Segment]:
-    """One segment, or two where a breakpoint cuts the RMS relative residual at least by `gain`
-    (a segment that fits within `good_enough` RMS is kept whole)."""
+def _best_partition(s: np.ndarray, t: np.ndarray, pieces: int, min_points: int):
+    """The split of the sweep into `pieces` runs of at least `min_points` sizes with the
+    smallest RMS relative residual: (rms, [(first, end, a, c), ...])."""
+    n = len(s)
+    memo: dict[tuple[int, int], tuple[float, list]] = {}
+
+    def best(start: int, k: int):  # sum of squared residuals of s[start:] in k pieces
+        if (start, k) in memo:
+            return memo[start, k]
+        result = (np.inf, [])
+        if k == 1:
+            if n - start >= min_points:
+                a, c, r = _fit_line(s[start:], t[start:])
+                result = (float(np.sum(r**2)), [(start, n, a, c)])
+        else:
+            for end in range(start + min_points, n - min_points * (k - 1) + 1):
+                a, c, r = _fit_line(s[start:end], t[start:end])
+                rest, pieces_after = best(end, k - 1)
+                total = float(np.sum(r**2)) + rest
+                if total < result[0]:
+                    result = (total, [(start, end, a, c), *pieces_after])
+        memo[start, k] = result
+        return result
+
+    sse, parts = best(0, pieces)
+    return float(np.sqrt(sse / n)), parts
+
+
+def fit_piecewise(sizes: list[int], times: list[float], min_points: int = 3, gain: float = 0.2,
+                  good_enough: float = 1e-3, max_segments: int = 4) -> list[Segment]:
+    """The fewest segments (up to `max_segments`) such that one more would not cut the RMS
+    relative residual by at least `gain`; a fit within `good_enough` RMS is kept as it is.
+    Breakpoints are placed where they fit best (exhaustive search over the sizes)."""
     s, t = np.asarray(sizes, float), np.asarray(times, float)
     if len(s) < min_points:
         raise InputError("fit", None, f"{len(s)} points", f"at least {min_points} points for a fit")
     if np.any(np.diff(s) <= 0):
         raise InputError("fit", None, "sizes out of order", "strictly increasing message sizes")
-    a, c, res = _fit_line(s, t)
-    best = [Segment(sizes[0], sizes[-1], a, 1.0 / c)]
-    best_err = _rms(res)
-    one_segment = best_err
-    if one_segment <= good_enough:
-        return best
-    for k in range(min_points, len(s) - min_points + 1):
-        a1, c1, r1 = _fit_line(s[:k], t[:k])
-        a2, c2, r2 = _fit_line(s[k:], t[k:])
-        err = _rms(np.concatenate([r1, r2]))
-        if err < best_err and err < one_segment * (1 - gain):
-            best_err = err
-            best = [Segment(sizes[0], sizes[k - 1], a1, 1.0 / c1), Segment(sizes[k], sizes[-1], a2, 1.0 / c2)]
-    return best
+    err, parts = _best_partition(s, t, 1, min_points)
+    for pieces in range(2, max_segments + 1):
+        if err <= good_enough or len(s) < pieces * min_points:
+            break
+        more_err, more = _best_partition(s, t, pieces, min_points)
+        if more_err >= err * (1 - gain):
+            break
+        err, parts = more_err, more
+    return [Segment(sizes[a], sizes[b - 1], lat, 1.0 / c) for a, b, lat, c in parts]
 
 
 def predict(segments: list[Segment], size: int) -> float:
@@ -117,19 +145,31 @@ def route_latency_between_nodes(m: machines.Machine) -> float:
     return 2 * side + 2 * m.nic.latency + m.fabric.switch_latency
 
 
-def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]) -> dict[str, float]:
+COPY_DIRECTIONS = {"H2D": "H2D", "D2H": "D2H", "D2D": "D2D", "peer": "peer"}
+
+
+def copy_model(m: machines.Machine, fit: Fit) -> list[dict[str, float]]:
+    """A machine's copies.* model from the fit of a sweep of synchronous copies: the
+    measured time per copy less the host overheads of issuing it and of returning
+    from the synchronisation, which the simulator charges on their own."""
+    host = m.overheads.memcpy + m.overheads.sync
+    model = [{"up_to": float(seg.size_to), "latency": max(seg.latency_s - host, 0.0), "bandwidth": seg.bandwidth_Bps}
+             for seg in fit.segments]
+    del model[-1]["up_to"]  # the last segment covers every larger copy
+    return model
+
+
+def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]) -> dict[str, object]:
     """Machine parameters from the fits, by what each sweep measured (metric, path, buffers)."""
-    out: dict[str, float] = {}
-    o, p = m.overheads, m.pcie
+    out: dict[str, object] = {}
     for (metric, path, buffers), fit in fits:
         small, big = fit.segments[0], fit.segments[-1]
-        if (metric, path) == ("copy_bandwidth", "H2D"):
-            out["pcie.bandwidth"] = big.bandwidth_Bps
-            # a synchronous copy: issue overhead + two PCIe hops + return from synchronisation
-            out["overheads.memcpy"] = max(small.latency_s - 2 * p.latency - o.sync, 0.0)
-        elif (metric, path) == ("copy_bandwidth", "D2D"):
-            out["gpu.d2d_bandwidth"] = big.bandwidth_Bps
-            out["gpu.d2d_latency"] = max(small.latency_s - out.get("overheads.memcpy", o.memcpy) - o.sync, 0.0)
+        if metric == "copy_bandwidth" and path in COPY_DIRECTIONS:
+            out[f"copies.{COPY_DIRECTIONS[path]}"] = copy_model(m, fit)
+            if path in ("H2D", "D2H"):
+                # the PCIe links must not be slower than any measured copy across them
+                fastest = max(seg.bandwidth_Bps for seg in fit.segments)
+                out["pcie.bandwidth"] = max(out.get("pcie.bandwidth", 0.0), fastest)
         elif (metric, path) == ("bandwidth", "inter-node"):
             which = "device" if buffers == "D D" else "host"
             if which == "device":
@@ -151,7 +191,7 @@ def _pick_collective_selector(machine_name: str, repo: Path, collectives, overri
     """Mean over the collective sweeps of the median |error| under each MPI library's choice of
     algorithms (SMPI's selectors), on the machine calibrated so far."""
     validation.build_bench(repo)
-    fixed = [f"{k}={v!r}" for k, v in overrides.items()]
+    fixed = as_set(overrides)
     trials = {}
     for selector in SELECTORS:
         trial = machines.load(machine_name, fixed + [f"mpi.collective_selector={selector!r}"])
@@ -230,6 +270,22 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
     return cal, pairs
 
 
+def toml_value(v: object) -> str:
+    """A JSON value of a calibration file as a TOML value for `--set`."""
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, str):
+        return json.dumps(v)
+    return repr(v)
+
+
+def as_set(overrides: dict[str, object]) -> list[str]:
+    """Overrides as `--set KEY=VALUE` strings."""
+    return [f"{k}={toml_value(v)}" for k, v in overrides.items()]
+
+
 def load(path: str | Path, machine_name: str) -> list[str]:
     """A calibration file's overrides, as `--set` strings, checked against the machine it is for."""
     p = Path(path)
@@ -237,18 +293,20 @@ def load(path: str | Path, machine_name: str) -> list[str]:
         data = json.loads(p.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise InputError(str(p), None, "unreadable", f"a calibration file written by orrery calibrate ({e})") from None
-    if data.get("orrery_calibration") != FORMAT_VERSION:
-        raise InputError(str(p), "orrery_calibration", data.get("orrery_calibration"), f"version {FORMAT_VERSION}")
+    if data.get("orrery_calibration") not in READABLE_VERSIONS:
+        raise InputError(str(p), "orrery_calibration", data.get("orrery_calibration"),
+                         f"version {' or '.join(map(str, READABLE_VERSIONS))}")
     if data.get("machine") != machine_name:
         raise InputError(str(p), "machine", data.get("machine"), f"a calibration of {machine_name}")
-    return [f"{k}={v!r}" for k, v in data["overrides"].items()]
+    return as_set(data["overrides"])
 
 
 def report(cal: dict, closed_loop: list[validation.SweepResult]) -> str:
     lines = [f"calibration of {cal['machine']} from " + ", ".join(i["file"] for i in cal["inputs"])]
     for fit in cal["fits"]:
-        segs = "; ".join(f"{s['size_from']}-{s['size_to']} B: {s['latency_s'] * 1e6:.3f} us + "
-                         f"size / {s['bandwidth_Bps'] / 1e9:.3f} GB/s" for s in fit["segments"])
+        segs = "; ".join(f"{s['size_from']}-{s['size_to']} B: {s['latency_s'] * 1e6:.3f} us" +
+                         (f" + size / {s['bandwidth_Bps'] / 1e9:.3f} GB/s" if s["bandwidth_Bps"] < 1e20 else
+                          " (no size term)") for s in fit["segments"])
         lines.append(f"  fit {fit['sweep']}: {segs} (residual median {100 * fit['median_rel_residual']:.1f}%, "
                      f"max {100 * fit['max_rel_residual']:.1f}%)")
     if cal.get("collective_selector_trials"):
@@ -257,7 +315,7 @@ def report(cal: dict, closed_loop: list[validation.SweepResult]) -> str:
     for item in cal.get("not_fitted", []):
         lines.append(f"  not fitted (no model or benchmark for it yet): {item}")
     lines.append("overrides:")
-    lines += [f"  {k} = {v!r}" for k, v in cal["overrides"].items()]
+    lines += [f"  {k} = {toml_value(v)}" for k, v in cal["overrides"].items()]
     lines.append("closed loop (microbenchmarks on the calibrated machine vs measured):")
     lines.append(validation.report(closed_loop))
     for r in closed_loop:

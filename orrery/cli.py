@@ -88,7 +88,7 @@ def _calibrate_command(a: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "calibration.json"
     path.write_text(json.dumps(cal, indent=1) + "\n")
-    overrides = [f"{k}={v!r}" for k, v in cal["overrides"].items()]
+    overrides = calibrate.as_set(cal["overrides"])
     calibrated = machine.load(a.machine, overrides)
     validate.build_bench(repo)
     closed = [validate.compare(repo, calibrated, sweep, points) for sweep, points in pairs]

@@ -116,6 +116,45 @@ class GpuDirect(_Section):
     staging_chunk: Size  # without RDMA, the MPI library copies a message through host memory in chunks this large
 
 
+class CopySegment(_Section):
+    up_to: Size | None = None  # the largest copy (bytes) this segment covers; the last segment has none
+    latency: Time
+    bandwidth: Bandwidth
+
+
+CopyModel = Annotated[list[CopySegment], Field(min_length=1)]
+
+
+class Copies(_Section):
+    """Measured copy times, piecewise in the copy's size (``orrery calibrate``
+    writes them): a copy of s bytes occupies its copy engine for
+    ``latency + s / bandwidth`` of the first segment with ``up_to >= s``
+    (still sharing the links of its route with other traffic; a latency
+    below the route's own is raised to it); the API
+    overheads are charged as without a model. A direction without a model
+    takes its route's latency and bandwidth (H2D, D2H, peer) or
+    gpu.d2d_latency and gpu.d2d_bandwidth (D2D)."""
+
+    H2D: CopyModel | None = None
+    D2H: CopyModel | None = None
+    D2D: CopyModel | None = None
+    peer: CopyModel | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Copies:
+        for direction, model in self:
+            if model is None:
+                continue
+            *inner, last = model
+            if last.up_to is not None:
+                raise ValueError(f"copies.{direction}: the last segment covers every larger copy and has no up_to")
+            bounds = [seg.up_to for seg in inner]
+            if None in bounds or any(b <= a for a, b in zip(bounds, bounds[1:])):
+                raise ValueError(f"copies.{direction}: every segment but the last needs up_to, increasing "
+                                 f"(got {bounds})")
+        return self
+
+
 class Machine(_Section):
     name: str
     description: str
@@ -129,6 +168,7 @@ class Machine(_Section):
     fabric: Fabric
     gpudirect: GpuDirect
     mpi: Mpi
+    copies: Copies = Copies()
     sources: dict[str, str] = {}
 
     @model_validator(mode="after")

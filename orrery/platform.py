@@ -139,7 +139,16 @@ def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dic
         "orrery:mpi_recv_overhead_host_s": repr(machine.mpi.recv_overhead_host),
         "orrery:mpi_send_overhead_device_s": repr(machine.mpi.send_overhead_device),
         "orrery:mpi_recv_overhead_device_s": repr(machine.mpi.recv_overhead_device),
+        **{f"orrery:copy_model_{direction}": copy_model_property(model)
+           for direction, model in machine.copies if model is not None},
     }
+
+
+def copy_model_property(model) -> str:
+    """A piecewise copy model as the shim reads it: ``up_to:latency:bandwidth`` per
+    segment (bytes, seconds, bytes/s; the last segment's up_to is inf)."""
+    return ",".join(f"{seg.up_to if seg.up_to is not None else float('inf')!r}:{seg.latency!r}:{seg.bandwidth!r}"
+                    for seg in model)
 
 
 class _Builder:

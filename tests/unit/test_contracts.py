@@ -15,7 +15,13 @@ SHIM = REPO / "interpose"
 
 def test_every_gpu_property_the_shim_reads_is_generated():
     read = set(re.findall(r'"(orrery:\w+)"', "".join(p.read_text() for p in SHIM.glob("*.cpp"))))
-    m = machine.load("h100-ib200")
+    # optional copy models, one property per direction (the shim builds the key from copy_kind_name)
+    assert "orrery:copy_model_" in read
+    read.discard("orrery:copy_model_")
+    read |= {f"orrery:copy_model_{kind}" for kind in re.findall(r'return "(\w+)";', (SHIM / "engine.cpp").read_text())
+             if kind != "H2H"}
+    one = "[{latency = '1us', bandwidth = '10GB/s'}]"
+    m = machine.load("h100-ib200", [f"copies.{d}={one}" for d in ("H2D", "D2H", "D2D", "peer")])
     written = set(platform.gpu_properties(m, platform.Layout(1, 1, 1), 0, 0))
     assert read <= written, f"the shim reads properties the platform lacks: {read - written}"
     assert "orrery:node" in read

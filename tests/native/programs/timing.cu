@@ -41,6 +41,18 @@ int main(int argc, char** argv) {
   if (!strcmp(mode, "h2d")) {  // one synchronous H2D copy from pinned memory
     CHECK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
     printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "copy-kinds")) {  // one synchronous copy of each kind, one after the other
+    float* d2;
+    CHECK(cudaMalloc(&d2, n));
+    double t = MPI_Wtime();
+    CHECK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    printf("h2d %.17g\n", MPI_Wtime() - t);
+    t = MPI_Wtime();
+    CHECK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
+    printf("d2h %.17g\n", MPI_Wtime() - t);
+    t = MPI_Wtime();
+    CHECK(cudaMemcpy(d2, d, n, cudaMemcpyDeviceToDevice));
+    printf("d2d %.17g\n", MPI_Wtime() - t);
   } else if (!strcmp(mode, "one-stream")) {  // busy then brief in one stream
     busy<<<1, 1, 0, s1>>>(d);
     brief<<<1, 1, 0, s1>>>(d);

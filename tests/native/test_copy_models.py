@@ -1,0 +1,42 @@
+"""Measured copy models (machine key ``copies.*``, written by ``orrery calibrate``):
+a copy of s bytes takes the latency + s / bandwidth of its segment, plus the
+host overheads of issuing it (M) and returning from the synchronisation (S);
+a segment latency below the latency of the copy's route is raised to it.
+Without a model, the route's own latency and bandwidth apply (test_timing.py)."""
+
+from __future__ import annotations
+
+import pytest
+from derivations import REL, run_ok
+
+pytestmark = pytest.mark.native
+
+# Two regimes for D2H (like the Voltage Park H100's NUMA drop above ~2 MB), one each for H2D and D2D.
+MODELS = (
+    "copies.H2D=[{latency = '3us', bandwidth = '50GB/s'}]",
+    "copies.D2H=[{up_to = '2MB', latency = '2us', bandwidth = '45GB/s'}, {latency = '0us', bandwidth = '20GB/s'}]",
+    "copies.D2D=[{latency = '4us', bandwidth = '1.5TB/s'}]",
+)
+
+
+def _times(run_program, programs, n: int) -> dict[str, float]:
+    options = tuple(a for m in MODELS for a in ("--set", m))
+    return run_ok(run_program, programs, "copy-kinds", str(n), options=options).values()
+
+
+@pytest.mark.parametrize("n", [1_000_000, 8_000_000])
+def test_each_copy_takes_its_segment_time(run_program, programs, h100, n):
+    M, S = h100.overheads.memcpy, h100.overheads.sync
+    v = _times(run_program, programs, n)
+    assert v["h2d"] == pytest.approx(M + 3e-6 + n / 50e9 + S, rel=REL)
+    # The large-copy segment's latency (0) is below the route's (two PCIe hops): the route's applies.
+    d2h = 2e-6 + n / 45e9 if n <= 2e6 else 2 * h100.pcie.latency + n / 20e9
+    assert v["d2h"] == pytest.approx(M + d2h + S, rel=REL)
+    assert v["d2d"] == pytest.approx(M + 4e-6 + n / 1.5e12 + S, rel=REL)
+
+
+def test_a_model_without_an_open_last_segment_is_refused(run_program, programs):
+    r = run_program(programs["timing"], "copy-kinds", "1000",
+                    options=("--set", "copies.H2D=[{up_to = '1MB', latency = '3us', bandwidth = '50GB/s'}]"))
+    assert r.returncode != 0
+    assert "copies.H2D: the last segment covers every larger copy and has no up_to" in r.stderr
