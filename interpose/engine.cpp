@@ -9,6 +9,8 @@
  * cross the platform's PCIe, NVLink or device-memory links). */
 #include "runtime.hpp"
 
+#include <simgrid/kernel/resource/NetworkModelIntf.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -18,6 +20,8 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <unordered_map>
+#include <unordered_set>
 #include <set>
 #include <sstream>
 #include <unistd.h>
@@ -132,9 +136,8 @@ static const char* prop(const sg4::Host* h, const char* key) {
 static double prop_d(const sg4::Host* h, const char* key) { return parse_double(key, prop(h, key)); }
 static int prop_i(const sg4::Host* h, const char* key) { return (int)prop_d(h, key); }
 
-/* "up_to:latency:bandwidth,..." (orrery/platform.py copy_model_property), or nothing. */
-static CopyModel copy_model(const sg4::Host* h, CopyKind k) {
-  std::string key = std::string("orrery:copy_model_") + copy_kind_name(k);
+/* "up_to:latency:bandwidth,..." (orrery/platform.py piecewise_property), or nothing. */
+static CopyModel piecewise(const sg4::Host* h, const std::string& key) {
   CopyModel model;
   const char* v = h->get_property(key);
   if (!v)
@@ -186,7 +189,8 @@ static Gpu* gpu_of_host(sg4::Host* host) {
   g.host_memcpy_bandwidth = prop_d(host, "orrery:host_memcpy_bandwidth");
 
   for (CopyKind k : {CopyKind::H2D, CopyKind::D2H, CopyKind::D2D, CopyKind::Peer})
-    g.copy_model[(int)k] = copy_model(host, k);
+    g.copy_model[(int)k] = piecewise(host, std::string("orrery:copy_model_") + copy_kind_name(k));
+  g.copy_engine = host_by_name(prop(host, "orrery:copy_engine"));
 
   int engines = prop_i(host, "orrery:copy_engines");
   g.h2d_engine = sg4::Semaphore::create(engines >= 2 ? engines / 2 : 1);
@@ -280,6 +284,7 @@ Rank& rank_self(const char* function) {
     hooked = true;
     sg4::Engine::on_simulation_end_cb(write_report);
     install_message_copy();
+    install_message_models();
     g_sim_mutex = sg4::Mutex::create();
   }
   auto r = std::make_unique<Rank>();
@@ -388,12 +393,15 @@ static double priority_weight(int priority) { return std::pow(1000.0, -priority)
 
 static void run_on_gpu(Stream* s, double seconds);
 
-static const CopySegment* measured_segment(const Gpu& g, CopyKind k, uint64_t bytes) {
-  const CopyModel& model = g.copy_model[(int)k];
+const CopySegment* segment_for(const CopyModel& model, double bytes) {
   for (const CopySegment& seg : model)
-    if ((double)bytes <= seg.up_to)
+    if (bytes <= seg.up_to)
       return &seg;
   return model.empty() ? nullptr : &model.back();
+}
+
+static const CopySegment* measured_segment(const Gpu& g, CopyKind k, uint64_t bytes) {
+  return segment_for(g.copy_model[(int)k], (double)bytes);
 }
 
 /* A copy with a measured model: alone, it takes exactly latency + bytes / bandwidth.
@@ -596,6 +604,93 @@ void wait_device(Rank& r, int device) {
       wait_seq(s, s->enqueued);
   r.stats.gpu_wait_s += now() - t0;
   host_overhead(r, r.gpus.at(device)->sync_overhead_s);
+}
+
+/* ---------------- MPI message models (machine key messages.*) ----------------
+ * A message's path follows from where its two ranks stand (orrery/platform.py):
+ * GPU hosts n{N}-gpu{G} for device buffers, process endpoints n{N}-cpu{L} for
+ * host buffers. Copies never use those pairs of hosts (H2D/D2H go between a GPU
+ * and its node's CPU host n{N}-cpu, peer copies between copy-engine hosts), so
+ * the factors below only ever touch MPI messages. */
+
+namespace {
+enum MessagePath { DEVICE_INTRA, DEVICE_INTER, HOST_INTRA, HOST_INTER, MESSAGE_PATHS };
+const char* const kMessagePathNames[MESSAGE_PATHS] = {"device_intra", "device_inter", "host_intra", "host_inter"};
+
+struct MessageEnd {
+  int node;
+  bool gpu;  // a GPU host (device buffers); else a process endpoint (host buffers)
+};
+
+struct MessageModels {
+  CopyModel path[MESSAGE_PATHS];
+  double overheads[2] = {0, 0};  // send + receive overhead per message: host, device
+  std::unordered_map<const sg4::Host*, MessageEnd> ends;
+};
+MessageModels g_messages;
+
+constexpr double kSmpiEnvelope = 16;  // bytes SMPI adds to each message (tests/native/derivations.py)
+
+/* The measured segment of a message between src and dst (chosen by its payload), with
+ * its path's overheads. */
+const CopySegment* message_segment(double size, const sg4::Host* src, const sg4::Host* dst, double* overheads) {
+  if (src == dst)
+    return nullptr;  // ranks sharing a GPU: loopback, a device-memory copy
+  auto a = g_messages.ends.find(src), b = g_messages.ends.find(dst);
+  if (a == g_messages.ends.end() || b == g_messages.ends.end())
+    return nullptr;  // a copy
+  bool device = a->second.gpu || b->second.gpu;
+  bool intra = a->second.node == b->second.node;
+  int path = device ? (intra ? DEVICE_INTRA : DEVICE_INTER) : (intra ? HOST_INTRA : HOST_INTER);
+  *overheads = g_messages.overheads[device];
+  return segment_for(g_messages.path[path], std::max(size - kSmpiEnvelope, 0.0));
+}
+}  // namespace
+
+void install_message_models() {
+  const sg4::Engine* e = sg4::Engine::get_instance();
+  const sg4::Host* first_gpu = nullptr;
+  for (const sg4::Host* h : e->get_all_hosts()) {
+    int node, index, used = 0;
+    const char* name = h->get_cname();
+    if (sscanf(name, "n%d-gpu%d%n", &node, &index, &used) == 2 && name[used] == '\0') {
+      g_messages.ends[h] = {node, true};
+      first_gpu = first_gpu ? first_gpu : h;
+    } else if (sscanf(name, "n%d-cpu%d%n", &node, &index, &used) == 2 && name[used] == '\0') {
+      g_messages.ends[h] = {node, false};
+    }
+  }
+  bool any = false;
+  for (int p = 0; p < MESSAGE_PATHS && first_gpu; p++) {
+    g_messages.path[p] = piecewise(first_gpu, std::string("orrery:message_model_") + kMessagePathNames[p]);
+    any = any || !g_messages.path[p].empty();
+  }
+  if (!any)
+    return;
+  g_messages.overheads[0] = prop_d(first_gpu, "orrery:mpi_send_overhead_host_s") +
+                            prop_d(first_gpu, "orrery:mpi_recv_overhead_host_s");
+  g_messages.overheads[1] = prop_d(first_gpu, "orrery:mpi_send_overhead_device_s") +
+                            prop_d(first_gpu, "orrery:mpi_recv_overhead_device_s");
+  // A lone message takes overheads + the route's latency + size / the route's bandwidth.
+  // The measured time beyond the overheads and the route's bandwidth term becomes the
+  // route's latency (a latency factor, per message size): the MPI library's protocol
+  // time, which pipelines across concurrent messages (osu_bw's window) instead of
+  // holding the links, as a bandwidth factor would.
+  e->get_netzone_root()->get_network_model()->set_lat_factor_cb(
+      [](double size, const sg4::Host* src, const sg4::Host* dst, const std::vector<sg4::Link*>& links,
+         const std::unordered_set<sg4::NetZone*>&) {
+        double overheads = 0;
+        const CopySegment* seg = message_segment(size, src, dst, &overheads);
+        if (!seg)
+          return 1.0;
+        double route_latency = 0, route_bandwidth = INFINITY;
+        for (const sg4::Link* l : links) {
+          route_latency += l->get_latency();
+          route_bandwidth = std::min(route_bandwidth, l->get_bandwidth());
+        }
+        double wire = seg->latency_s + size / seg->bandwidth - overheads - size / route_bandwidth;
+        return route_latency > 0 ? std::max(wire, 0.0) / route_latency : 1.0;
+      });
 }
 
 const char* copy_kind_name(CopyKind k) {

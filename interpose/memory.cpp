@@ -174,8 +174,8 @@ static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* sr
   switch (k) {
     case CopyKind::H2D: op.from = d.gpu->cpu; op.to = d.gpu->host; break;
     case CopyKind::D2H: op.from = s.gpu->host; op.to = s.gpu->cpu; op.fill_dst = dst; break;
-    case CopyKind::D2D:
-    case CopyKind::Peer: op.from = s.gpu->host; op.to = d.gpu->host; break;
+    case CopyKind::D2D: op.from = s.gpu->host; op.to = d.gpu->host; break;
+    case CopyKind::Peer: op.from = s.gpu->copy_engine; op.to = d.gpu->copy_engine; break;
     case CopyKind::H2H:
       op.fill_dst = dst;
       op.h2h_src = src;

@@ -72,18 +72,23 @@ class IntervalSet {
 enum class CopyKind { H2H, H2D, D2H, D2D, Peer };
 const char* copy_kind_name(CopyKind k);
 
-/* A measured copy model (machine key copies.*): a copy of up to `up_to` bytes
- * takes latency_s + bytes / bandwidth on its engine. */
+/* A measured copy or message model (machine keys copies.*, messages.*): a copy
+ * (message) of up to `up_to` bytes takes latency_s + bytes / bandwidth. */
 struct CopySegment {
   double up_to;
   double latency_s;
   double bandwidth;
 };
 using CopyModel = std::vector<CopySegment>;  // empty: the route's own latency and bandwidth
+const CopySegment* segment_for(const CopyModel& model, double bytes);  // nullptr for an empty model
+
+/* Measured MPI message times per path (messages.*), through SimGrid's network factors. */
+void install_message_models();
 
 struct Gpu {
   sg4::Host* host = nullptr;  // executes kernels and memsets
   sg4::Host* cpu = nullptr;   // the node's CPU: the other end of H2D/D2H copies
+  sg4::Host* copy_engine = nullptr;  // where its peer copies start and end (beside the GPU)
   int node = 0;
   int index = 0;              // device number within the node
   double speed = 0;           // flop/s of the host: 1 simulated second = speed flops

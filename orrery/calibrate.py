@@ -148,39 +148,63 @@ def route_latency_between_nodes(m: machines.Machine) -> float:
 COPY_DIRECTIONS = {"H2D": "H2D", "D2H": "D2H", "D2D": "D2D", "peer": "peer"}
 
 
-def copy_model(m: machines.Machine, fit: Fit) -> list[dict[str, float]]:
-    """A machine's copies.* model from the fit of a sweep of synchronous copies: the
-    measured time per copy less the host overheads of issuing it and of returning
-    from the synchronisation, which the simulator charges on their own."""
-    host = m.overheads.memcpy + m.overheads.sync
-    model = [{"up_to": float(seg.size_to), "latency": max(seg.latency_s - host, 0.0), "bandwidth": seg.bandwidth_Bps}
-             for seg in fit.segments]
-    del model[-1]["up_to"]  # the last segment covers every larger copy
+def piecewise_model(fit: Fit, host_time: float = 0.0) -> list[dict[str, float]]:
+    """A machine's copies.* or messages.* model from a fit: its segments, less `host_time`
+    (what the simulator charges on its own) from each latency."""
+    model = [{"up_to": float(seg.size_to), "latency": max(seg.latency_s - host_time, 0.0),
+              "bandwidth": seg.bandwidth_Bps} for seg in fit.segments]
+    del model[-1]["up_to"]  # the last segment covers every larger size
     return model
 
 
 def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]) -> dict[str, object]:
     """Machine parameters from the fits, by what each sweep measured (metric, path, buffers)."""
     out: dict[str, object] = {}
+    latency_models: dict[str, float] = {}  # per buffer kind: one-way time of the smallest message between nodes
     for (metric, path, buffers), fit in fits:
-        small, big = fit.segments[0], fit.segments[-1]
         if metric == "copy_bandwidth" and path in COPY_DIRECTIONS:
-            out[f"copies.{COPY_DIRECTIONS[path]}"] = copy_model(m, fit)
+            # a sweep of synchronous copies: the host overheads of issuing and of returning
+            # from the synchronisation are charged on their own
+            out[f"copies.{COPY_DIRECTIONS[path]}"] = piecewise_model(fit, m.overheads.memcpy + m.overheads.sync)
             if path in ("H2D", "D2H"):
                 # the PCIe links must not be slower than any measured copy across them
                 fastest = max(seg.bandwidth_Bps for seg in fit.segments)
                 out["pcie.bandwidth"] = max(out.get("pcie.bandwidth", 0.0), fastest)
-        elif (metric, path) == ("bandwidth", "inter-node"):
+        elif metric == "latency" and path in ("intra-node", "inter-node"):
             which = "device" if buffers == "D D" else "host"
-            if which == "device":
-                out["nic.bandwidth"] = big.bandwidth_Bps
-            # A window of W small messages then a 1-byte acknowledgement takes W o + o + L + o + L
-            # (o the per-message software time on either side, L the route's latency), so the
-            # time per message g is (W + 2) o / W + 2 L / W.
-            W, L = WINDOW, route_latency_between_nodes(m)
-            overhead = max((W * small.latency_s - 2 * L) / (W + 2), 0.0)
-            out[f"mpi.send_overhead_{which}"] = overhead
-            out[f"mpi.recv_overhead_{which}"] = overhead
+            # osu_latency's one-way time, per-message overheads included (the shim subtracts them)
+            out[f"messages.{which}_{path.removesuffix('-node')}"] = piecewise_model(fit)
+            if path == "inter-node":
+                latency_models[which] = fit.segments[0].latency_s
+    bibw = {buffers: fit.segments[0].latency_s for (metric, path, buffers), fit in fits
+            if (metric, path) == ("bibw", "inter-node")}
+    for (metric, path, buffers), fit in fits:
+        if (metric, path) != ("bandwidth", "inter-node"):
+            continue
+        which = "device" if buffers == "D D" else "host"
+        small, big = fit.segments[0], fit.segments[-1]
+        if which == "device":
+            out["nic.bandwidth"] = big.bandwidth_Bps
+        # osu_bw: a window of W small messages then a 4-byte acknowledgement takes
+        # W o + o + L + o + L (o the per-message software time on either side, L the wire's
+        # latency), so the time per message is g = ((W + 2) o + 2 L) / W.
+        W, g = WINDOW, small.latency_s
+        if which in latency_models:
+            # osu_latency measured the path: one-way T = 2 o + L, so o = (W g - 2 T) / (W - 2)
+            overhead = (W * g - 2 * latency_models[which]) / (W - 2)
+        elif buffers in bibw:
+            # osu_bibw: each side posts W receives and W sends, the last arriving L after
+            # it left: a window takes 2 W o + L, i.e. b = (2 W o + L) / W per message. With
+            # osu_bw: o = (2 W b - W g) / (3 W - 2); the wire's latency for a lone message
+            # is then L, its one-way time 2 o + L.
+            b = bibw[buffers]
+            overhead = max((2 * W * b - W * g) / (3 * W - 2), 0.0)
+            wire = max(W * b - 2 * W * overhead, 0.0)
+            out[f"messages.{which}_inter"] = [{"latency": 2 * overhead + wire, "bandwidth": big.bandwidth_Bps}]
+        else:
+            overhead = (W * g - 2 * route_latency_between_nodes(m)) / (W + 2)
+        out[f"mpi.send_overhead_{which}"] = max(overhead, 0.0)
+        out[f"mpi.recv_overhead_{which}"] = max(overhead, 0.0)
     return out
 
 
@@ -234,8 +258,8 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
     fits = []
     collectives = []
     for sweep, points in pairs:
-        if sweep.kind[0] == "bibw":
-            continue  # both directions at once: a check, not a fit input
+        if not sweep.fit:
+            continue
         if sweep.kind[0] == "collective_latency":
             collectives.append((sweep, points))
             continue

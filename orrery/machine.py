@@ -116,13 +116,13 @@ class GpuDirect(_Section):
     staging_chunk: Size  # without RDMA, the MPI library copies a message through host memory in chunks this large
 
 
-class CopySegment(_Section):
-    up_to: Size | None = None  # the largest copy (bytes) this segment covers; the last segment has none
+class Segment(_Section):
+    up_to: Size | None = None  # the largest copy or message (bytes) this segment covers; the last has none
     latency: Time
     bandwidth: Bandwidth
 
 
-CopyModel = Annotated[list[CopySegment], Field(min_length=1)]
+Piecewise = Annotated[list[Segment], Field(min_length=1)]
 
 
 class Copies(_Section):
@@ -135,24 +135,51 @@ class Copies(_Section):
     takes its route's latency and bandwidth (H2D, D2H, peer) or
     gpu.d2d_latency and gpu.d2d_bandwidth (D2D)."""
 
-    H2D: CopyModel | None = None
-    D2H: CopyModel | None = None
-    D2D: CopyModel | None = None
-    peer: CopyModel | None = None
+    H2D: Piecewise | None = None
+    D2H: Piecewise | None = None
+    D2D: Piecewise | None = None
+    peer: Piecewise | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> Copies:
-        for direction, model in self:
-            if model is None:
-                continue
-            *inner, last = model
-            if last.up_to is not None:
-                raise ValueError(f"copies.{direction}: the last segment covers every larger copy and has no up_to")
-            bounds = [seg.up_to for seg in inner]
-            if None in bounds or any(b <= a for a, b in zip(bounds, bounds[1:])):
-                raise ValueError(f"copies.{direction}: every segment but the last needs up_to, increasing "
-                                 f"(got {bounds})")
+        _check_segments(self, "copies")
         return self
+
+
+class Messages(_Section):
+    """Measured MPI point-to-point times per path, piecewise in the message size
+    (``orrery calibrate`` writes them from osu_latency sweeps): a lone message of
+    s bytes takes ``latency + s / bandwidth`` from the send call to the
+    receive's return (osu_latency's one-way figure), the per-message
+    overheads mpi.send_overhead_* and mpi.recv_overhead_* included. The
+    simulator keeps those overheads and the route's bandwidth, and makes the
+    rest the route's latency for that message (SimGrid's latency factor): the
+    MPI library's protocol time, which overlaps between concurrent messages
+    (osu_bw's window) instead of holding links. A segment faster than the
+    route is held to the route. Paths: device or host buffers, within a node
+    or between nodes."""
+
+    device_intra: Piecewise | None = None
+    device_inter: Piecewise | None = None
+    host_intra: Piecewise | None = None
+    host_inter: Piecewise | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Messages:
+        _check_segments(self, "messages")
+        return self
+
+
+def _check_segments(section: _Section, name: str) -> None:
+    for key, model in section:
+        if model is None:
+            continue
+        *inner, last = model
+        if last.up_to is not None:
+            raise ValueError(f"{name}.{key}: the last segment covers every larger size and has no up_to")
+        bounds = [seg.up_to for seg in inner]
+        if None in bounds or any(b <= a for a, b in zip(bounds, bounds[1:])):
+            raise ValueError(f"{name}.{key}: every segment but the last needs up_to, increasing (got {bounds})")
 
 
 class Machine(_Section):
@@ -169,6 +196,7 @@ class Machine(_Section):
     gpudirect: GpuDirect
     mpi: Mpi
     copies: Copies = Copies()
+    messages: Messages = Messages()
     sources: dict[str, str] = {}
 
     @model_validator(mode="after")

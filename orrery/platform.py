@@ -89,6 +89,12 @@ def rank_hosts(layout: Layout) -> list[str]:
             for r in range(layout.ranks)]
 
 
+def copy_engine_host(node: int, gpu: int) -> str:
+    """Where a GPU's peer copies start and end: a leaf beside the GPU, so that SimGrid's
+    network factors for MPI messages (between GPU hosts) never apply to copies."""
+    return f"n{node}-gpu{gpu}-ce"
+
+
 def rank_cpu_host(node: int, local_rank: int) -> str:
     """Where a rank's host-buffer messages start and end: its process in host memory."""
     return f"n{node}-cpu{local_rank}"
@@ -139,13 +145,22 @@ def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dic
         "orrery:mpi_recv_overhead_host_s": repr(machine.mpi.recv_overhead_host),
         "orrery:mpi_send_overhead_device_s": repr(machine.mpi.send_overhead_device),
         "orrery:mpi_recv_overhead_device_s": repr(machine.mpi.recv_overhead_device),
-        **{f"orrery:copy_model_{direction}": copy_model_property(model)
+        **{f"orrery:copy_model_{direction}": piecewise_property(model)
            for direction, model in machine.copies if model is not None},
+        **{f"orrery:message_model_{path}": piecewise_property(model)
+           for path, model in machine.messages if model is not None},
+        "orrery:copy_engine": copy_engine_host(node, gpu),
     }
 
 
-def copy_model_property(model) -> str:
-    """A piecewise copy model as the shim reads it: ``up_to:latency:bandwidth`` per
+# A token latency on the way into shared memory, so that a measured latency (messages.host_intra)
+# can scale it: SimGrid's latency factors multiply a route's latency, and nothing times zero is zero.
+SHM_LATENCY = 1e-9
+COPY_ENGINE_LINK = 1e18  # bytes/s: a link that costs nothing next to any real one
+
+
+def piecewise_property(model) -> str:
+    """A piecewise copy or message model as the shim reads it: ``up_to:latency:bandwidth`` per
     segment (bytes, seconds, bytes/s; the last segment's up_to is inf)."""
     return ",".join(f"{seg.up_to if seg.up_to is not None else float('inf')!r}:{seg.latency!r}:{seg.bandwidth!r}"
                     for seg in model)
@@ -211,6 +226,8 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
         b.host(cpu_host(n))
         for g in range(G):
             b.host(gpu_host(n, g), gpu_properties(m, layout, n, g))
+            b.host(copy_engine_host(n, g))
+            b.link(f"{copy_engine_host(n, g)}-link", copy_engine_host(n, g), gpu_host(n, g), COPY_ENGINE_LINK, 0.0)
         b.router(rootc)
         for local in range(layout.ranks_per_node):
             # A rank's process in host memory: host-buffer messages within the node are copies
@@ -222,7 +239,7 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
             rail = nic_of_gpu(m, local % G)
             b.host(endpoint)
             b.router(f"{endpoint}-mem")
-            b.link(f"{endpoint}-shm", endpoint, f"{endpoint}-mem", m.node.host_memcpy_bandwidth, 0.0)
+            b.link(f"{endpoint}-shm", endpoint, f"{endpoint}-mem", m.node.host_memcpy_bandwidth, SHM_LATENCY)
             b.link(f"{endpoint}-mem", f"{endpoint}-mem", rootc, m.node.host_memory_bandwidth, 0.0)
             b.router(f"{endpoint}-dma")
             b.link(f"{endpoint}-dma", endpoint, f"{endpoint}-dma", m.pcie.bandwidth, m.pcie.latency / 2)

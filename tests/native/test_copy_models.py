@@ -39,4 +39,4 @@ def test_a_model_without_an_open_last_segment_is_refused(run_program, programs):
     r = run_program(programs["timing"], "copy-kinds", "1000",
                     options=("--set", "copies.H2D=[{up_to = '1MB', latency = '3us', bandwidth = '50GB/s'}]"))
     assert r.returncode != 0
-    assert "copies.H2D: the last segment covers every larger copy and has no up_to" in r.stderr
+    assert "copies.H2D: the last segment covers every larger size and has no up_to" in r.stderr

@@ -8,6 +8,7 @@ route takes the sum of its links' latencies plus bytes / its narrowest link
 from __future__ import annotations
 
 import pytest
+from orrery import platform
 
 from orrery import machine
 from derivations import REL, SMPI_ENVELOPE, gpudirect_message, run_ok
@@ -129,8 +130,10 @@ def test_per_message_software_overheads_of_the_device_path(run_program, programs
 def test_host_buffer_messages_take_host_routes(run_program, programs, h100):
     n = 8_000_000
     within = run_ok(run_program, programs, "sendrecv-host", str(n), options=("--gpus-per-node", "2")).values()
-    # within a node: through shared memory (each rank's copy at the host memcpy rate), not NVLink
-    assert within["rank 0 elapsed"] == pytest.approx((n + SMPI_ENVELOPE) / h100.node.host_memcpy_bandwidth, rel=REL)
+    # within a node: through shared memory (each rank's copy at the host memcpy rate, a token
+    # latency on each side), not NVLink
+    shm = 2 * platform.SHM_LATENCY + (n + SMPI_ENVELOPE) / h100.node.host_memcpy_bandwidth
+    assert within["rank 0 elapsed"] == pytest.approx(shm, rel=REL)
     assert within["rank 1 data"] == 1
     # non-blocking calls on host buffers: the ranks stand at their processes while those are pending
     assert within["rank 0 nonblocking"] == pytest.approx(within["rank 0 elapsed"], rel=REL)

@@ -20,8 +20,14 @@ def test_every_gpu_property_the_shim_reads_is_generated():
     read.discard("orrery:copy_model_")
     read |= {f"orrery:copy_model_{kind}" for kind in re.findall(r'return "(\w+)";', (SHIM / "engine.cpp").read_text())
              if kind != "H2H"}
+    # ... and message models, one per path (the shim builds the key from kMessagePathNames)
+    assert "orrery:message_model_" in read
+    read.discard("orrery:message_model_")
+    paths = re.search(r"kMessagePathNames\[MESSAGE_PATHS\] = \{([^}]*)\}", (SHIM / "engine.cpp").read_text())
+    read |= {f"orrery:message_model_{p}" for p in re.findall(r'"(\w+)"', paths.group(1))}
     one = "[{latency = '1us', bandwidth = '10GB/s'}]"
-    m = machine.load("h100-ib200", [f"copies.{d}={one}" for d in ("H2D", "D2H", "D2D", "peer")])
+    m = machine.load("h100-ib200", [f"copies.{d}={one}" for d in ("H2D", "D2H", "D2D", "peer")] +
+                     [f"messages.{p}={one}" for p in ("device_intra", "device_inter", "host_intra", "host_inter")])
     written = set(platform.gpu_properties(m, platform.Layout(1, 1, 1), 0, 0))
     assert read <= written, f"the shim reads properties the platform lacks: {read - written}"
     assert "orrery:node" in read

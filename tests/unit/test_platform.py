@@ -28,7 +28,10 @@ def test_hosts_routers_and_links_of_a_two_node_job(h100):
     root, edges = routes(platform.platform_xml(h100, platform.Layout.for_machine(h100, 2)))
     hosts = sorted(h.get("id") for h in root.iter("host"))
     assert hosts == sorted([f"n{n}-cpu" for n in range(2)] + [f"n{n}-gpu{g}" for n in range(2) for g in range(4)]
-                           + [f"n{n}-cpu{r}" for n in range(2) for r in range(4)])  # each rank's process
+                           + [f"n{n}-cpu{r}" for n in range(2) for r in range(4)]  # each rank's process
+                           + [f"n{n}-gpu{g}-ce" for n in range(2) for g in range(4)])  # peer copies' ends
+    # a GPU's copy-engine host is a leaf beside it (peer copies never look like MPI messages)
+    assert edges[("n0-gpu1-ce", "n0-gpu1")].get("latency") == "0.0s"
     # a rank's process: shared memory through the root complex, and its rail's NIC
     assert edges[("n1-cpu2", "n1-cpu2-mem")].get("bandwidth") == f"{h100.node.host_memcpy_bandwidth!r}Bps"
     assert ("n1-cpu2-mem", "n1-root") in edges

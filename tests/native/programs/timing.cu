@@ -53,6 +53,14 @@ int main(int argc, char** argv) {
     t = MPI_Wtime();
     CHECK(cudaMemcpy(d2, d, n, cudaMemcpyDeviceToDevice));
     printf("d2d %.17g\n", MPI_Wtime() - t);
+  } else if (!strcmp(mode, "peer")) {  // one synchronous peer copy from GPU 0 to GPU 1
+    float* p1;
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMalloc(&p1, n));
+    CHECK(cudaSetDevice(0));
+    const double t = MPI_Wtime();
+    CHECK(cudaMemcpyPeer(p1, 1, d, 0, n));
+    printf("peer %.17g\n", MPI_Wtime() - t);
   } else if (!strcmp(mode, "one-stream")) {  // busy then brief in one stream
     busy<<<1, 1, 0, s1>>>(d);
     brief<<<1, 1, 0, s1>>>(d);
