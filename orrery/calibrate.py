@@ -39,6 +39,7 @@ from .errors import InputError
 FORMAT_VERSION = 2  # 2: copies.* models among the overrides
 READABLE_VERSIONS = (1, 2)  # version 1 files only hold scalar overrides, read alike
 MEDIAN_TOLERANCE, P95_TOLERANCE = 0.05, 0.15  # per sweep, on |relative error|
+FEW_POINTS = 3  # a sweep with fewer sizes is compared, not fitted (e.g. nvbandwidth: one buffer size)
 WINDOW = 64  # messages per iteration of osu_bw (and calibration/bench/osu_p2p bw)
 
 
@@ -101,7 +102,7 @@ def _best_partition(s: np.ndarray, t: np.ndarray, pieces: int, min_points: int):
     return float(np.sqrt(sse / n)), parts
 
 
-def fit_piecewise(sizes: list[int], times: list[float], min_points: int = 3, gain: float = 0.2,
+def fit_piecewise(sizes: list[int], times: list[float], min_points: int = FEW_POINTS, gain: float = 0.2,
                   good_enough: float = 1e-3, max_segments: int = 4) -> list[Segment]:
     """The fewest segments (up to `max_segments`) such that one more would not cut the RMS
     relative residual by at least `gain`; a fit within `good_enough` RMS is kept as it is.
@@ -262,6 +263,9 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
             continue
         if sweep.kind[0] == "collective_latency":
             collectives.append((sweep, points))
+            continue
+        if len(points) < FEW_POINTS:
+            skipped.append(f"{sweep.name}: {len(points)} size(s), too few for a fit: compared in the closed loop")
             continue
         sizes, times = _times(sweep.unit, points, sweep.kind[0])
         try:

@@ -9,6 +9,9 @@ recognised by their content:
 - OSU Micro-Benchmarks output (osu_latency, osu_bw, osu_bibw and the
   collectives' ``Avg Latency(us)``), also printed by calibration/bench;
 - CUDA samples ``bandwidthTest --mode=shmoo`` output;
+- NVIDIA nvbandwidth output (one point per testcase: the median over its
+  GPU matrix, at the buffer size the output states or nvbandwidth's default
+  64 MiB);
 - nccl-tests output (out-of-place time per size);
 - BabelStream output (one point per kernel, at the array size it reports).
 
@@ -138,6 +141,64 @@ def _bandwidth_test(path: Path, text: str) -> list[Series]:
     return out
 
 
+NVBANDWIDTH_DEFAULT_BUFFER = 64 * 1024 * 1024  # nvbandwidth --bufferSize default (its README)
+# testcase name prefix -> (metric, path): copies through copy engines (ce) or SMs (sm)
+_NVBANDWIDTH_TESTS = (
+    ("host_to_device_bidirectional", ("copy_bidirectional", "H2D")),
+    ("device_to_host_bidirectional", ("copy_bidirectional", "D2H")),
+    ("device_to_device_bidirectional", ("copy_bidirectional", "peer")),
+    ("host_to_device", ("copy_bandwidth", "H2D")),
+    ("device_to_host", ("copy_bandwidth", "D2H")),
+    ("device_to_device", ("copy_bandwidth", "peer")),
+    ("all_to_host", ("copy_bandwidth", "D2H all")),
+    ("host_to_all", ("copy_bandwidth", "H2D all")),
+    ("all_to_one", ("copy_bandwidth", "peer all-to-one")),
+    ("one_to_all", ("copy_bandwidth", "peer one-to-all")),
+)
+
+
+def _nvbandwidth(path: Path, text: str) -> list[Series]:
+    size_line = re.search(r"buffer\s*size\D{0,12}?(\d+)", text, re.I)
+    size = int(size_line.group(1)) if size_line else NVBANDWIDTH_DEFAULT_BUFFER
+    out: list[Series] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = re.match(r"\s*Running (\w+)\.?\s*$", lines[i])
+        i += 1
+        if not m:
+            continue
+        test = m.group(1)
+        kind = next((k for prefix, k in _NVBANDWIDTH_TESTS if test.startswith(prefix)), None)
+        if kind is None:
+            continue  # latency testcases and others with no copy bandwidth
+        # the matrix title (with its unit), a line of column indices, then one row per source
+        while i < len(lines) and "bandwidth" not in lines[i].lower():
+            if lines[i].startswith("Running "):
+                break
+            i += 1
+        unit = re.search(r"\((\w+/s)\)", lines[i]) if i < len(lines) else None
+        if not unit:
+            raise InputError(f"{path}:{i + 1}", "unit", lines[i].strip() if i < len(lines) else "end of file",
+                             f"a '... bandwidth (GB/s)' title after 'Running {test}.'")
+        i += 2
+        values, first = [], i + 1
+        while i < len(lines) and re.match(r"\s*\d+\s", lines[i]):
+            for cell in lines[i].split()[1:]:
+                if cell != "N/A":
+                    values.append(_number(cell, str(path), i + 1, "bandwidth"))
+            i += 1
+        if not values:
+            raise InputError(f"{path}:{first}", "matrix", test, "at least one measured (not N/A) entry")
+        metric, direction = kind
+        s = Series(str(path), f"nvbandwidth {test}", metric, direction, "pinned", unit=unit.group(1))
+        s.add(size, sorted(values)[len(values) // 2], unit.group(1), first)
+        out.append(s)
+    if not out:
+        raise InputError(str(path), None, "no 'Running <testcase>.' with a bandwidth matrix", "nvbandwidth output")
+    return out
+
+
 def _nccl_tests(path: Path, text: str) -> list[Series]:
     name = re.search(r"^#\s*Collective test starting:\s*(\S+)", text, re.M)
     s = Series(str(path), f"nccl-tests {name.group(1) if name else ''}".strip(), "collective_latency", "", "D",
@@ -182,6 +243,8 @@ def load(path: str | Path) -> list[Series]:
         return _measurement_csv(p, text)
     if "# OSU" in text or _OSU_HEADER.search(text.replace("\r", "")) or re.search(r"^#\s*Size\s", text, re.M):
         return _osu(p, text)
+    if "nvbandwidth" in text.lower() or re.search(r"^Running \w+_memcpy_(ce|sm)\.", text, re.M):
+        return _nvbandwidth(p, text)
     if "Transfer Size (Bytes)" in text:
         return _bandwidth_test(p, text)
     if "nccl-tests" in text.lower() or "#wrong" in text:
@@ -189,4 +252,4 @@ def load(path: str | Path) -> list[Series]:
     if "BabelStream" in text:
         return _babelstream(p, text)
     raise InputError(str(p), None, first[:40] or "an empty file",
-                     "a measurement CSV or OSU, bandwidthTest, nccl-tests or BabelStream output")
+                     "a measurement CSV or OSU, bandwidthTest, nvbandwidth, nccl-tests or BabelStream output")

@@ -200,8 +200,9 @@ def sweep_for(series) -> tuple[Sweep, list[tuple[int, float]]] | None:
         args = ("osu_p2p", test, *(("-d", "cuda") if buffers == "D D" else ()), *buffers.split(), "-i", "5", "-x", "1")
         unit, scale = ("us", 1e6) if metric == "latency" else ("MB/s", 1e-6)
         layout = {"nodes": 2} if path == "inter-node" else {"gpus_per_node": 2}
-    elif metric == "copy_bandwidth" and path in ("H2D", "D2H", "D2D"):
-        args, unit, scale, layout = ("memcpy_sweep", path.lower(), "-i", "5"), "GB/s", 1e-9, {}
+    elif metric == "copy_bandwidth" and path in ("H2D", "D2H", "D2D", "peer"):
+        args, unit, scale = ("memcpy_sweep", path.lower(), "-i", "5"), "GB/s", 1e-9
+        layout = {"gpus_per_node": 2} if path == "peer" else {}
     else:
         return None
     sweep = Sweep(f"{series.benchmark} {metric} {path} {buffers} ({Path(series.source).name})", "", (), "", "",

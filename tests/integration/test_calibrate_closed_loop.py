@@ -113,3 +113,32 @@ def test_committed_h100_calibration_is_what_the_pipeline_produces(calibration):
     produced = json.loads((out / "calibration.json").read_text())
     committed = json.loads((REPO / "calibration" / "h100-ib200" / "calibration.json").read_text())
     assert produced == committed  # same inputs (same hashes), same fits, same overrides
+
+
+
+NVBANDWIDTH_H2D = """nvbandwidth Version: v0.5
+Running host_to_device_memcpy_ce.
+memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)
+           0         1
+ 0     50.00     50.00
+"""
+
+
+def test_nvbandwidth_points_are_compared_not_fitted(tmp_path):
+    """nvbandwidth reports one buffer size per testcase (a format sample, not a measurement):
+    too few sizes for a fit, still run and compared in the closed loop."""
+    f = tmp_path / "nvbandwidth.txt"
+    f.write_text(NVBANDWIDTH_H2D)
+    c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(f), "--out", str(tmp_path / "cal"), cwd=REPO)
+    assert c.returncode == 0, c.stderr
+    cal = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    assert cal["overrides"] == {} and len(cal["not_fitted"]) == 1
+    assert "too few for a fit: compared in the closed loop" in cal["not_fitted"][0]
+    (sweep,) = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
+    from orrery import machine
+
+    m = machine.load("h100-ib200")
+    n = 64 * 1024 * 1024
+    copy = m.overheads.memcpy + 2 * m.pcie.latency + n / m.pcie.bandwidth + m.overheads.sync
+    assert sweep["sizes"] == [n] and sweep["measured"] == [50.0]
+    assert sweep["simulated"][0] == pytest.approx(n / copy / 1e9, abs=1e-3)  # printed with 3 decimals

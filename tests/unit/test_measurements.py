@@ -45,6 +45,35 @@ Copy        2000000.000 0.00027     0.00028     0.00027
 Triad       2100000.000 0.00038     0.00039     0.00038
 """
 
+NVBANDWIDTH = """nvbandwidth Version: v0.5
+Built from Git version: v0.5
+
+NOTE: This tool reports current measured bandwidth on your system.
+Additional system-specific tuning may be required to achieve maximal peak bandwidth.
+
+CUDA Runtime Version: 12060
+Device 0: NVIDIA H100 80GB HBM3
+Device 1: NVIDIA H100 80GB HBM3
+
+Running host_to_device_memcpy_ce.
+memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)
+           0         1
+ 0     55.00     54.00
+SUM host_to_device_memcpy_ce 109.00
+
+Running device_to_device_memcpy_read_ce.
+memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)
+           0         1
+ 0       N/A    390.00
+ 1    392.00       N/A
+SUM device_to_device_memcpy_read_ce 782.00
+
+Running host_device_latency_sm.
+memory latency SM CPU(row) <-> GPU(column) (ns)
+           0         1
+ 0    780.00    781.00
+"""
+
 
 def write(tmp_path, name, text):
     p = tmp_path / name
@@ -74,6 +103,20 @@ def test_babelstream_output(tmp_path):
     copy, triad = measurements.load(write(tmp_path, "babel.txt", BABEL))
     assert (copy.benchmark, copy.sizes, copy.values) == ("BabelStream Copy", [268400000], [2e12])
     assert triad.values == [2.1e12]
+
+
+def test_nvbandwidth_output_one_point_per_testcase(tmp_path):
+    h2d, peer = measurements.load(write(tmp_path, "nvb.txt", NVBANDWIDTH))  # the latency testcase is no copy
+    assert (h2d.benchmark, h2d.metric, h2d.path) == ("nvbandwidth host_to_device_memcpy_ce", "copy_bandwidth", "H2D")
+    # one point at nvbandwidth's default buffer (64 MiB), the median over the matrix (N/A left out)
+    assert (h2d.sizes, h2d.values, h2d.lines) == ([64 * 1024 * 1024], [55e9], [14])
+    assert (peer.path, peer.values) == ("peer", [392e9])
+    sized = measurements.load(write(tmp_path, "nvb2.txt", NVBANDWIDTH.replace(
+        "CUDA Runtime", "Using buffer size 1048576\nCUDA Runtime")))
+    assert sized[0].sizes == [1048576]
+    broken = NVBANDWIDTH.replace(" 0     55.00     54.00", " 0     55.00     fast")
+    with pytest.raises(InputError, match=r"nvb3.txt:14.*bandwidth.*'fast'.*a number"):
+        measurements.load(write(tmp_path, "nvb3.txt", broken))
 
 
 def test_measurement_csv_and_its_errors(tmp_path):
@@ -108,5 +151,5 @@ def test_osu_errors_name_the_line(tmp_path):
 
 
 def test_unknown_format(tmp_path):
-    with pytest.raises(InputError, match="a measurement CSV or OSU, bandwidthTest, nccl-tests or BabelStream"):
+    with pytest.raises(InputError, match="a measurement CSV or OSU, bandwidthTest, nvbandwidth, nccl-tests or BabelStream"):
         measurements.load(write(tmp_path, "x.txt", "hello\n"))
