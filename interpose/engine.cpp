@@ -693,6 +693,58 @@ void install_message_models() {
       });
 }
 
+/* ---------------- collective corrections (machine key collectives.*) ---------------- */
+
+namespace {
+struct CorrectionSegment {
+  double up_to;
+  double extra_s;
+};
+std::map<std::string, std::vector<CorrectionSegment>> g_corrections;  // by lower-case collective name
+}  // namespace
+
+/* "up_to:extra,..." per collective (orrery/platform.py), read once from a GPU host. */
+static void load_collective_corrections() {
+  static bool loaded = false;
+  if (loaded)
+    return;
+  loaded = true;
+  for (const sg4::Host* h : sg4::Engine::get_instance()->get_all_hosts()) {
+    if (!h->get_property("orrery:node"))
+      continue;  // not a GPU host
+    const std::string prefix = "orrery:collective_correction_";
+    for (const auto& [key, value] : *h->get_properties()) {
+      if (key.rfind(prefix, 0) != 0)
+        continue;
+      std::vector<CorrectionSegment>& segs = g_corrections[key.substr(prefix.size())];
+      std::stringstream ss(value);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        CorrectionSegment seg{};
+        if (sscanf(item.c_str(), "%lf:%lf", &seg.up_to, &seg.extra_s) != 2 || seg.extra_s < 0)
+          fatal("platform host %s: property %s is '%s', expected up_to:extra,... with extra times >= 0",
+                h->get_cname(), key.c_str(), value.c_str());
+        segs.push_back(seg);
+      }
+    }
+    return;
+  }
+}
+
+double collective_correction(const char* name, double bytes) {
+  load_collective_corrections();
+  std::string key = name;
+  for (char& c : key)
+    c = (char)tolower((unsigned char)c);
+  auto it = g_corrections.find(key);
+  if (it == g_corrections.end())
+    return 0.0;
+  for (const CorrectionSegment& seg : it->second)
+    if (bytes <= seg.up_to)
+      return seg.extra_s;
+  return it->second.back().extra_s;
+}
+
 const char* copy_kind_name(CopyKind k) {
   switch (k) {
     case CopyKind::H2H: return "H2H";

@@ -84,6 +84,8 @@ const CopySegment* segment_for(const CopyModel& model, double bytes);  // nullpt
 
 /* Measured MPI message times per path (messages.*), through SimGrid's network factors. */
 void install_message_models();
+/* The extra time of a blocking collective (collectives.*; 0 without a correction). */
+double collective_correction(const char* name, double bytes);
 
 struct Gpu {
   sg4::Host* host = nullptr;  // executes kernels and memsets

@@ -170,6 +170,38 @@ class Messages(_Section):
         return self
 
 
+class CorrectionSegment(_Section):
+    up_to: Size | None = None  # the largest message (bytes) this segment covers; the last has none
+    extra: Time                # added to each call of the collective in this size range
+
+
+Corrections = Annotated[list[CorrectionSegment], Field(min_length=1)]
+
+
+class Collectives(_Section):
+    """Measured corrections per (collective, message size range), fitted by
+    ``orrery calibrate`` where the point-to-point model misses a collective:
+    each rank's blocking call takes `extra` seconds longer than simulated when
+    its message size (count x type size, OSU's figure) falls in the range. An
+    added time (not a factor) leaves the ranks' relative timing alone, so it
+    does not compound over iterations. It can only add time: a collective the
+    model makes too slow stays so, and calibration reports it."""
+
+    bcast: Corrections | None = None
+    reduce: Corrections | None = None
+    allreduce: Corrections | None = None
+    gather: Corrections | None = None
+    scatter: Corrections | None = None
+    allgather: Corrections | None = None
+    alltoall: Corrections | None = None
+    reduce_scatter_block: Corrections | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Collectives:
+        _check_segments(self, "collectives")
+        return self
+
+
 def _check_segments(section: _Section, name: str) -> None:
     for key, model in section:
         if model is None:
@@ -197,6 +229,7 @@ class Machine(_Section):
     mpi: Mpi
     copies: Copies = Copies()
     messages: Messages = Messages()
+    collectives: Collectives = Collectives()
     sources: dict[str, str] = {}
 
     @model_validator(mode="after")

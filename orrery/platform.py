@@ -149,6 +149,9 @@ def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dic
            for direction, model in machine.copies if model is not None},
         **{f"orrery:message_model_{path}": piecewise_property(model)
            for path, model in machine.messages if model is not None},
+        **{f"orrery:collective_correction_{name}": ",".join(
+            f"{seg.up_to if seg.up_to is not None else float('inf')!r}:{seg.extra!r}" for seg in model)
+           for name, model in machine.collectives if model is not None},
         "orrery:copy_engine": copy_engine_host(node, gpu),
     }
 

@@ -105,6 +105,9 @@ _GH200.append(
 SWEEPS: dict[str, list[Sweep]] = {"h100-ib200": _H100_COPIES, "dgx-h100": _H100_COPIES, "gh200-slingshot": _GH200}
 
 
+UNIT_SECONDS = {"us": 1e-6}  # time units of collective sweeps
+
+
 @dataclass
 class SweepResult:
     name: str

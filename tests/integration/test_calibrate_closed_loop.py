@@ -103,9 +103,18 @@ def test_collective_algorithms_are_chosen_from_the_measured_library(tmp_path):
     chosen = cal["overrides"]["mpi.collective_selector"]
     assert trials[chosen] == min(trials.values())
     assert len(set(trials.values())) > 1  # the choice matters
+    # the best algorithms still miss the measured alltoall: a per-size-range correction adds the
+    # measured time the simulation lacks (none where it is slower), and the report keeps the figure before it
+    (name, before), = cal["collectives_before_correction"].items()
+    assert name.startswith("osu_alltoall") and before["median_abs_error"] == pytest.approx(trials[chosen], rel=1e-12)
+    fix = cal["overrides"]["collectives.alltoall"]
+    assert all(seg["extra"] >= 0 for seg in fix) and "up_to" not in fix[-1]
     closed = json.loads((tmp_path / "closed-loop" / "validation.json").read_text())["sweeps"]
     alltoall = next(s for s in closed if s["name"].startswith("osu_alltoall"))
-    assert alltoall["median_abs_error"] == pytest.approx(trials[chosen], rel=1e-12)  # same runs, same numbers
+    for m, sim in zip(alltoall["measured"], alltoall["simulated"]):
+        assert sim == pytest.approx(m, rel=1e-3) or sim > m  # matched where the model was too fast
+    assert alltoall["median_abs_error"] < before["median_abs_error"]
+    assert "collective correction for osu_alltoall" in c.stdout
 
 
 def test_committed_h100_calibration_is_what_the_pipeline_produces(calibration):

@@ -138,6 +138,22 @@ def test_collectives_on_device_buffers(run_program, programs, h100):
     assert mpi["MPI_Iallreduce"]["count"] == 1  # returns at once; its time shows in MPI_Wait
 
 
+@pytest.mark.parametrize("n, extra", [(400_000, 5e-6), (1_000_000, 3e-6)])
+def test_collective_correction_adds_its_range_s_time(run_program, programs, h100, n, extra):
+    """collectives.bcast: each rank's broadcast takes the extra time of its size range longer
+    (the size is count x type size: n bytes here); other collectives keep their own times."""
+    fix = "[{up_to = '512KB', extra = '5us'}, {extra = '3us'}]"
+    plain = run_ok(run_program, programs, "collectives", str(n), options=("--gpus-per-node", "2"))
+    fixed = run_ok(run_program, programs, "collectives", str(n),
+                   options=("--gpus-per-node", "2", "--set", f"collectives.bcast={fix}"))
+    bcast = h100.nvlink.latency + (n + SMPI_ENVELOPE) / h100.nvlink_pair_bandwidth
+    assert fixed.values()["rank 1 bcast"] == pytest.approx(bcast + extra, rel=REL)
+    assert fixed.values()["rank 0 bcast"] == pytest.approx(plain.values()["rank 0 bcast"] + extra, rel=REL)
+    for call in ("MPI_Allreduce", "MPI_Alltoall"):
+        assert fixed.results["ranks"][1]["mpi"][call]["time_s"] == \
+            pytest.approx(plain.results["ranks"][1]["mpi"][call]["time_s"], rel=REL)
+
+
 def test_copy_kinds_memset_and_launch_api_costs(run_program, programs, h100, costs):
     n = 4_194_304
     r = run_ok(run_program, programs, "api", str(n), options=("--gpus-per-node", "2", "--ranks-per-node", "1",

@@ -25,9 +25,16 @@ def test_every_gpu_property_the_shim_reads_is_generated():
     read.discard("orrery:message_model_")
     paths = re.search(r"kMessagePathNames\[MESSAGE_PATHS\] = \{([^}]*)\}", (SHIM / "engine.cpp").read_text())
     read |= {f"orrery:message_model_{p}" for p in re.findall(r'"(\w+)"', paths.group(1))}
+    # ... and collective corrections, one per collective (named by the .def's ORR_MPI_COLL entries)
+    assert "orrery:collective_correction_" in read
+    read.discard("orrery:collective_correction_")
+    colls = re.findall(r"^ORR_MPI_COLL\((\w+),", (SHIM / "mpi_api.def").read_text(), re.M)
+    read |= {f"orrery:collective_correction_{c.lower()}" for c in colls}
+    fix = "[{extra = '2us'}]"
     one = "[{latency = '1us', bandwidth = '10GB/s'}]"
     m = machine.load("h100-ib200", [f"copies.{d}={one}" for d in ("H2D", "D2H", "D2D", "peer")] +
-                     [f"messages.{p}={one}" for p in ("device_intra", "device_inter", "host_intra", "host_inter")])
+                     [f"messages.{p}={one}" for p in ("device_intra", "device_inter", "host_intra", "host_inter")] +
+                     [f"collectives.{c.lower()}={fix}" for c in colls])
     written = set(platform.gpu_properties(m, platform.Layout(1, 1, 1), 0, 0))
     assert read <= written, f"the shim reads properties the platform lacks: {read - written}"
     assert "orrery:node" in read
@@ -43,7 +50,7 @@ def test_readme_lists_exactly_the_supported_calls():
     readme = (REPO / "README.md").read_text()
     cuda = [n for n in re.findall(r"^ORR_CUDA\((\w+),", (SHIM / "cuda_api.def").read_text(), re.M)
             if not n.startswith("__")]
-    mpi = ["MPI_" + n for n in re.findall(r"^ORR_MPI(?:_POST|_DATA)?\((\w+),", (SHIM / "mpi_api.def").read_text(), re.M)]
+    mpi = ["MPI_" + n for n in re.findall(r"^ORR_MPI(?:_POST|_DATA|_COLL)?\((\w+),", (SHIM / "mpi_api.def").read_text(), re.M)]
     mpi += ["MPI_Send", "MPI_Isend", "MPI_Recv", "MPI_Irecv", "MPI_Sendrecv",  # written out in mpi.cpp
             "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Test", "MPI_Testall"]
     section = readme.split("### Supported CUDA calls", 1)[1].split("## Machines", 1)[0]
