@@ -16,9 +16,13 @@ loop: the microbenchmarks run again on the calibrated machine and every
 sweep's error is reported, loudly where it misses the tolerance.
 ``orrery run --calibration FILE`` applies a calibration file's overrides.
 
-Not here yet: per-kernel fits from timing tables, collective corrections and
-application-level fits (examples/jacobi's cost is fitted by
-calibration/fit_jacobi.py, simulator in the loop).
+What the fits become: copy sweeps -> ``copies.*`` (piecewise copy models);
+osu_latency -> ``messages.*`` (piecewise one-way times per path); osu_bw
+(with osu_latency or osu_bibw of the same path) -> per-message overheads
+and the NIC's bandwidth; collective sweeps -> the MPI library's choice of
+algorithms and, where it still misses, ``collectives.*`` corrections;
+kernel timing tables (``--kernels``) -> a cost file. Application timings
+are fitted with the simulator in the loop by ``orrery fit`` (appfit.py).
 """
 
 from __future__ import annotations

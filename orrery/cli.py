@@ -106,6 +106,19 @@ def _calibrate_command(a: argparse.Namespace) -> int:
     return 0
 
 
+def _fit_command(a: argparse.Namespace) -> int:
+    from . import appfit
+
+    problem = appfit.load(a.spec)
+    result = appfit.fit(problem)
+    appfit.write(problem, result, Path(a.out))
+    if a.costs_out:
+        Path(a.costs_out).write_text(appfit.fitted_costs(problem, result))
+    print(appfit.report(result))
+    print(f"orrery: fit in {Path(a.out) / 'fit.json'}, cost file {Path(a.out) / 'costs.toml'}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="orrery", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"orrery {__version__}")
@@ -161,6 +174,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--p2p-path", choices=["intra-node", "inter-node"],
                    help="where the two ranks of raw OSU output ran (the output does not say)")
     c.set_defaults(func=_calibrate_command)
+
+    f = sub.add_parser("fit", help="fit a program's cost parameters to its measured run times, simulator in the loop")
+    f.add_argument("spec", help="fit spec (TOML): program, machine, runs with measured figures, parameters")
+    f.add_argument("--out", default="orrery-fit", help="folder for fit.json and the fitted costs.toml")
+    f.add_argument("--costs-out", metavar="FILE", help="also write the fitted cost file here")
+    f.set_defaults(func=_fit_command)
 
     v = sub.add_parser("validate", help="microbenchmarks on a built-in machine against measured sweeps")
     v.add_argument("--machine", default="h100-ib200")

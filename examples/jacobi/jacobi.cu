@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     printf("Jacobi relaxation: %d x %d grid on %d ranks%s\n", nx, ny, size, overlap ? ", overlapped" : "");
     printf("iterations: %d\n", iter);
-    printf("time: %.6f s (%.3f ms per iteration)\n", elapsed, 1e3 * elapsed / iter);
+    printf("time: %.9f s (%.3f ms per iteration)\n", elapsed, 1e3 * elapsed / iter);
   }
   CUDA_CHECK(cudaStreamDestroy(boundary_stream));
   CUDA_CHECK(cudaStreamDestroy(stream));

@@ -1,0 +1,300 @@
+"""Application-level fitting, simulator in the loop: ``orrery fit SPEC``.
+
+A user who can only time a program as a whole (the single-GPU Jacobi rows of
+the shared measurements: no kernel timed on its own) fits the unknown
+parameters of its cost file by simulating the program: scipy's
+least-squares optimiser moves the parameters, every evaluation runs the
+program under Orrery once per measured run, until the simulated figures match
+the measured ones (least squares on the relative error). The spec (TOML,
+paths relative to it)::
+
+    program = "jacobi"                  # built with Orrery's wrappers
+    machine = "h100-ib200"              # built-in or .toml; options: `--set` strings
+    nodes = 1
+    gpus_per_node = 1
+    figure = '^time:\\s+(\\S+)'         # the simulated figure: first group of the first
+                                        # matching stdout line, in seconds
+    costs = '''                         # the cost file, {name} = a fitted parameter
+    [kernels.jacobi_kernel]
+    alpha = {alpha}
+    beta = {beta}
+    '''
+
+    [parameters.alpha]                  # initial value and bounds (units allowed)
+    initial = "10us"
+    min = "0s"
+
+    [measured]                          # where measured figures come from (optional)
+    file = "../../calibration/data/measured/jacobi_scaling.csv"
+    value = "time_s"                    # column, in `unit`
+    unit = "s"
+    per = "iterations"                  # divided by this column
+
+    [[runs]]
+    args = ["-nx", "8192", "-ny", "8192", "-niter", "20"]
+    per = 20                            # the simulated figure is divided by this
+    row = { gpus = "1", grid_nx = "8192", build = "make cub" }  # the one CSV row
+    # or: measured = "478us"
+
+The output: fit.json (parameters, per-run measured and simulated figures and
+residuals, number of optimiser evaluations and of simulations, inputs and
+their SHA-256) and costs.toml (the cost file with the fitted values).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import json
+import re
+import tempfile
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from scipy import optimize
+
+from . import costs as cost_files
+from . import machine as machines
+from . import platform
+from . import run as runner
+from . import units
+from .errors import InputError
+from .schema import input_error
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _number(v: float | str) -> float:
+    return units.parse(v, "time") if isinstance(v, str) else float(v)
+
+
+# a plain number, or a time with its unit ("10us")
+Value = Annotated[float, BeforeValidator(_number)]
+
+
+class Parameter(_Strict):
+    initial: Value
+    min: Value | None = None
+    max: Value | None = None
+
+    def values(self) -> tuple[float, float, float]:
+        lo = -np.inf if self.min is None else self.min
+        hi = np.inf if self.max is None else self.max
+        return self.initial, lo, hi
+
+
+class Measured(_Strict):
+    file: str
+    value: str
+    unit: str = "s"
+    per: str | None = None
+
+
+class Run(_Strict):
+    args: list[str]
+    per: float = Field(default=1.0, gt=0)
+    measured: Value | None = None
+    row: dict[str, str] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Run:
+        if (self.measured is None) == (self.row is None):
+            raise ValueError("each run needs either measured (a value) or row (a row of [measured].file)")
+        return self
+
+
+class Spec(_Strict):
+    program: str
+    machine: str
+    options: list[str] = []
+    nodes: int = Field(default=1, ge=1)
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    ranks_per_node: int | None = Field(default=None, ge=1)
+    figure: str
+    costs: str
+    parameters: dict[str, Parameter] = Field(min_length=1)
+    measured: Measured | None = None
+    runs: list[Run] = Field(min_length=1)
+
+
+@dataclass
+class Problem:
+    spec: Spec
+    source: Path
+    program: Path
+    machine: machines.Machine
+    layout: platform.Layout
+    names: list[str]
+    measured: list[float]
+    inputs: list[Path] = field(default_factory=list)
+    simulations: int = 0
+
+
+def _measured_rows(spec: Spec, source: Path) -> tuple[list[float], list[Path]]:
+    values, files = [], []
+    table: list[dict] = []
+    if spec.measured:
+        path = Path(os.path.normpath(source.parent / spec.measured.file))
+        try:
+            with path.open(newline="") as f:
+                table = list(csv.DictReader(f))
+        except OSError as e:
+            raise InputError(str(source), "measured.file", spec.measured.file, f"a readable CSV file ({e.strerror})")
+        files.append(path)
+    for i, run in enumerate(spec.runs):
+        key = f"runs[{i}]"
+        if run.measured is not None:
+            values.append(run.measured)
+            continue
+        if not spec.measured:
+            raise InputError(str(source), f"{key}.row", run.row, "a [measured] table naming the file the row is in")
+        rows = [r for r in table if all(want in (r.get(col) or "") for col, want in run.row.items())]
+        if len(rows) != 1:
+            raise InputError(str(source), f"{key}.row", run.row,
+                             f"exactly one row of {spec.measured.file} containing these values (found {len(rows)})")
+        row, m = rows[0], spec.measured
+        try:
+            value = float(row[m.value]) * units.parse(f"1{m.unit}", "time")
+            if m.per:
+                value /= float(row[m.per])
+        except (KeyError, ValueError) as e:
+            raise InputError(f"{spec.measured.file}", f"{m.value}/{m.per}", row.get(m.value),
+                             f"numeric columns in the row selected by {key} ({e})") from None
+        values.append(value)
+    return values, files
+
+
+def load(path: str | Path) -> Problem:
+    source = Path(path)
+    try:
+        data = tomllib.loads(source.read_text())
+    except OSError as e:
+        raise InputError(str(source), None, str(source), f"a readable fit spec ({e.strerror})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(str(source), None, "invalid TOML", f"valid TOML ({e})") from None
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as e:
+        raise input_error(e, str(source)) from None
+    try:
+        re.compile(spec.figure, re.M)
+    except re.error as e:
+        raise InputError(str(source), "figure", spec.figure, f"a regular expression ({e})") from None
+    names = sorted(spec.parameters)
+    used = set(re.findall(r"(?<!\{)\{(\w+)\}(?!\})", spec.costs))
+    if used != set(names):
+        raise InputError(str(source), "costs", sorted(used), f"exactly the fitted parameters {names} as {{name}}")
+    program = (source.parent / spec.program).resolve()
+    machine = machines.load(spec.machine if spec.machine in machines.builtin_names()
+                            else str((source.parent / spec.machine).resolve()), spec.options)
+    layout = platform.Layout.for_machine(machine, spec.nodes, spec.gpus_per_node, spec.ranks_per_node)
+    measured, files = _measured_rows(spec, source)
+    return Problem(spec, source, program, machine, layout, names, measured, [source, *files])
+
+
+def cost_text(problem: Problem, values: dict[str, float]) -> str:
+    return problem.spec.costs.format(**{k: repr(float(v)) for k, v in values.items()})
+
+
+def simulate(problem: Problem, values: dict[str, float], workdir: Path) -> list[float]:
+    """The simulated figure of every run, with these parameter values."""
+    text = cost_text(problem, values)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    cost_path = workdir / f"costs-{digest}.toml"
+    cost_path.write_text(text)
+    table = cost_files.load(cost_path)
+    pattern = re.compile(problem.spec.figure, re.M)
+
+    def one(i: int) -> float:
+        run = problem.spec.runs[i]
+        out = runner.run(runner.RunOptions(problem.machine, problem.layout, [str(problem.program), *run.args],
+                                           workdir / f"run-{digest}-{i}", costs=table, capture_output=True))
+        if out.exit_code != 0:
+            raise InputError(str(problem.source), f"runs[{i}]", " ".join(run.args),
+                             f"a run that succeeds (exit code {out.exit_code}; stdout ends: {(out.stdout or '')[-300:]})")
+        m = pattern.search(out.stdout or "")
+        if not m:
+            raise InputError(str(problem.source), "figure", problem.spec.figure,
+                             f"a pattern the output of runs[{i}] matches (it printed: {(out.stdout or '')[-300:]})")
+        return float(m.group(1)) / run.per
+
+    with ThreadPoolExecutor() as pool:
+        figures = list(pool.map(one, range(len(problem.spec.runs))))
+    problem.simulations += len(figures)
+    return figures
+
+
+def fit(problem: Problem, workdir: Path | None = None) -> dict:
+    """Fit the parameters; the fit.json content."""
+    if not problem.program.is_file():
+        raise InputError(str(problem.source), "program", problem.spec.program,
+                         "an existing program built with Orrery's wrappers (build it first)")
+    initial, lo, hi = (np.array(v) for v in zip(*(problem.spec.parameters[n].values() for n in problem.names)))
+    scale = np.where(initial != 0, np.abs(initial), 1.0)  # the optimiser works on values of order 1
+    measured = np.array(problem.measured)
+    evaluations = []
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(workdir or tmp)
+
+        def residuals(u: np.ndarray) -> np.ndarray:
+            values = dict(zip(problem.names, u * scale))
+            simulated = np.array(simulate(problem, values, work))
+            evaluations.append((values, simulated))
+            return (simulated - measured) / measured
+
+        result = optimize.least_squares(residuals, np.ones_like(initial), bounds=(lo / scale, hi / scale),
+                                        x_scale=1.0, diff_step=1e-3, xtol=1e-8, ftol=1e-8)
+        values = dict(zip(problem.names, (result.x * scale).tolist()))
+        simulated = simulate(problem, values, work)  # the fitted parameters' own figures
+    rel = [(s - m) / m for s, m in zip(simulated, measured)]
+    return {
+        "orrery_fit": 1,
+        "spec": str(problem.source),
+        "inputs": [{"file": str(f), "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in problem.inputs],
+        "parameters": values,
+        "runs": [{"args": r.args, "measured": m, "simulated": s, "relative_error": e}
+                 for r, m, s, e in zip(problem.spec.runs, problem.measured, simulated, rel)],
+        "max_abs_relative_error": max(abs(e) for e in rel),
+        "optimizer": {"method": "scipy.optimize.least_squares (trf)", "evaluations": int(result.nfev),
+                      "status": result.message},
+        "simulations": problem.simulations,
+    }
+
+
+def report(result: dict) -> str:
+    lines = [f"fit of {result['spec']}: {result['simulations']} simulations, "
+             f"{result['optimizer']['evaluations']} optimiser evaluations ({result['optimizer']['status']})",
+             "parameters:"]
+    lines += [f"  {k} = {v!r}" for k, v in result["parameters"].items()]
+    lines.append(f"{'run':<48} {'measured':>14} {'simulated':>14} {'error':>8}")
+    for r in result["runs"]:
+        lines.append(f"{' '.join(r['args']):<48} {r['measured']:>14.6g} {r['simulated']:>14.6g} "
+                     f"{100 * r['relative_error']:>7.2f}%")
+    lines.append(f"max |relative error| {100 * result['max_abs_relative_error']:.2f}%")
+    return "\n".join(lines)
+
+
+def fitted_costs(problem: Problem, result: dict) -> str:
+    header = [f"# Fitted by `orrery fit {problem.source}` (simulator in the loop, "
+              f"{result['simulations']} simulations) from:"]
+    header += [f"#   {i['file']} (sha256 {i['sha256'][:16]}...)" for i in result["inputs"]]
+    header += ["# per run: measured vs simulated with these values"]
+    header += [f"#   {' '.join(r['args'])}: {r['measured']:.6g} vs {r['simulated']:.6g} "
+               f"({100 * r['relative_error']:+.2f}%)" for r in result["runs"]]
+    return "\n".join(header) + "\n" + cost_text(problem, result["parameters"]).lstrip("\n")
+
+
+def write(problem: Problem, result: dict, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fit.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "costs.toml").write_text(fitted_costs(problem, result))
