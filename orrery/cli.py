@@ -28,7 +28,8 @@ def _run_command(a: argparse.Namespace) -> int:
 
         name = machine.load(a.machine).name
         overrides = calibrate.load(a.calibration, name) + overrides  # --set wins
-    m = machine.load(a.machine, overrides)
+    # a calibration brings its own measured models (copies, messages, collectives)
+    m = machine.load(a.machine, overrides, measured_models=not a.calibration)
     layout = platform.Layout.for_machine(m, a.nodes, a.gpus_per_node, a.ranks_per_node)
     opts = RunOptions(
         machine=m, layout=layout, program=program, out=Path(a.out), costs=costs.load(a.costs), mode=a.mode,
@@ -89,7 +90,7 @@ def _calibrate_command(a: argparse.Namespace) -> int:
     path = out / "calibration.json"
     path.write_text(json.dumps(cal, indent=1) + "\n")
     overrides = calibrate.as_set(cal["overrides"])
-    calibrated = machine.load(a.machine, overrides)
+    calibrated = machine.load(a.machine, overrides, measured_models=False)
     validate.build_bench(repo)
     closed = [validate.compare(repo, calibrated, sweep, points) for sweep, points in pairs]
     validate.write(closed, a.machine, out / "closed-loop")

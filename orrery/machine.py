@@ -291,8 +291,14 @@ def _apply_override(data: dict, key: str, value: object, source: str) -> None:
     data.setdefault(section, {})[field] = value
 
 
-def load(name_or_path: str, overrides: list[str] = ()) -> Machine:
-    """Load a built-in machine by name or a description file, applying overrides."""
+#: Sections that hold measured models, written by `orrery calibrate` (which fits them afresh).
+MEASURED_MODELS = ("copies", "messages", "collectives")
+
+
+def load(name_or_path: str, overrides: list[str] = (), measured_models: bool = True) -> Machine:
+    """Load a built-in machine by name or a description file, applying overrides; without
+    `measured_models`, the description's copies, messages and collectives sections are left
+    out first (what a calibration starts from)."""
     path = Path(name_or_path)
     if name_or_path in builtin_names():
         source = f"built-in machine {name_or_path}"
@@ -307,6 +313,9 @@ def load(name_or_path: str, overrides: list[str] = ()) -> Machine:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InputError(source, None, "invalid TOML", f"valid TOML ({e})") from None
+    if not measured_models:
+        for section in MEASURED_MODELS:
+            data.pop(section, None)
     overridden = set()
     for text_override in overrides:
         key, value = _parse_override(text_override)

@@ -115,6 +115,9 @@ def test_collective_algorithms_are_chosen_from_the_measured_library(tmp_path):
         assert sim == pytest.approx(m, rel=1e-3) or sim > m  # matched where the model was too fast
     assert alltoall["median_abs_error"] < before["median_abs_error"]
     assert "collective correction for osu_alltoall" in c.stdout
+    # the committed calibration (and so the shipped gh200-slingshot description) is what this produces
+    committed = json.loads((REPO / "calibration" / "gh200-slingshot" / "calibration.json").read_text())
+    assert cal == committed
 
 
 def test_committed_h100_calibration_is_what_the_pipeline_produces(calibration):

@@ -1,5 +1,7 @@
 import json
 
+from pathlib import Path
+
 import pytest
 
 from orrery import calibrate
@@ -96,3 +98,18 @@ def test_kernel_table_errors_name_file_and_line(tmp_path):
     p.write_text("name,time\nk,5\n")
     with pytest.raises(InputError, match=rf"{p}:1: key 'header'"):
         calibrate.fit_kernels(p)
+
+
+def test_gh200_built_in_carries_its_committed_calibration():
+    """gh200-slingshot ships calibrated: its description is the raw one (without measured models)
+    plus the overrides of calibration/gh200-slingshot/calibration.json, value for value."""
+    from orrery import machine
+
+    committed = Path(__file__).resolve().parents[2] / "calibration" / "gh200-slingshot" / "calibration.json"
+    shipped = machine.load("gh200-slingshot")
+    rebuilt = machine.load("gh200-slingshot", calibrate.load(committed, "gh200-slingshot"), measured_models=False)
+    assert shipped.parameters() == rebuilt.parameters()
+    assert shipped.messages.device_inter is not None and shipped.collectives.alltoall is not None
+    # a calibration starts from the description without its measured models
+    raw = machine.load("gh200-slingshot", measured_models=False)
+    assert raw.messages.device_inter is None and raw.collectives.alltoall is None
