@@ -629,6 +629,12 @@ struct MessageModels {
 };
 MessageModels g_messages;
 
+struct Staging {  // device-buffer messages staged through host memory (gpudirect.rdma = false)
+  double chunk = 0, bandwidth = 0, overhead_s = 0;
+  std::unordered_set<const sg4::Link*> links;
+};
+Staging g_staging;
+
 constexpr double kSmpiEnvelope = 16;  // bytes SMPI adds to each message (tests/native/derivations.py)
 
 /* The measured segment of a message between src and dst (chosen by its payload), with
@@ -665,31 +671,58 @@ void install_message_models() {
     g_messages.path[p] = piecewise(first_gpu, std::string("orrery:message_model_") + kMessagePathNames[p]);
     any = any || !g_messages.path[p].empty();
   }
-  if (!any)
+  // Without GPUDirect RDMA: the staging links between a root complex and its NICs.
+  const char* staging = first_gpu ? first_gpu->get_property("orrery:staging") : nullptr;
+  if (staging) {
+    if (sscanf(staging, "%lf:%lf:%lf", &g_staging.chunk, &g_staging.bandwidth, &g_staging.overhead_s) != 3)
+      fatal("platform host %s: property orrery:staging is '%s', expected chunk:bandwidth:overhead",
+            first_gpu->get_cname(), staging);
+    for (const sg4::Link* l : e->get_all_links()) {
+      int node, nic, used = 0;
+      const char* name = l->get_cname();
+      // full-duplex links are two SimGrid links, NAME_UP and NAME_DOWN
+      if (sscanf(name, "n%d-nic%d-sw%n", &node, &nic, &used) == 2 &&
+          (name[used] == '\0' || !strcmp(name + used, "_UP") || !strcmp(name + used, "_DOWN")))
+        g_staging.links.insert(l);
+    }
+  }
+  if (!any && g_staging.links.empty())
     return;
   g_messages.overheads[0] = prop_d(first_gpu, "orrery:mpi_send_overhead_host_s") +
                             prop_d(first_gpu, "orrery:mpi_recv_overhead_host_s");
   g_messages.overheads[1] = prop_d(first_gpu, "orrery:mpi_send_overhead_device_s") +
                             prop_d(first_gpu, "orrery:mpi_recv_overhead_device_s");
-  // A lone message takes overheads + the route's latency + size / the route's bandwidth.
-  // The measured time beyond the overheads and the route's bandwidth term becomes the
-  // route's latency (a latency factor, per message size): the MPI library's protocol
-  // time, which pipelines across concurrent messages (osu_bw's window) instead of
-  // holding the links, as a bandwidth factor would.
   e->get_netzone_root()->get_network_model()->set_lat_factor_cb(
       [](double size, const sg4::Host* src, const sg4::Host* dst, const std::vector<sg4::Link*>& links,
          const std::unordered_set<sg4::NetZone*>&) {
-        double overheads = 0;
-        const CopySegment* seg = message_segment(size, src, dst, &overheads);
-        if (!seg)
-          return 1.0;
         double route_latency = 0, route_bandwidth = INFINITY;
+        int staged = 0;
         for (const sg4::Link* l : links) {
           route_latency += l->get_latency();
           route_bandwidth = std::min(route_bandwidth, l->get_bandwidth());
+          staged += (int)g_staging.links.count(l);
         }
-        double wire = seg->latency_s + size / seg->bandwidth - overheads - size / route_bandwidth;
-        return route_latency > 0 ? std::max(wire, 0.0) / route_latency : 1.0;
+        if (route_latency <= 0)
+          return 1.0;
+        double overheads = 0;
+        if (const CopySegment* seg = message_segment(size, src, dst, &overheads)) {
+          // A lone message takes overheads + the route's latency + size / the route's
+          // bandwidth. The measured time beyond the overheads and the route's bandwidth
+          // term becomes the route's latency (a latency factor, per message size): the
+          // MPI library's protocol time, which pipelines across concurrent messages
+          // (osu_bw's window) instead of holding the links, as a bandwidth factor would.
+          double wire = seg->latency_s + size / seg->bandwidth - overheads - size / route_bandwidth;
+          return std::max(wire, 0.0) / route_latency;
+        }
+        if (staged) {
+          // A staging link's latency is the pipeline's fill for a whole chunk (one copy's
+          // overhead + the chunk over PCIe); a message smaller than a chunk fills it with
+          // itself only.
+          double full = g_staging.overhead_s + g_staging.chunk / g_staging.bandwidth;
+          double fill = g_staging.overhead_s + std::min(size, g_staging.chunk) / g_staging.bandwidth;
+          return (route_latency - staged * (full - fill)) / route_latency;
+        }
+        return 1.0;
       });
 }
 

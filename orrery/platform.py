@@ -18,8 +18,10 @@ switch cost no time. NIC i sits on the switch of the GPUs of its rail (GPU g
 uses NIC g * nics / gpus), with a direct port-to-port link to them: routes are
 shortest in hops, so each GPU's traffic keeps to its own NIC. Without GPUDirect
 RDMA the NICs hang off the root complex and a device buffer is staged through
-host memory in chunks (gpudirect.staging_chunk): the pipeline's fill and drain,
-one chunk's copy on each side, add to the route's latency. A fat-tree leaf (or rail switch) serves
+host memory in chunks (gpudirect.staging_chunk), each chunk a copy with its
+issue overhead (overheads.memcpy): the pipeline moves a chunk per stage, and
+its fill and drain, one chunk's copy on each side (or the whole message's, if
+smaller: the shim scales the latency per message), add to the route's latency. A fat-tree leaf (or rail switch) serves
 ``nodes_per_leaf`` nodes; leaves meet at a spine through uplinks of their
 nodes' NIC bandwidth divided by the oversubscription. Crossing a switch costs
 ``switch_latency``, spread over the links around it.
@@ -153,6 +155,8 @@ def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dic
             f"{seg.up_to if seg.up_to is not None else float('inf')!r}:{seg.extra!r}" for seg in model)
            for name, model in machine.collectives if model is not None},
         "orrery:copy_engine": copy_engine_host(node, gpu),
+        **({} if machine.gpudirect.rdma else {"orrery:staging": f"{machine.gpudirect.staging_chunk!r}:"
+                                              f"{machine.pcie.bandwidth!r}:{machine.overheads.memcpy!r}"}),
     }
 
 
@@ -160,6 +164,16 @@ def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dic
 # can scale it: SimGrid's latency factors multiply a route's latency, and nothing times zero is zero.
 SHM_LATENCY = 1e-9
 COPY_ENGINE_LINK = 1e18  # bytes/s: a link that costs nothing next to any real one
+
+
+def staging_stage(machine: Machine) -> float:
+    """Without GPUDirect RDMA: one stage of the staging pipeline, a chunk's copy."""
+    return machine.overheads.memcpy + machine.gpudirect.staging_chunk / machine.pcie.bandwidth
+
+
+def staging_bandwidth(machine: Machine) -> float:
+    """The staging pipeline's rate: a chunk per stage."""
+    return machine.gpudirect.staging_chunk / staging_stage(machine)
 
 
 def piecewise_property(model) -> str:
@@ -277,9 +291,12 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
                     if m.host_link.kind == "pcie" and switch_of_gpu(m, g) == switch_of_gpu(m, rail_gpus[0]):
                         b.link(f"n{n}-gpu{g}-nic{i}", f"n{n}-gpu{g}-port", port, m.pcie.bandwidth, 0.0)
             else:
-                # Staging through host memory, pipelined in chunks: the first chunk's copy
-                # out of the GPU (or the last one's into it) is not overlapped.
-                b.link(f"{nic}-sw", rootc, port, m.pcie.bandwidth, m.gpudirect.staging_chunk / m.pcie.bandwidth)
+                # Staging through host memory, pipelined in chunks: each chunk is a copy
+                # (its issue overhead, then the chunk over PCIe), so the pipeline moves a
+                # chunk per stage, and the first chunk's copy out of the GPU (or the last
+                # one's into it) is not overlapped: the link's latency, for a whole chunk
+                # (the shim scales it to a smaller message).
+                b.link(f"{nic}-sw", rootc, port, staging_bandwidth(m), staging_stage(m))
             b.link(f"{nic}-ib", nic, leaf_switch(leaf_of_node(m, n), i), m.nic.bandwidth,
                    m.nic.latency + sw_lat / 2)
         if m.nvlink.topology == "mesh":
