@@ -21,7 +21,9 @@ osu_latency -> ``messages.*`` (piecewise one-way times per path); osu_bw
 (with osu_latency or osu_bibw of the same path) -> per-message overheads
 and the NIC's bandwidth; collective sweeps -> the MPI library's choice of
 algorithms and, where it still misses, ``collectives.*`` corrections;
-kernel timing tables (``--kernels``) -> a cost file. Application timings
+kernel timing tables (``--kernels``) -> a cost file; measured API costs
+(calibration/bench/api_overheads, metric ``api_time``) -> ``overheads.*`` as
+they are. Application timings
 are fitted with the simulator in the loop by ``orrery fit`` (appfit.py).
 """
 
@@ -279,8 +281,13 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
     pairs, files, skipped = _series(machine_name, repo, list(inputs), p2p_path)
     fits = []
     collectives = []
+    api: dict[str, float] = {}  # measured host costs of API calls: the machine's overheads, as they are
     for sweep, points in pairs:
         if not sweep.fit:
+            continue
+        if sweep.kind[0] == "api_time":
+            (_, value), = points  # one figure, in us
+            api[f"overheads.{sweep.kind[1]}"] = value * 1e-6
             continue
         if sweep.kind[0] == "collective_latency":
             collectives.append((sweep, points))
@@ -302,7 +309,9 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
         except ValueError:
             return str(f)
 
-    overrides = _overrides(m, fits)
+    if api:  # the copy models' latencies exclude the (measured) host overheads
+        m = machines.load(machine_name, as_set(api), measured_models=False)
+    overrides = {**api, **_overrides(m, fits)}
     trials, uncorrected = {}, {}
     if collectives:
         trials, results = _pick_collective_selector(machine_name, repo, collectives, overrides)

@@ -159,6 +159,12 @@ def simulate(repo: Path, m: machines.Machine, sweep: Sweep, sizes: list[int], ou
     if outcome.exit_code:
         raise OrreryError(f"{sweep.program[0]} exited with status {outcome.exit_code} on {m.name}")
     values = {}
+    if sweep.kind[0] == "api_time":  # api_overheads prints the measurement CSV
+        text = outcome.stdout[outcome.stdout.index("benchmark,metric"):]
+        for row in csv.DictReader(text.splitlines()):
+            if row["path"] == sweep.kind[1]:
+                values[int(row["size_bytes"])] = float(row["value"])
+        return values
     for line in outcome.stdout.splitlines():
         parts = line.split()
         if len(parts) == 2 and parts[0].isdigit():
@@ -203,6 +209,8 @@ def sweep_for(series) -> tuple[Sweep, list[tuple[int, float]]] | None:
         args = ("osu_p2p", test, *(("-d", "cuda") if buffers == "D D" else ()), *buffers.split(), "-i", "5", "-x", "1")
         unit, scale = ("us", 1e6) if metric == "latency" else ("MB/s", 1e-6)
         layout = {"nodes": 2} if path == "inter-node" else {"gpus_per_node": 2}
+    elif metric == "api_time" and path in ("launch", "sync", "memcpy"):
+        args, unit, scale, layout = ("api_overheads", "-i", "100"), "us", 1e6, {}
     elif metric == "copy_bandwidth" and path in ("H2D", "D2H", "D2D", "peer"):
         args, unit, scale = ("memcpy_sweep", path.lower(), "-i", "5"), "GB/s", 1e-9
         layout = {"gpus_per_node": 2} if path == "peer" else {}

@@ -162,6 +162,31 @@ class Harness:
                 self.add("memcpy", "copy_bandwidth", kind, "pinned" if kind != "D2D" else "D D", n,
                          n / seconds / 1e9, "GB/s")
 
+    def api_overheads(self, cupy):
+        """Host time of a kernel launch, of a synchronisation on an idle device and of issuing
+        a small asynchronous copy (as calibration/bench/api_overheads)."""
+        if self.rank != 0:
+            return
+        empty = cupy.RawKernel(r'extern "C" __global__ void empty_kernel() {}', "empty_kernel")
+        stream = cupy.cuda.Stream(non_blocking=True)
+        host = cupy.cuda.alloc_pinned_memory(4)
+        d = cupy.empty(4, dtype=cupy.uint8)
+        empty((1,), (1,), (), stream=stream)
+        cupy.cuda.runtime.deviceSynchronize()
+        costs = {
+            "launch": lambda: empty((1,), (1,), (), stream=stream),
+            "sync": cupy.cuda.runtime.deviceSynchronize,
+            "memcpy": lambda: cupy.cuda.runtime.memcpyAsync(d.data.ptr, host.ptr, 4, 1, stream.ptr),
+        }
+        for path, call in costs.items():
+            start = time.perf_counter()
+            for _ in range(self.iters):
+                call()
+            seconds = (time.perf_counter() - start) / self.iters
+            cupy.cuda.runtime.deviceSynchronize()
+            self.add("api_overheads", "api_time", path, "pinned" if path == "memcpy" else "D",
+                     4 if path == "memcpy" else 0, seconds * 1e6, "us", "host time per call (Python included)")
+
     def kernel(self, cupy, spec: str):
         module, _, name = spec.partition(":")
         fn = getattr(importlib.import_module(module), name)
@@ -203,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         h.p2p(lambda n: cupy.zeros(n, dtype=cupy.uint8), sync, "D D", "")
         h.collectives(lambda n: cupy.zeros(n, dtype=cupy.uint8), sync, "D", "")
         h.copies(cupy)
+        h.api_overheads(cupy)
         if a.kernel:
             h.kernel(cupy, a.kernel)
     elif a.kernel and h.rank == 0:

@@ -154,3 +154,29 @@ def test_nvbandwidth_points_are_compared_not_fitted(tmp_path):
     copy = m.overheads.memcpy + 2 * m.pcie.latency + n / m.pcie.bandwidth + m.overheads.sync
     assert sweep["sizes"] == [n] and sweep["measured"] == [50.0]
     assert sweep["simulated"][0] == pytest.approx(n / copy / 1e9, abs=1e-3)  # printed with 3 decimals
+
+
+def test_api_overheads_are_measured_and_carried_as_they_are(tmp_path):
+    """calibration/bench/api_overheads measures the host cost of a launch, a synchronisation and
+    a copy's issue; run under Orrery it prints the machine's overheads, and calibrate turns such a
+    measurement back into them (closed loop: the bench rerun on the result prints them again)."""
+    bench = REPO / "calibration" / "bench"
+    subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], check=True)
+    p = orrery("run", "--gpus-per-node", "1", "--set", "overheads.launch=7us", "--set", "overheads.sync=3us",
+               "--set", "overheads.memcpy=1.5us", "--out", str(tmp_path / "made"), "--",
+               str(bench / "api_overheads"), "-i", "50")
+    assert p.returncode == 0, p.stderr
+    csv_text = p.stdout[p.stdout.index("benchmark,metric"):].split("\n\n")[0]
+    rows = [line.split(",") for line in csv_text.splitlines()[1:4]]
+    assert [(r[2], float(r[5])) for r in rows] == [("launch", pytest.approx(7.0)), ("sync", pytest.approx(3.0)),
+                                                     ("memcpy", pytest.approx(1.5))]
+    measured = tmp_path / "api.csv"
+    measured.write_text("\n".join([csv_text.splitlines()[0], *(",".join(r) for r in rows)]) + "\n")
+    c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(measured), "--out", str(tmp_path / "cal"),
+               cwd=REPO)
+    assert c.returncode == 0, c.stderr
+    o = json.loads((tmp_path / "cal" / "calibration.json").read_text())["overrides"]
+    assert o == {"overheads.launch": pytest.approx(7e-6), "overheads.sync": pytest.approx(3e-6),
+                 "overheads.memcpy": pytest.approx(1.5e-6)}
+    closed = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
+    assert len(closed) == 3 and all(s["max_abs_error"] < 1e-6 for s in closed)
