@@ -368,7 +368,21 @@ def load(path: str | Path, machine_name: str) -> list[str]:
     return as_set(data["overrides"])
 
 
-def report(cal: dict, closed_loop: list[validation.SweepResult]) -> str:
+TERMS = {"copy_bandwidth": "copies", "latency": "point-to-point", "bandwidth": "point-to-point",
+         "bibw": "point-to-point", "collective_latency": "collectives", "api_time": "API overheads"}
+
+
+def term_errors(closed_loop: list[validation.SweepResult], kinds: list[tuple[str, str, str]]) -> dict:
+    """Median and 95th percentile |error| over every point of each term (copies,
+    point-to-point, collectives, API overheads): the simulation's terms, judged one by one."""
+    points: dict[str, list[float]] = {}
+    for r, kind in zip(closed_loop, kinds):
+        points.setdefault(TERMS.get(kind[0], kind[0]), []).extend(abs(e) for e in r.errors)
+    return {term: {"points": len(errs), "median_abs_error": float(np.median(errs)),
+                   "p95_abs_error": validation.percentile(errs, 0.95)} for term, errs in points.items()}
+
+
+def report(cal: dict, closed_loop: list[validation.SweepResult], kinds: list[tuple[str, str, str]] = ()) -> str:
     lines = [f"calibration of {cal['machine']} from " + ", ".join(i["file"] for i in cal["inputs"])]
     for fit in cal["fits"]:
         segs = "; ".join(f"{s['size_from']}-{s['size_to']} B: {s['latency_s'] * 1e6:.3f} us" +
@@ -384,11 +398,16 @@ def report(cal: dict, closed_loop: list[validation.SweepResult]) -> str:
                      f"{100 * before['median_abs_error']:.1f}%, 95th percentile {100 * before['p95_abs_error']:.1f}% "
                      "(the point-to-point model alone)")
     for item in cal.get("not_fitted", []):
-        lines.append(f"  not fitted (no model or benchmark for it yet): {item}")
+        lines.append(f"  not fitted: {item}")
     lines.append("overrides:")
     lines += [f"  {k} = {toml_value(v)}" for k, v in cal["overrides"].items()]
     lines.append("closed loop (microbenchmarks on the calibrated machine vs measured):")
     lines.append(validation.report(closed_loop))
+    if kinds:
+        lines.append("per term (every point of its sweeps):")
+        for term, t in term_errors(closed_loop, list(kinds)).items():
+            lines.append(f"  {term:<16} {t['points']:>4} points: median {100 * t['median_abs_error']:.1f}%, "
+                         f"95th percentile {100 * t['p95_abs_error']:.1f}%")
     for r in closed_loop:
         if r.median_abs_error > MEDIAN_TOLERANCE or r.p95_abs_error > P95_TOLERANCE:
             lines.append(f"NOT MATCHED: {r.name}: median {100 * r.median_abs_error:.1f}% "

@@ -94,7 +94,7 @@ def _calibrate_command(a: argparse.Namespace) -> int:
     validate.build_bench(repo)
     closed = [validate.compare(repo, calibrated, sweep, points) for sweep, points in pairs]
     validate.write(closed, a.machine, out / "closed-loop")
-    text = calibrate.report(cal, closed)
+    text = calibrate.report(cal, closed, [sweep.kind for sweep, _ in pairs])
     if a.kernels:
         costs_text, fits = calibrate.fit_kernels(a.kernels)
         (out / "costs.toml").write_text(costs_text)

@@ -143,7 +143,7 @@ def measured_points(repo: Path, sweep: Sweep) -> list[tuple[int, float]]:
     return sorted(points.items())
 
 
-def _percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     k = (len(ordered) - 1) * q
     lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
@@ -197,7 +197,7 @@ def compare(repo: Path, m: machines.Machine, sweep: Sweep, points: list[tuple[in
     errors = [(s - v) / v for s, v in zip(sim, measured)]
     abs_err = [abs(e) for e in errors]
     return SweepResult(sweep.name, sweep.unit, sweep.note, sizes, measured, sim, errors,
-                       statistics.median(abs_err), _percentile(abs_err, 0.95), max(abs_err))
+                       statistics.median(abs_err), percentile(abs_err, 0.95), max(abs_err))
 
 
 def sweep_for(series) -> tuple[Sweep, list[tuple[int, float]]] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import statistics
 import subprocess
 
 import pytest
@@ -44,6 +45,10 @@ def test_calibration_file_has_provenance_fits_and_overrides(calibration):
     for sweep in closed["sweeps"]:
         assert sweep["median_abs_error"] <= 0.05 and sweep["p95_abs_error"] <= 0.15, sweep["name"]
     assert "NOT MATCHED" not in stdout
+    # per term: every point of the copy sweeps together
+    errors = sorted(abs(e) for sweep in closed["sweeps"] for e in sweep["errors"])
+    median = statistics.median(errors)
+    assert f"copies            {len(errors)} points: median {100 * median:.1f}%" in stdout
 
 
 def test_run_applies_a_calibration(calibration, programs, tmp_path):
