@@ -54,7 +54,14 @@ def _machine_command(a: argparse.Namespace) -> int:
         width = max(len(k) for k in m.parameters())
         print(f"{m.name}: {m.description}")
         for key, value in m.parameters().items():
-            print(f"  {key:{width}}  {value!r:>22}  {m.sources.get(key, '')}")
+            if isinstance(value, list):  # a measured model: one line per segment, SI units
+                print(f"  {key:{width}}  {'':>22}  {m.sources.get(key, '')}")
+                for seg in value:
+                    size = f"up to {seg.up_to:.6g} B" if seg.up_to is not None else "larger"
+                    what = ", ".join(f"{f} {v!r}" for f, v in seg if f != "up_to")
+                    print(f"  {'':{width}}    {size}: {what}")
+            else:
+                print(f"  {key:{width}}  {value!r:>22}  {m.sources.get(key, '')}")
     elif a.machine_cmd == "validate":
         m = machine.load(a.file)
         print(f"{a.file}: valid machine '{m.name}' ({len(m.parameters())} parameters)")

@@ -27,6 +27,14 @@ def test_machine_show_gives_si_values_and_sources():
     assert "50000000000.0" in line and "InfiniBand NDR200" in line
 
 
+def test_machine_show_lists_a_measured_model_segment_by_segment():
+    p = orrery("machine", "show", "h100-ib200", "--set",
+               "copies.D2H=[{up_to = '2MB', latency = '2us', bandwidth = '45GB/s'}, {latency = 0, bandwidth = '20GB/s'}]")
+    assert p.returncode == 0, p.stderr
+    assert "up to 2e+06 B: latency 2e-06, bandwidth 45000000000.0" in p.stdout
+    assert "larger: latency 0.0, bandwidth 20000000000.0" in p.stdout
+
+
 def test_machine_validate_accepts_a_good_file_and_names_the_bad_key(tmp_path):
     from importlib import resources
 
