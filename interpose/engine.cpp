@@ -625,6 +625,7 @@ struct MessageEnd {
 struct MessageModels {
   CopyModel path[MESSAGE_PATHS];
   double overheads[2] = {0, 0};  // send + receive overhead per message: host, device
+  double eager[2] = {0, 0};      // eager thresholds (bytes): host, device
   std::unordered_map<const sg4::Host*, MessageEnd> ends;
 };
 MessageModels g_messages;
@@ -637,20 +638,19 @@ Staging g_staging;
 
 constexpr double kSmpiEnvelope = 16;  // bytes SMPI adds to each message (tests/native/derivations.py)
 
-/* The measured segment of a message between src and dst (chosen by its payload), with
- * its path's overheads. */
-const CopySegment* message_segment(double size, const sg4::Host* src, const sg4::Host* dst, double* overheads) {
+/* The path of a message between src and dst, or -1 where src and dst are not two
+ * message ends (a copy; ranks sharing a GPU, whose messages are loopback copies). */
+int message_path(const sg4::Host* src, const sg4::Host* dst) {
   if (src == dst)
-    return nullptr;  // ranks sharing a GPU: loopback, a device-memory copy
+    return -1;
   auto a = g_messages.ends.find(src), b = g_messages.ends.find(dst);
   if (a == g_messages.ends.end() || b == g_messages.ends.end())
-    return nullptr;  // a copy
+    return -1;
   bool device = a->second.gpu || b->second.gpu;
   bool intra = a->second.node == b->second.node;
-  int path = device ? (intra ? DEVICE_INTRA : DEVICE_INTER) : (intra ? HOST_INTRA : HOST_INTER);
-  *overheads = g_messages.overheads[device];
-  return segment_for(g_messages.path[path], std::max(size - kSmpiEnvelope, 0.0));
+  return device ? (intra ? DEVICE_INTRA : DEVICE_INTER) : (intra ? HOST_INTRA : HOST_INTER);
 }
+bool is_device_path(int path) { return path == DEVICE_INTRA || path == DEVICE_INTER; }
 }  // namespace
 
 void install_message_models() {
@@ -686,15 +686,20 @@ void install_message_models() {
         g_staging.links.insert(l);
     }
   }
-  if (!any && g_staging.links.empty())
+  if (g_messages.ends.empty() || !first_gpu)
     return;
   g_messages.overheads[0] = prop_d(first_gpu, "orrery:mpi_send_overhead_host_s") +
                             prop_d(first_gpu, "orrery:mpi_recv_overhead_host_s");
   g_messages.overheads[1] = prop_d(first_gpu, "orrery:mpi_send_overhead_device_s") +
                             prop_d(first_gpu, "orrery:mpi_recv_overhead_device_s");
+  g_messages.eager[0] = prop_d(first_gpu, "orrery:mpi_eager_host");
+  g_messages.eager[1] = prop_d(first_gpu, "orrery:mpi_eager_device");
   e->get_netzone_root()->get_network_model()->set_lat_factor_cb(
       [](double size, const sg4::Host* src, const sg4::Host* dst, const std::vector<sg4::Link*>& links,
          const std::unordered_set<sg4::NetZone*>&) {
+        int path = message_path(src, dst);
+        if (path < 0)
+          return 1.0;
         double route_latency = 0, route_bandwidth = INFINITY;
         int staged = 0;
         for (const sg4::Link* l : links) {
@@ -704,25 +709,32 @@ void install_message_models() {
         }
         if (route_latency <= 0)
           return 1.0;
-        double overheads = 0;
-        if (const CopySegment* seg = message_segment(size, src, dst, &overheads)) {
+        bool device = is_device_path(path);
+        double payload = std::max(size - kSmpiEnvelope, 0.0);
+        if (const CopySegment* seg = segment_for(g_messages.path[path], payload)) {
           // A lone message takes overheads + the route's latency + size / the route's
           // bandwidth. The measured time beyond the overheads and the route's bandwidth
           // term becomes the route's latency (a latency factor, per message size): the
           // MPI library's protocol time, which pipelines across concurrent messages
           // (osu_bw's window) instead of holding the links, as a bandwidth factor would.
-          double wire = seg->latency_s + size / seg->bandwidth - overheads - size / route_bandwidth;
+          double wire = seg->latency_s + size / seg->bandwidth - g_messages.overheads[device] - size / route_bandwidth;
           return std::max(wire, 0.0) / route_latency;
         }
+        double latency = route_latency, control = route_latency;
         if (staged) {
-          // A staging link's latency is the pipeline's fill for a whole chunk (one copy's
-          // overhead + the chunk over PCIe); a message smaller than a chunk fills it with
-          // itself only.
+          // Staging (no GPUDirect RDMA): a staging link's latency is the pipeline's fill for
+          // a whole chunk (one copy's overhead + the chunk over PCIe); a message smaller
+          // than a chunk fills it with itself only. Control messages are not staged.
           double full = g_staging.overhead_s + g_staging.chunk / g_staging.bandwidth;
           double fill = g_staging.overhead_s + std::min(size, g_staging.chunk) / g_staging.bandwidth;
-          return (route_latency - staged * (full - fill)) / route_latency;
+          latency -= staged * (full - fill);
+          control -= staged * full;
         }
-        return 1.0;
+        // Rendezvous (at or above the path's eager threshold): the sender's request to
+        // send and the receiver's clear to send cross the route before the data.
+        if (payload >= g_messages.eager[device])
+          latency += 2 * control;
+        return latency / route_latency;
       });
 }
 

@@ -164,6 +164,14 @@ def piecewise_model(fit: Fit, host_time: float = 0.0) -> list[dict[str, float]]:
     return model
 
 
+def window_model(overhead: float, wire: float, bandwidth: float, eager: float) -> list[dict[str, float]]:
+    """A path's messages.* model from the osu_bw and osu_bibw windows: a lone message takes
+    2 o + L + size / bandwidth, and at or above the eager threshold a rendezvous handshake
+    (request to send, clear to send) adds 2 L before the data."""
+    return [{"up_to": float(eager) - 1, "latency": 2 * overhead + wire, "bandwidth": bandwidth},
+            {"latency": 2 * overhead + 3 * wire, "bandwidth": bandwidth}]
+
+
 def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]) -> dict[str, object]:
     """Machine parameters from the fits, by what each sweep measured (metric, path, buffers)."""
     out: dict[str, object] = {}
@@ -207,7 +215,8 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
             b = bibw[buffers]
             overhead = max((2 * W * b - W * g) / (3 * W - 2), 0.0)
             wire = max(W * b - 2 * W * overhead, 0.0)
-            out[f"messages.{which}_inter"] = [{"latency": 2 * overhead + wire, "bandwidth": big.bandwidth_Bps}]
+            eager = getattr(m.mpi, f"eager_threshold_{which}")
+            out[f"messages.{which}_inter"] = window_model(overhead, wire, big.bandwidth_Bps, eager)
         else:
             overhead = (W * g - 2 * route_latency_between_nodes(m)) / (W + 2)
         out[f"mpi.send_overhead_{which}"] = max(overhead, 0.0)
@@ -229,6 +238,41 @@ def _pick_collective_selector(machine_name: str, repo: Path, collectives, overri
         results[selector] = [validation.compare(repo, trial, sweep, points) for sweep, points in collectives]
         trials[selector] = float(np.mean([r.median_abs_error for r in results[selector]]))
     return trials, results
+
+
+def _pick_eager_threshold(machine_name: str, repo: Path, pairs, fits, overrides: dict) -> dict:
+    """Where osu_bw and osu_bibw between nodes gave a path's window model, the eager ->
+    rendezvous threshold among the osu_bw fit's breakpoints (and the description's value)
+    that best reproduces both sweeps (mean of their median and 95th-percentile |error|),
+    simulator in the loop. Updates `overrides`; returns the trials per path."""
+    result = {}
+    for (metric, path, buffers), fit in fits:
+        which = "device" if buffers == "D D" else "host"
+        key = f"messages.{which}_inter"
+        if (metric, path) != ("bandwidth", "inter-node") or key not in overrides or \
+                len(overrides[key]) != 2 or "up_to" not in overrides[key][0]:
+            continue
+        sweeps = [(sw, pts) for sw, pts in pairs
+                  if sw.kind[1:] == ("inter-node", buffers) and sw.kind[0] in ("bandwidth", "bibw")]
+        first, handshake = overrides[key]
+        o2_plus_l = first["latency"]
+        wire = (handshake["latency"] - o2_plus_l) / 2
+        overhead = (o2_plus_l - wire) / 2
+        threshold = f"mpi.eager_threshold_{which}"
+        described = getattr(machines.load(machine_name, measured_models=False).mpi, f"eager_threshold_{which}")
+        candidates = sorted({float(seg.size_from) for seg in fit.segments[1:]} | {float(described)})
+        validation.build_bench(repo)
+        scores = {}
+        for eager in candidates:
+            trial = {**overrides, threshold: eager, key: window_model(overhead, wire, first["bandwidth"], eager)}
+            m = machines.load(machine_name, as_set(trial), measured_models=False)
+            results = [validation.compare(repo, m, sw, pts) for sw, pts in sweeps]
+            scores[str(int(eager))] = float(np.mean([r.median_abs_error + r.p95_abs_error for r in results]))
+        best = float(min(scores, key=scores.get))
+        overrides[threshold] = best
+        overrides[key] = window_model(overhead, wire, first["bandwidth"], best)
+        result[which] = scores
+    return result
 
 
 def collective_corrections(result: validation.SweepResult) -> list[dict[str, float]]:
@@ -312,6 +356,7 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
     if api:  # the copy models' latencies exclude the (measured) host overheads
         m = machines.load(machine_name, as_set(api), measured_models=False)
     overrides = {**api, **_overrides(m, fits)}
+    eager_trials = _pick_eager_threshold(machine_name, repo, pairs, fits, overrides)
     trials, uncorrected = {}, {}
     if collectives:
         trials, results = _pick_collective_selector(machine_name, repo, collectives, overrides)
@@ -330,6 +375,7 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
         "inputs": [{"file": shown(f), "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in files],
         "fits": [asdict(f) for _, f in fits],
         "not_fitted": skipped,
+        "eager_threshold_trials": eager_trials,
         "collective_selector_trials": trials,
         "collectives_before_correction": uncorrected,
         "overrides": overrides,
@@ -390,6 +436,9 @@ def report(cal: dict, closed_loop: list[validation.SweepResult], kinds: list[tup
                           " (no size term)") for s in fit["segments"])
         lines.append(f"  fit {fit['sweep']}: {segs} (residual median {100 * fit['median_rel_residual']:.1f}%, "
                      f"max {100 * fit['max_rel_residual']:.1f}%)")
+    for which, scores in cal.get("eager_threshold_trials", {}).items():
+        lines.append(f"  eager threshold, {which} buffers: mean of osu_bw and osu_bibw (median + 95th percentile "
+                     "|error|) per candidate: " + ", ".join(f"{k} B {100 * v:.1f}%" for k, v in scores.items()))
     if cal.get("collective_selector_trials"):
         lines.append("  collective algorithms: median |error| of the collective sweeps per MPI library's choice: " +
                      ", ".join(f"{k} {100 * v:.1f}%" for k, v in cal["collective_selector_trials"].items()))

@@ -26,13 +26,25 @@ def cost_options(tmp_path) -> tuple[str, str]:
     return ("--costs", str(path))
 
 
-def gpudirect_message(h100, n: int) -> float:
-    """An n-byte message between GPUs of two nodes under one leaf: GPU -> PCIe
-    switch -> NIC -> leaf -> NIC -> PCIe switch -> GPU (GPUDirect RDMA), at the
-    narrowest link."""
+def wire(latency: float, n: int, bandwidth: float, eager: float) -> float:
+    """An n-byte MPI message alone on a route: its latency, then payload and envelope at the
+    route's bandwidth; at or above the path's eager threshold a rendezvous handshake comes
+    first (request to send, clear to send: the route's latency twice)."""
+    handshake = 2 * latency if n >= eager else 0.0
+    return latency + handshake + (n + SMPI_ENVELOPE) / bandwidth
+
+
+def gpudirect_latency(h100) -> float:
+    """The route between GPUs of two nodes under one leaf: GPU -> PCIe switch -> NIC -> leaf ->
+    NIC -> PCIe switch -> GPU (GPUDirect RDMA)."""
     p, nic, f = h100.pcie, h100.nic, h100.fabric
-    latency = 4 * p.latency + 2 * nic.latency + f.switch_latency
-    return latency + (n + SMPI_ENVELOPE) / min(p.bandwidth, nic.bandwidth)
+    return 4 * p.latency + 2 * nic.latency + f.switch_latency
+
+
+def gpudirect_message(h100, n: int) -> float:
+    """An n-byte device message between GPUs of two nodes under one leaf, at the narrowest link."""
+    return wire(gpudirect_latency(h100), n, min(h100.pcie.bandwidth, h100.nic.bandwidth),
+                h100.mpi.eager_threshold_device)
 
 
 def run_ok(run_program, programs, *args, options=(), **kw):

@@ -11,7 +11,7 @@ import pytest
 from orrery import platform
 
 from orrery import machine
-from derivations import REL, SMPI_ENVELOPE, gpudirect_message, run_ok
+from derivations import REL, SMPI_ENVELOPE, gpudirect_latency, gpudirect_message, run_ok, wire
 
 pytestmark = pytest.mark.native
 
@@ -76,12 +76,12 @@ def test_two_gpus_on_one_nic_share_it_and_rails_do_not(run_program, programs):
     p, nic, f = m.pcie, m.nic, m.fabric
     # GPU -> port -> switch -> NIC -> rail switch -> NIC -> switch -> port -> GPU
     latency = 4 * p.latency + 2 * nic.latency + f.switch_latency
+    eager = m.mpi.eager_threshold_device  # 64 MB messages: rendezvous
     for rank in (0, 1):
         assert rails[f"rank {rank} elapsed"] == pytest.approx(
-            latency + (n + SMPI_ENVELOPE) / min(p.bandwidth, nic.bandwidth), rel=REL)
+            wire(latency, n, min(p.bandwidth, nic.bandwidth), eager), rel=REL)
         # both exchanges cross NIC 0 in each direction: half of its 400 Gb/s each
-        assert shared[f"rank {rank} elapsed"] == pytest.approx(
-            latency + (n + SMPI_ENVELOPE) / (nic.bandwidth / 2), rel=REL)
+        assert shared[f"rank {rank} elapsed"] == pytest.approx(wire(latency, n, nic.bandwidth / 2, eager), rel=REL)
 
 
 def test_without_gpudirect_rdma_messages_detour_through_the_root_complex(run_program, programs, h100):
@@ -94,10 +94,13 @@ def test_without_gpudirect_rdma_messages_detour_through_the_root_complex(run_pro
     # GPU -> switch -> root -> NIC on each side: two more PCIe hops, and the staging pipeline's
     # fill and drain: one chunk's copy on each side (its issue overhead, the chunk over PCIe).
     # The pipeline moves a chunk per stage (51 GB/s here): the NIC stays the bottleneck.
+    # The rendezvous handshake's control messages take the longer route but are not staged.
     o, chunk, p = h100.overheads.memcpy, h100.gpudirect.staging_chunk, h100.pcie
     assert chunk / (o + chunk / p.bandwidth) > h100.nic.bandwidth
     fill = o + chunk / p.bandwidth
-    assert off["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n) + 2 * p.latency + 2 * fill, rel=REL)
+    control = gpudirect_latency(h100) + 2 * p.latency
+    expected = control + 2 * fill + 2 * control + (n + SMPI_ENVELOPE) / min(p.bandwidth, h100.nic.bandwidth)
+    assert off["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
 
 
 def test_staged_message_smaller_than_a_chunk_fills_the_pipeline_with_itself(run_program, programs, h100):
@@ -106,7 +109,9 @@ def test_staged_message_smaller_than_a_chunk_fills_the_pipeline_with_itself(run_
     off = run_ok(run_program, programs, "sendrecv", str(n), nodes=2, options=opts).values()
     o, p = h100.overheads.memcpy, h100.pcie
     fill = o + (n + SMPI_ENVELOPE) / p.bandwidth
-    assert off["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n) + 2 * p.latency + 2 * fill, rel=REL)
+    control = gpudirect_latency(h100) + 2 * p.latency  # 100 kB: rendezvous, the handshake not staged
+    expected = control + 2 * fill + 2 * control + (n + SMPI_ENVELOPE) / min(p.bandwidth, h100.nic.bandwidth)
+    assert off["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
 
 
 def test_staging_pipeline_rate_is_a_chunk_per_copy(run_program, programs, h100):
@@ -117,7 +122,8 @@ def test_staging_pipeline_rate_is_a_chunk_per_copy(run_program, programs, h100):
     off = run_ok(run_program, programs, "sendrecv", str(n), nodes=2, options=opts).values()
     o, chunk, p, nic, f = 20e-6, h100.gpudirect.staging_chunk, h100.pcie, h100.nic, h100.fabric
     stage = o + chunk / p.bandwidth
-    latency = 6 * p.latency + 2 * nic.latency + f.switch_latency + 2 * stage
+    control = 6 * p.latency + 2 * nic.latency + f.switch_latency
+    latency = control + 2 * stage + 2 * control  # fill and drain, rendezvous handshake
     assert off["rank 0 elapsed"] == pytest.approx(latency + (n + SMPI_ENVELOPE) / (chunk / stage), rel=REL)
 
 
@@ -130,8 +136,11 @@ def test_eager_and_rendezvous_follow_the_device_path_threshold(run_program, prog
     assert (eager["rank 0 elapsed"], eager["rank 1 elapsed"]) == (0, pytest.approx(transfer, rel=REL))
     rdv = run_ok(run_program, programs, "send-recv", str(n),
                  options=(*opts, "--set", "mpi.eager_threshold_device=16KiB")).values()
-    # at or above it the sender waits until the receiver has the data
-    assert rdv["rank 0 elapsed"] == pytest.approx(transfer, rel=REL)
+    # at or above it a request to send and a clear to send cross NVLink first, and the sender
+    # waits until the receiver has the data
+    handshake = 2 * h100.nvlink.latency
+    assert rdv["rank 0 elapsed"] == pytest.approx(handshake + transfer, rel=REL)
+    assert rdv["rank 1 elapsed"] == pytest.approx(handshake + transfer, rel=REL)
     # a host-buffer threshold does not apply to device buffers
     host = run_ok(run_program, programs, "send-recv", str(n),
                   options=(*opts, "--set", "mpi.eager_threshold_host=16KiB")).values()
@@ -142,7 +151,7 @@ def test_per_message_software_overheads_of_the_device_path(run_program, programs
     n = 8_000_000
     opts = ("--gpus-per-node", "2", "--set", "mpi.send_overhead_device=2us", "--set", "mpi.recv_overhead_device=3us")
     v = run_ok(run_program, programs, "sendrecv", str(n), options=opts).values()
-    transfer = h100.nvlink.latency + (n + SMPI_ENVELOPE) / h100.nvlink_pair_bandwidth
+    transfer = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
     # each rank: its send overhead, then the exchange, then its receive overhead
     assert v["rank 0 elapsed"] == pytest.approx(2e-6 + transfer + 3e-6, rel=REL)
     host_only = run_ok(run_program, programs, "sendrecv", str(n),
@@ -155,7 +164,7 @@ def test_host_buffer_messages_take_host_routes(run_program, programs, h100):
     within = run_ok(run_program, programs, "sendrecv-host", str(n), options=("--gpus-per-node", "2")).values()
     # within a node: through shared memory (each rank's copy at the host memcpy rate, a token
     # latency on each side), not NVLink
-    shm = 2 * platform.SHM_LATENCY + (n + SMPI_ENVELOPE) / h100.node.host_memcpy_bandwidth
+    shm = wire(2 * platform.SHM_LATENCY, n, h100.node.host_memcpy_bandwidth, h100.mpi.eager_threshold_host)
     assert within["rank 0 elapsed"] == pytest.approx(shm, rel=REL)
     assert within["rank 1 data"] == 1
     # non-blocking calls on host buffers: the ranks stand at their processes while those are pending
@@ -165,5 +174,5 @@ def test_host_buffer_messages_take_host_routes(run_program, programs, h100):
     # between nodes: memory -> the rank's rail NIC (one PCIe hop and the NIC's link) -> fabric -> ...
     p, nic, f = h100.pcie, h100.nic, h100.fabric
     latency = 4 * p.latency + 2 * nic.latency + f.switch_latency
-    assert between["rank 0 elapsed"] == pytest.approx(latency + (n + SMPI_ENVELOPE) / min(p.bandwidth, nic.bandwidth),
-                                                      rel=REL)
+    assert between["rank 0 elapsed"] == pytest.approx(
+        wire(latency, n, min(p.bandwidth, nic.bandwidth), h100.mpi.eager_threshold_host), rel=REL)

@@ -11,7 +11,7 @@ the CM02 model with no corrections, so a transfer takes latency + bytes/bandwidt
 from __future__ import annotations
 
 import pytest
-from derivations import BRIEF, BUSY, REL, SMPI_ENVELOPE, US, cost_options, gpudirect_message, run_ok
+from derivations import BRIEF, BUSY, REL, SMPI_ENVELOPE, US, cost_options, gpudirect_message, run_ok, wire
 
 pytestmark = pytest.mark.native
 
@@ -101,7 +101,7 @@ def test_device_sendrecv_within_a_node_crosses_nvlink(run_program, programs, h10
     n = 8_000_000
     r = run_ok(run_program, programs, "sendrecv", str(n), options=("--gpus-per-node", "2"))
     v = r.values()
-    expected = h100.nvlink.latency + (n + SMPI_ENVELOPE) / h100.nvlink_pair_bandwidth
+    expected = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
     assert v["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
     assert v["rank 1 elapsed"] == pytest.approx(expected, rel=REL)
 
@@ -127,9 +127,9 @@ def test_collectives_on_device_buffers(run_program, programs, h100):
     n = 1_000_000
     r = run_ok(run_program, programs, "collectives", str(n), options=("--gpus-per-node", "2"))
     v = r.values()
-    # two ranks on one node: the broadcast is one NVLink message from rank 0 to rank 1
-    assert v["rank 1 bcast"] == pytest.approx(h100.nvlink.latency + (n + SMPI_ENVELOPE) / h100.nvlink_pair_bandwidth,
-                                              rel=REL)
+    # two ranks on one node: the broadcast is one NVLink message from rank 0 to rank 1 (rendezvous)
+    bcast = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
+    assert v["rank 1 bcast"] == pytest.approx(bcast, rel=REL)
     assert "rank 0 done" in r.stdout and "rank 1 done" in r.stdout
     mpi = r.results["ranks"][0]["mpi"]
     for call in ("MPI_Bcast", "MPI_Allreduce", "MPI_Allgather", "MPI_Alltoall", "MPI_Reduce_scatter_block", "MPI_Wait"):
@@ -146,7 +146,7 @@ def test_collective_correction_adds_its_range_s_time(run_program, programs, h100
     plain = run_ok(run_program, programs, "collectives", str(n), options=("--gpus-per-node", "2"))
     fixed = run_ok(run_program, programs, "collectives", str(n),
                    options=("--gpus-per-node", "2", "--set", f"collectives.bcast={fix}"))
-    bcast = h100.nvlink.latency + (n + SMPI_ENVELOPE) / h100.nvlink_pair_bandwidth
+    bcast = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
     assert fixed.values()["rank 1 bcast"] == pytest.approx(bcast + extra, rel=REL)
     assert fixed.values()["rank 0 bcast"] == pytest.approx(plain.values()["rank 0 bcast"] + extra, rel=REL)
     for call in ("MPI_Allreduce", "MPI_Alltoall"):

@@ -1,0 +1,65 @@
+"""Carry a committed calibration into its built-in machine description.
+
+    orrery calibrate --machine gh200-slingshot --out calibration/gh200-slingshot
+    .venv/bin/python calibration/sync_builtin.py gh200-slingshot
+
+rewrites orrery/machines/NAME.toml so that it ships calibrated: every scalar
+override of calibration/NAME/calibration.json replaces the parameter's value
+in its section, the measured models (copies, messages, collectives) are
+written between the file's BEGIN/END markers, and each such parameter's
+source names the calibration (where it does not already). Nothing else in
+the file changes. tests/unit/test_calibrate.py checks that the built-in
+equals its raw description plus the committed calibration.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from orrery import calibrate, machine
+
+REPO = Path(__file__).resolve().parents[1]
+BEGIN = "# BEGIN measured models (written by calibration/sync_builtin.py from the calibration)"
+END = "# END measured models"
+
+
+def sync(name: str) -> str:
+    cal_path = REPO / "calibration" / name / "calibration.json"
+    toml_path = REPO / "orrery" / "machines" / f"{name}.toml"
+    overrides = json.loads(cal_path.read_text())["overrides"]
+    text = toml_path.read_text()
+    cited = f"fitted: calibration/{name}/calibration.json (orrery calibrate; inputs and residuals there)"
+    models: dict[str, list[str]] = {}
+    for key, value in overrides.items():
+        section, field = key.split(".", 1)
+        if section in machine.MEASURED_MODELS:
+            items = ",\n  ".join(calibrate.toml_value(v) for v in value)
+            models.setdefault(section, []).append(f"{field} = [\n  {items},\n]")
+        else:
+            block = re.search(rf"^\[{section}\]\n(.*?)(?=^\[|\Z)", text, re.M | re.S)
+            if not block or not re.search(rf"^{field} = .*$", block.group(1), re.M):
+                sys.exit(f"{toml_path}: no '{field}' in [{section}] to carry {key} into")
+            body = re.sub(rf"^{field} = .*$", f"{field} = {calibrate.toml_value(value)}", block.group(1), count=1,
+                          flags=re.M)
+            text = text[:block.start(1)] + body + text[block.end(1):]
+        source = re.search(rf'^"{re.escape(key)}" = "(.*)"$', text, re.M)
+        if source is None:
+            text = text.rstrip("\n") + f'\n"{key}" = {json.dumps(cited)}\n'
+        elif not source.group(1).startswith("fitted:"):
+            text = text[:source.start(1)] + cited + text[source.end(1):]
+    block = "\n\n".join(f"[{section}]\n" + "\n".join(lines) for section, lines in models.items())
+    generated = f"{BEGIN}\n{block}\n{END}\n"
+    if BEGIN in text:
+        text = text[:text.index(BEGIN)] + generated + text[text.index(END) + len(END) + 1:]
+    else:
+        text = text.replace("\n[sources]\n", f"\n{generated}\n[sources]\n")
+    toml_path.write_text(text)
+    return str(toml_path)
+
+
+if __name__ == "__main__":
+    for n in sys.argv[1:] or ["gh200-slingshot"]:
+        print(f"sync_builtin: {sync(n)}")
