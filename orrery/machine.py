@@ -92,10 +92,16 @@ class Nic(_Section):
 
 
 class Fabric(_Section):
-    topology: Literal["fat-tree", "rail-optimized"]
+    topology: Literal["fat-tree", "rail-optimized", "dragonfly"]
     switch_latency: Time
-    nodes_per_leaf: Count  # nodes under one leaf (fat-tree) or one rail switch per rail (rail-optimized)
-    oversubscription: Annotated[float, Field(ge=1)]  # leaf downlink over uplink bandwidth
+    # nodes under one leaf (fat-tree), one rail switch per rail (rail-optimized) or one router (dragonfly)
+    nodes_per_leaf: Count
+    oversubscription: Annotated[float, Field(ge=1)]  # leaf downlink over uplink bandwidth (fat-tree)
+    # dragonfly: routers per group, all-to-all within it over local links; one global link
+    # between every two groups (minimal routing: at most local, global, local)
+    routers_per_group: Count | None = None
+    local_bandwidth: Bandwidth | None = None   # per local link and direction
+    global_bandwidth: Bandwidth | None = None  # per global link and direction
 
 
 class Mpi(_Section):
@@ -246,6 +252,10 @@ class Machine(_Section):
         for field in needs[self.nvlink.topology]:
             if getattr(self.nvlink, field) is None:
                 raise ValueError(f"nvlink.{field} is required for nvlink.topology = '{self.nvlink.topology}'")
+        if self.fabric.topology == "dragonfly":
+            for field in ("routers_per_group", "local_bandwidth", "global_bandwidth"):
+                if getattr(self.fabric, field) is None:
+                    raise ValueError(f"fabric.{field} is required for fabric.topology = 'dragonfly'")
         if self.host_link.kind == "nvlink-c2c" and (self.host_link.bandwidth is None or self.host_link.latency is None):
             raise ValueError("host_link.bandwidth and host_link.latency are required for host_link.kind = 'nvlink-c2c'")
         return self

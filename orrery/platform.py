@@ -8,6 +8,7 @@ platform is one zone routed by shortest path over these links::
                                  n-pcie{s} --nic{i}-sw-- n-nic{i}-port --nic{i}-pcie-- n-nic{i}
                                  n-gpu{g}-port --gpu{g}-nic{i}-- n-nic{i}-port    (GPU g's rail)
   n-nic{i} --nic{i}-ib-- leaf{l} (fat-tree) or rail{i}-{l} (rail-optimized) --up-- spine
+  n-nic{i} --nic{i}-ib-- g{group}-r{k} (dragonfly) --local-- routers of its group; --global-- other groups
   n-gpu{a} --nvl{a}-{b}-- n-gpu{b}            NVLink mesh
   n-gpu{g} --nvl{g}-- n-nvswitch              NVSwitch
   n-gpu{g} --c2c{g}-- n-root                  NVLink-C2C to host memory (Grace Hopper)
@@ -223,6 +224,37 @@ def leaf_of_node(machine: Machine, node: int) -> int:
     return node // machine.fabric.nodes_per_leaf
 
 
+def dragonfly_router(machine: Machine, router: int) -> str:
+    """Router `router` (a node's leaf index), named by its group and place in it."""
+    group, place = divmod(router, machine.fabric.routers_per_group)
+    return f"g{group}-r{place}"
+
+
+def _dragonfly_links(b: _Builder, m: Machine, routers: list[int]) -> None:
+    """Local links between every two routers of a group; one global link between every two
+    groups, from router (b mod R) of group a to router (a mod R) of group b, so that each
+    router carries the global links of a share of the other groups. Crossing a link costs a
+    switch's latency."""
+    f, R = m.fabric, m.fabric.routers_per_group
+    groups = sorted({r // R for r in routers})
+    # the routers that carry global links belong to the fabric even where no job node is
+    carriers = {ga * R + gb % R for ga in groups for gb in groups if ga != gb}
+    for r in sorted(carriers - set(routers)):
+        b.router(dragonfly_router(m, r))
+    every = sorted(set(routers) | carriers)
+    for g in groups:
+        members = [r for r in every if r // R == g]
+        for i, a in enumerate(members):
+            for c in members[i + 1:]:
+                b.link(f"{dragonfly_router(m, a)}-{dragonfly_router(m, c)}", dragonfly_router(m, a),
+                       dragonfly_router(m, c), f.local_bandwidth, f.switch_latency)
+    for i, ga in enumerate(groups):
+        for gb in groups[i + 1:]:
+            a, c = ga * R + gb % R, gb * R + ga % R
+            b.link(f"global-g{ga}-g{gb}", dragonfly_router(m, a), dragonfly_router(m, c), f.global_bandwidth,
+                   f.switch_latency)
+
+
 def platform_xml(machine: Machine, layout: Layout) -> str:
     """The SimGrid platform (XML, readable by SimGrid 3.32 and 4.x) of a job."""
     root = ET.Element("platform", version="4.1")
@@ -236,6 +268,8 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
     leaves = sorted({leaf_of_node(m, n) for n in range(layout.nodes)})
 
     def leaf_switch(leaf: int, nic: int) -> str:
+        if f.topology == "dragonfly":
+            return dragonfly_router(m, leaf)
         return f"rail{nic}-{leaf}" if f.topology == "rail-optimized" else f"leaf{leaf}"
 
     for n in range(layout.nodes):
@@ -312,7 +346,9 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
     for leaf in leaves:
         for rail in rails:
             b.router(leaf_switch(leaf, rail))
-    if len(leaves) > 1 or len(rails) > 1:
+    if f.topology == "dragonfly":
+        _dragonfly_links(b, m, leaves)
+    elif len(leaves) > 1 or len(rails) > 1:
         b.router("spine")
         for leaf in leaves:
             nodes_here = sum(1 for n in range(layout.nodes) if leaf_of_node(m, n) == leaf)

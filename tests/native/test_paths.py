@@ -176,3 +176,34 @@ def test_host_buffer_messages_take_host_routes(run_program, programs, h100):
     latency = 4 * p.latency + 2 * nic.latency + f.switch_latency
     assert between["rank 0 elapsed"] == pytest.approx(
         wire(latency, n, min(p.bandwidth, nic.bandwidth), h100.mpi.eager_threshold_host), rel=REL)
+
+
+def _dragonfly(nodes_per_router: int, routers_per_group: int, global_bandwidth: str) -> tuple[str, ...]:
+    sets = ("fabric.topology='dragonfly'", f"fabric.nodes_per_leaf={nodes_per_router}",
+            f"fabric.routers_per_group={routers_per_group}", "fabric.local_bandwidth='50GB/s'",
+            f"fabric.global_bandwidth='{global_bandwidth}'")
+    return ("--gpus-per-node", "1", "--ranks-per-node", "1", *(a for s in sets for a in ("--set", s)))
+
+
+def test_dragonfly_minimal_route_crosses_local_then_global_links(run_program, programs, h100):
+    """4 nodes, one per router, two routers per group: ranks 0 <-> 2 and 1 <-> 3 cross groups.
+    0 -> 2 goes local (g0-r0 -> g0-r1), then global (g0-r1 -> g1-r0); 1 -> 3 goes global, then
+    local (g1-r0 -> g1-r1): two switch-to-switch hops each. The fabric is fast here, so each
+    message runs at its NIC's rate."""
+    n = 8_000_000
+    v = run_ok(run_program, programs, "sendrecv-far", str(n), nodes=4, options=_dragonfly(1, 2, "1000GB/s")).values()
+    latency = gpudirect_latency(h100) + 2 * h100.fabric.switch_latency
+    expected = wire(latency, n, min(h100.pcie.bandwidth, h100.nic.bandwidth), h100.mpi.eager_threshold_device)
+    for rank in range(4):
+        assert v[f"rank {rank} elapsed"] == pytest.approx(expected, rel=REL)
+
+
+def test_dragonfly_global_link_is_shared(run_program, programs, h100):
+    """Two nodes per router, one router per group: nodes 0, 1 on g0-r0 and 2, 3 on g1-r0.
+    Exchanges 0 <-> 2 and 1 <-> 3 both cross the one global link, 10 GB/s each way: half each."""
+    n = 8_000_000
+    v = run_ok(run_program, programs, "sendrecv-far", str(n), nodes=4, options=_dragonfly(2, 1, "10GB/s")).values()
+    latency = gpudirect_latency(h100) + h100.fabric.switch_latency
+    for rank in range(4):
+        assert v[f"rank {rank} elapsed"] == pytest.approx(
+            wire(latency, n, 10e9 / 2, h100.mpi.eager_threshold_device), rel=REL)

@@ -121,3 +121,32 @@ def test_without_gpudirect_rdma_nics_hang_off_the_root_complex(h100):
     _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
     assert ("n0-root", "n0-nic1-port") in edges and ("n0-pcie1", "n0-nic1-port") not in edges
     assert ("n0-gpu1-port", "n0-nic1-port") not in edges
+
+
+def dragonfly(**more):
+    sets = {"fabric.topology": "'dragonfly'", "fabric.nodes_per_leaf": "1", "fabric.routers_per_group": "2",
+            "fabric.local_bandwidth": "'50GB/s'", "fabric.global_bandwidth": "'10GB/s'", **more}
+    return machine.load("h100-ib200", [f"{k}={v}" for k, v in sets.items()])
+
+
+def test_dragonfly_groups_local_all_to_all_and_one_global_link_per_group_pair():
+    m = dragonfly(**{"fabric.routers_per_group": "3"})
+    root, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 7, 1, 1)))
+    routers = sorted(r.get("id") for r in root.iter("router") if r.get("id").startswith("g"))
+    # 7 nodes, one per router: groups 0 and 1 full, group 2 has router 6 and the carrier of its
+    # global links to groups 0 and 1 (routers 2*3 + 0 % 3 and 2*3 + 1 % 3: g2-r0 and g2-r1)
+    assert routers == ["g0-r0", "g0-r1", "g0-r2", "g1-r0", "g1-r1", "g1-r2", "g2-r0", "g2-r1"]
+    local = [e for e in edges if e[0].startswith("g") and e[1].startswith("g")]
+    assert ("g0-r0", "g0-r1") in local and ("g0-r1", "g0-r2") in local and ("g2-r0", "g2-r1") in local
+    assert sum(1 for a, c in local if a[:2] == c[:2]) == 3 + 3 + 1  # all-to-all inside each group
+    # one global link per pair of groups: group a's router (b mod 3) to group b's router (a mod 3)
+    globals_ = {e: link for e, link in edges.items() if link.get("id").startswith("global")}
+    assert set(globals_) == {("g0-r1", "g1-r0"), ("g0-r2", "g2-r0"), ("g1-r2", "g2-r1")}
+    assert all(link.get("bandwidth") == f"{10e9!r}Bps" for link in globals_.values())
+    assert edges[("n4-nic0", "g1-r1")].get("latency") == f"{m.nic.latency + m.fabric.switch_latency / 2!r}s"
+
+
+def test_dragonfly_needs_its_group_parameters():
+    with pytest.raises(InputError, match="fabric.global_bandwidth is required for fabric.topology = 'dragonfly'"):
+        machine.load("h100-ib200", ["fabric.topology='dragonfly'", "fabric.routers_per_group=4",
+                                    "fabric.local_bandwidth='50GB/s'"])
