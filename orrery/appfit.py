@@ -57,7 +57,7 @@ from pathlib import Path
 import numpy as np
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from scipy import optimize
 
 from . import costs as cost_files
@@ -92,10 +92,15 @@ class Parameter(_Strict):
         return self.initial, lo, hi
 
 
+def _time_unit(unit: str) -> str:
+    units.parse(f"1{unit}", "time")  # raises with what was expected
+    return unit
+
+
 class Measured(_Strict):
     file: str
     value: str
-    unit: str = "s"
+    unit: Annotated[str, AfterValidator(_time_unit)] = "s"
     per: str | None = None
 
 
@@ -148,7 +153,8 @@ def _measured_rows(spec: Spec, source: Path) -> tuple[list[float], list[Path]]:
             with path.open(newline="") as f:
                 table = list(csv.DictReader(f))
         except OSError as e:
-            raise InputError(str(source), "measured.file", spec.measured.file, f"a readable CSV file ({e.strerror})")
+            raise InputError(str(source), "measured.file", spec.measured.file,
+                             f"a readable CSV file ({e.strerror})") from None
         files.append(path)
     for i, run in enumerate(spec.runs):
         key = f"runs[{i}]"
@@ -193,6 +199,16 @@ def load(path: str | Path) -> Problem:
     used = set(re.findall(r"(?<!\{)\{(\w+)\}(?!\})", spec.costs))
     if used != set(names):
         raise InputError(str(source), "costs", sorted(used), f"exactly the fitted parameters {names} as {{name}}")
+    try:  # the cost file, filled in, must be a valid one
+        with tempfile.TemporaryDirectory() as tmp:
+            trial = Path(tmp) / "costs.toml"
+            trial.write_text(spec.costs.format(**{n: repr(spec.parameters[n].initial) for n in names}))
+            cost_files.load(trial)
+    except (KeyError, ValueError, IndexError) as e:
+        raise InputError(str(source), "costs", str(e), "a cost file whose only braces are {name} placeholders "
+                         "(write a literal brace as {{ or }})") from None
+    except InputError as e:
+        raise InputError(str(source), "costs", e.value, f"a valid cost file once filled in ({e.expected})") from None
     program = (source.parent / spec.program).resolve()
     machine = machines.load(spec.machine if spec.machine in machines.builtin_names()
                             else str((source.parent / spec.machine).resolve()), spec.options)

@@ -77,6 +77,10 @@ def test_parameters_a_simulation_was_made_with_are_recovered(example, tmp_path):
     (lambda s: s.replace("initial = \"10us\"", "initial = \"10 parsecs\""),
      r"key 'parameters.alpha.initial'.*'10 parsecs'.*a time such as 2.5us"),
     (lambda s: s + "\n[[runs]]\nargs = []\n", r"key 'runs.3'.*either measured \(a value\) or row"),
+    (lambda s: s.replace('time = "5us"', '{ time = "5us" }'),
+     r"key 'costs'.*only braces are \{name\} placeholders"),
+    (lambda s: s.replace('time = "5us"', 'time = "5 parsecs"'), r"key 'costs'.*a valid cost file once filled in"),
+    (lambda s: s.replace('unit = "s"', 'unit = "furlongs"'), r"key 'measured.unit'.*'furlongs'"),
 ])
 def test_bad_specs_name_file_key_and_value(example, tmp_path, edit, message):
     bad = example / "bad.toml"
