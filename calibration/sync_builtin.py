@@ -26,9 +26,9 @@ BEGIN = "# BEGIN measured models (written by calibration/sync_builtin.py from th
 END = "# END measured models"
 
 
-def sync(name: str) -> str:
-    cal_path = REPO / "calibration" / name / "calibration.json"
-    toml_path = REPO / "orrery" / "machines" / f"{name}.toml"
+def sync(name: str, repo: Path = REPO) -> str:
+    cal_path = repo / "calibration" / name / "calibration.json"
+    toml_path = repo / "orrery" / "machines" / f"{name}.toml"
     overrides = json.loads(cal_path.read_text())["overrides"]
     text = toml_path.read_text()
     cited = f"fitted: calibration/{name}/calibration.json (orrery calibrate; inputs and residuals there)"

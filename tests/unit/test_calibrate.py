@@ -113,3 +113,32 @@ def test_gh200_built_in_carries_its_committed_calibration():
     # a calibration starts from the description without its measured models
     raw = machine.load("gh200-slingshot", measured_models=False)
     assert raw.messages.device_inter is None and raw.collectives.alltoall is None
+
+
+def test_sync_builtin_writes_a_calibration_into_the_description(tmp_path):
+    """calibration/sync_builtin.py: scalar overrides replace values in their sections, measured
+    models go between the markers, sources name the calibration; running it twice changes nothing."""
+    import importlib.util
+    import shutil
+
+    from orrery import machine
+
+    repo = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("sync_builtin", repo / "calibration" / "sync_builtin.py")
+    sync = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sync)
+    (tmp_path / "calibration" / "h100-ib200").mkdir(parents=True)
+    (tmp_path / "orrery" / "machines").mkdir(parents=True)
+    shutil.copy(repo / "orrery" / "machines" / "h100-ib200.toml", tmp_path / "orrery" / "machines")
+    overrides = {"pcie.bandwidth": 50e9, "mpi.collective_selector": "ompi",
+                 "copies.D2H": [{"up_to": 2e6, "latency": 1e-6, "bandwidth": 45e9}, {"latency": 0.0, "bandwidth": 2e10}]}
+    (tmp_path / "calibration" / "h100-ib200" / "calibration.json").write_text(json.dumps({"overrides": overrides}))
+    toml = Path(sync.sync("h100-ib200", tmp_path))
+    once = toml.read_text()
+    sync.sync("h100-ib200", tmp_path)
+    assert toml.read_text() == once
+    m = machine.load(str(toml))
+    assert m.pcie.bandwidth == 50e9 and m.mpi.collective_selector == "ompi"
+    assert [s.bandwidth for s in m.copies.D2H] == [45e9, 2e10] and m.copies.D2H[0].up_to == 2e6
+    assert m.sources["copies.D2H"].startswith("fitted: calibration/h100-ib200/calibration.json")
+    assert m.sources["pcie.bandwidth"].startswith("fitted: calibration/h100-ib200/calibration.json")
