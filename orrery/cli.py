@@ -77,7 +77,13 @@ def _validate_command(a: argparse.Namespace) -> int:
 
     repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
     out = Path(a.out)
-    results = validate.validate(a.machine, repo)
+    overrides = list(a.set)
+    if a.calibration:
+        from . import calibrate
+
+        overrides = calibrate.load(a.calibration, a.machine) + overrides  # --set wins
+    # a calibration brings its own measured models (copies, messages, collectives)
+    results = validate.validate(a.machine, repo, overrides, measured_models=not a.calibration)
     print(validate.report(results))
     for path in validate.write(results, a.machine, out):
         print(f"orrery: plot {path}")
@@ -193,6 +199,9 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--machine", default="h100-ib200")
     v.add_argument("--out", default="orrery-validate", help="folder for validation.json and the plots")
     v.add_argument("--repo", help="Orrery's repository (default: found from the current folder)")
+    v.add_argument("--calibration", help="a calibration file for this machine, written by `orrery calibrate`")
+    v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a machine parameter, e.g. pcie.bandwidth=64GB/s")
     v.set_defaults(func=_validate_command)
 
     for name in ("nvcc", "mpicc", "mpicxx"):

@@ -172,11 +172,12 @@ def simulate(repo: Path, m: machines.Machine, sweep: Sweep, sizes: list[int], ou
     return values
 
 
-def validate(machine_name: str, repo: Path, overrides: list[str] = ()) -> list[SweepResult]:
+def validate(machine_name: str, repo: Path, overrides: list[str] = (), measured_models: bool = True
+             ) -> list[SweepResult]:
     if machine_name not in SWEEPS:
         raise InputError("--machine", None, machine_name,
                          f"a machine with measured sweeps to compare against: {', '.join(sorted(SWEEPS))}")
-    m = machines.load(machine_name, overrides)
+    m = machines.load(machine_name, overrides, measured_models=measured_models)
     build_bench(repo)
     return [compare(repo, m, sweep, measured_points(repo, sweep)) for sweep in SWEEPS[machine_name]]
 

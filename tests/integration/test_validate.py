@@ -78,3 +78,18 @@ def test_gh200_as_shipped_matches_the_gh200_sweeps(tmp_path):
                 assert sim == pytest.approx(m, rel=0.01) or sim > m
             continue
         assert s["p95_abs_error"] <= 0.15, name
+
+
+def test_validate_with_a_calibration_gives_its_closed_loop(tmp_path):
+    """`orrery validate --calibration FILE` runs the sweeps on the calibrated machine: the same
+    figures as the closed loop `orrery calibrate` wrote with that file."""
+    committed = REPO / "calibration" / "h100-ib200"
+    p = orrery("validate", "--machine", "h100-ib200", "--calibration", str(committed / "calibration.json"),
+               "--out", str(tmp_path), cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    got = json.loads((tmp_path / "validation.json").read_text())["sweeps"]
+    closed = json.loads((committed / "closed-loop" / "validation.json").read_text())["sweeps"]
+    assert [s["simulated"] for s in got] == [s["simulated"] for s in closed]
+    wrong = orrery("validate", "--machine", "gh200-slingshot", "--calibration", str(committed / "calibration.json"),
+                   "--out", str(tmp_path / "w"), cwd=REPO)
+    assert wrong.returncode == 2 and "expected a calibration of gh200-slingshot" in wrong.stderr
