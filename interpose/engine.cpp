@@ -284,7 +284,7 @@ Rank& rank_self(const char* function) {
     hooked = true;
     sg4::Engine::on_simulation_end_cb(write_report);
     install_message_copy();
-    install_message_models();
+    install_message_factors();
     g_sim_mutex = sg4::Mutex::create();
   }
   auto r = std::make_unique<Rank>();
@@ -606,7 +606,12 @@ void wait_device(Rank& r, int device) {
   host_overhead(r, r.gpus.at(device)->sync_overhead_s);
 }
 
-/* ---------------- MPI message models (machine key messages.*) ----------------
+/* ---------------- per-message network factors ----------------
+ * What a route alone does not carry, added to each MPI message's latency through
+ * SimGrid's latency-factor callback: a measured model of its path (machine key
+ * messages.*), else the rendezvous handshake at or above its path's eager
+ * threshold and, without GPUDirect RDMA, the staging pipeline's fill for a
+ * message smaller than a chunk.
  * A message's path follows from where its two ranks stand (orrery/platform.py):
  * GPU hosts n{N}-gpu{G} for device buffers, process endpoints n{N}-cpu{L} for
  * host buffers. Copies never use those pairs of hosts (H2D/D2H go between a GPU
@@ -653,7 +658,7 @@ int message_path(const sg4::Host* src, const sg4::Host* dst) {
 bool is_device_path(int path) { return path == DEVICE_INTRA || path == DEVICE_INTER; }
 }  // namespace
 
-void install_message_models() {
+void install_message_factors() {
   const sg4::Engine* e = sg4::Engine::get_instance();
   const sg4::Host* first_gpu = nullptr;
   for (const sg4::Host* h : e->get_all_hosts()) {

@@ -82,8 +82,9 @@ struct CopySegment {
 using CopyModel = std::vector<CopySegment>;  // empty: the route's own latency and bandwidth
 const CopySegment* segment_for(const CopyModel& model, double bytes);  // nullptr for an empty model
 
-/* Measured MPI message times per path (messages.*), through SimGrid's network factors. */
-void install_message_models();
+/* Per-message latency factors: measured message models (messages.*), rendezvous
+ * handshakes, staging fill (engine.cpp). */
+void install_message_factors();
 /* The extra time of a blocking collective (collectives.*; 0 without a correction). */
 double collective_correction(const char* name, double bytes);
 
