@@ -172,9 +172,22 @@ def window_model(overhead: float, wire: float, bandwidth: float, eager: float) -
             {"latency": 2 * overhead + 3 * wire, "bandwidth": bandwidth}]
 
 
-def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]) -> dict[str, object]:
-    """Machine parameters from the fits, by what each sweep measured (metric, path, buffers)."""
+@dataclass
+class Window:
+    """A path's per-message overhead and wire latency from the osu_bw and osu_bibw windows."""
+    buffers: str
+    overhead: float
+    wire: float
+    bandwidth: float
+    fit: Fit  # osu_bw's: its breakpoints are the candidate eager thresholds
+
+
+def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]],
+               windows: dict[str, Window] | None = None) -> dict[str, object]:
+    """Machine parameters from the fits, by what each sweep measured (metric, path, buffers);
+    the window models found on the way go into `windows`, by buffer kind."""
     out: dict[str, object] = {}
+    windows = {} if windows is None else windows
     latency_models: dict[str, float] = {}  # per buffer kind: one-way time of the smallest message between nodes
     for (metric, path, buffers), fit in fits:
         if metric == "copy_bandwidth" and path in COPY_DIRECTIONS:
@@ -217,6 +230,7 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
             wire = max(W * b - 2 * W * overhead, 0.0)
             eager = getattr(m.mpi, f"eager_threshold_{which}")
             out[f"messages.{which}_inter"] = window_model(overhead, wire, big.bandwidth_Bps, eager)
+            windows[which] = Window(buffers, overhead, wire, big.bandwidth_Bps, fit)
         else:
             overhead = (W * g - 2 * route_latency_between_nodes(m)) / (W + 2)
         out[f"mpi.send_overhead_{which}"] = max(overhead, 0.0)
@@ -240,37 +254,29 @@ def _pick_collective_selector(machine_name: str, repo: Path, collectives, overri
     return trials, results
 
 
-def _pick_eager_threshold(machine_name: str, repo: Path, pairs, fits, overrides: dict) -> dict:
-    """Where osu_bw and osu_bibw between nodes gave a path's window model, the eager ->
-    rendezvous threshold among the osu_bw fit's breakpoints (and the description's value)
-    that best reproduces both sweeps (mean of their median and 95th-percentile |error|),
-    simulator in the loop. Updates `overrides`; returns the trials per path."""
+def _pick_eager_threshold(machine_name: str, m: machines.Machine, repo: Path, pairs,
+                          windows: dict[str, Window], overrides: dict) -> dict:
+    """For each path with a window model, the eager -> rendezvous threshold among the osu_bw
+    fit's breakpoints (and the description's value) that best reproduces osu_bw and osu_bibw
+    (mean of their median and 95th-percentile |error|), simulator in the loop. Updates
+    `overrides`; returns the trials per path."""
     result = {}
-    for (metric, path, buffers), fit in fits:
-        which = "device" if buffers == "D D" else "host"
-        key = f"messages.{which}_inter"
-        if (metric, path) != ("bandwidth", "inter-node") or key not in overrides or \
-                len(overrides[key]) != 2 or "up_to" not in overrides[key][0]:
-            continue
+    for which, w in windows.items():
         sweeps = [(sw, pts) for sw, pts in pairs
-                  if sw.kind[1:] == ("inter-node", buffers) and sw.kind[0] in ("bandwidth", "bibw")]
-        first, handshake = overrides[key]
-        o2_plus_l = first["latency"]
-        wire = (handshake["latency"] - o2_plus_l) / 2
-        overhead = (o2_plus_l - wire) / 2
-        threshold = f"mpi.eager_threshold_{which}"
-        described = getattr(machines.load(machine_name, measured_models=False).mpi, f"eager_threshold_{which}")
-        candidates = sorted({float(seg.size_from) for seg in fit.segments[1:]} | {float(described)})
+                  if sw.kind[1:] == ("inter-node", w.buffers) and sw.kind[0] in ("bandwidth", "bibw")]
+        threshold, model = f"mpi.eager_threshold_{which}", f"messages.{which}_inter"
+        described = getattr(m.mpi, f"eager_threshold_{which}")
+        candidates = sorted({float(seg.size_from) for seg in w.fit.segments[1:]} | {float(described)})
         validation.build_bench(repo)
         scores = {}
         for eager in candidates:
-            trial = {**overrides, threshold: eager, key: window_model(overhead, wire, first["bandwidth"], eager)}
-            m = machines.load(machine_name, as_set(trial), measured_models=False)
-            results = [validation.compare(repo, m, sw, pts) for sw, pts in sweeps]
+            trial = {**overrides, threshold: eager, model: window_model(w.overhead, w.wire, w.bandwidth, eager)}
+            machine = machines.load(machine_name, as_set(trial), measured_models=False)
+            results = [validation.compare(repo, machine, sw, pts) for sw, pts in sweeps]
             scores[str(int(eager))] = float(np.mean([r.median_abs_error + r.p95_abs_error for r in results]))
         best = float(min(scores, key=scores.get))
         overrides[threshold] = best
-        overrides[key] = window_model(overhead, wire, first["bandwidth"], best)
+        overrides[model] = window_model(w.overhead, w.wire, w.bandwidth, best)
         result[which] = scores
     return result
 
@@ -355,8 +361,9 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
 
     if api:  # the copy models' latencies exclude the (measured) host overheads
         m = machines.load(machine_name, as_set(api), measured_models=False)
-    overrides = {**api, **_overrides(m, fits)}
-    eager_trials = _pick_eager_threshold(machine_name, repo, pairs, fits, overrides)
+    windows: dict[str, Window] = {}
+    overrides = {**api, **_overrides(m, fits, windows)}
+    eager_trials = _pick_eager_threshold(machine_name, m, repo, pairs, windows, overrides)
     trials, uncorrected = {}, {}
     if collectives:
         trials, results = _pick_collective_selector(machine_name, repo, collectives, overrides)
