@@ -99,17 +99,19 @@ def test_calibration_recovers_the_parameters_a_run_was_made_with(tmp_path):
 
 
 def test_collective_algorithms_are_chosen_from_the_measured_library(tmp_path):
-    """gh200-slingshot: osu_alltoall is matched by trying each MPI library's algorithm choice."""
+    """gh200-slingshot: osu_alltoall is matched by choosing among the MPI libraries' algorithm
+    choices the one a correction can match best, with the least correction, then correcting it."""
     c = orrery("calibrate", "--machine", "gh200-slingshot", "--out", str(tmp_path), cwd=REPO)
     assert c.returncode == 0, c.stderr
     cal = json.loads((tmp_path / "calibration.json").read_text())
-    trials = cal["collective_selector_trials"]
-    assert set(trials) == {"default", "ompi", "mpich", "mvapich2", "impi"}
-    chosen = cal["overrides"]["mpi.collective_selector"]
-    assert trials[chosen] == min(trials.values())
+    trials, left = cal["collective_selector_trials"], cal["collective_selector_uncorrectable"]
+    assert set(trials) == set(left) == {"default", "ompi", "mpich", "mvapich2", "impi"}
     assert len(set(trials.values())) > 1  # the choice matters
-    # the best algorithms still miss the measured alltoall: a per-size-range correction adds the
-    # measured time the simulation lacks (none where it is slower), and the report keeps the figure before it
+    chosen = cal["overrides"]["mpi.collective_selector"]
+    assert left[chosen] == min(left.values())
+    assert trials[chosen] == min(trials[s] for s in left if round(left[s], 6) == round(left[chosen], 6))
+    # the point-to-point model alone misses the measured alltoall: a per-size-range correction adds
+    # the measured time the simulation lacks, and the report keeps the figure before it
     (name, before), = cal["collectives_before_correction"].items()
     assert name.startswith("osu_alltoall") and before["median_abs_error"] == pytest.approx(trials[chosen], rel=1e-12)
     fix = cal["overrides"]["collectives.alltoall"]
@@ -117,7 +119,9 @@ def test_collective_algorithms_are_chosen_from_the_measured_library(tmp_path):
     closed = json.loads((tmp_path / "closed-loop" / "validation.json").read_text())["sweeps"]
     alltoall = next(s for s in closed if s["name"].startswith("osu_alltoall"))
     for m, sim in zip(alltoall["measured"], alltoall["simulated"]):
-        assert sim == pytest.approx(m, rel=1e-3) or sim > m  # matched where the model was too fast
+        assert sim == pytest.approx(m, rel=1e-3) or sim > m  # matched wherever the model was not slower
+    if left[chosen] == 0:
+        assert alltoall["max_abs_error"] < 1e-3
     assert alltoall["median_abs_error"] < before["median_abs_error"]
     assert "collective correction for osu_alltoall" in c.stdout
     # the committed calibration (and so the shipped gh200-slingshot description) is what this produces

@@ -62,8 +62,8 @@ def test_validate_needs_a_machine_with_measurements(tmp_path):
 
 def test_gh200_as_shipped_matches_the_gh200_sweeps(tmp_path):
     """gh200-slingshot carries its calibration: the sweeps it was fitted on are within the targets
-    (median 5 %, 95th percentile 15 %; alltoall is too slow at mid sizes, where a correction
-    cannot take time away), and the one sweep from another system that it cannot match says why."""
+    (median 5 %, 95th percentile 15 %; alltoall through its correction, which can only add time),
+    and the one sweep from another system that it cannot match says why."""
     p = orrery("validate", "--machine", "gh200-slingshot", "--out", str(tmp_path), cwd=REPO)
     assert p.returncode == 0, p.stderr
     sweeps = {s["name"]: s for s in json.loads((tmp_path / "validation.json").read_text())["sweeps"]}
