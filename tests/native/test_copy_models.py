@@ -40,3 +40,12 @@ def test_a_model_without_an_open_last_segment_is_refused(run_program, programs):
                     options=("--set", "copies.H2D=[{up_to = '1MB', latency = '3us', bandwidth = '50GB/s'}]"))
     assert r.returncode != 0
     assert "copies.H2D: the last segment covers every larger size and has no up_to" in r.stderr
+
+
+def test_peer_copy_takes_its_model_over_nvlink(run_program, programs, h100):
+    n = 4_000_000
+    model = "copies.peer=[{latency = '3us', bandwidth = '100GB/s'}]"  # slower than the 150 GB/s NVLink pair
+    v = run_ok(run_program, programs, "peer", str(n),
+               options=("--gpus-per-node", "2", "--ranks-per-node", "1", "--set", model)).values()
+    o = h100.overheads
+    assert v["peer"] == pytest.approx(o.memcpy + 3e-6 + n / 100e9 + o.sync, rel=REL)

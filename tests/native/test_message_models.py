@@ -62,3 +62,13 @@ def test_copies_are_not_messages(run_program, programs, h100):
     peer = run_ok(run_program, programs, "peer", str(n), options=("--gpus-per-node", "2", "--ranks-per-node", "1", *MODELS)).values()
     expected = o.memcpy + h100.nvlink.latency + n / h100.nvlink_pair_bandwidth + o.sync
     assert peer["peer"] == pytest.approx(expected, rel=REL)
+
+
+def test_ranks_sharing_a_gpu_keep_the_device_memory_rate(run_program, programs, h100):
+    """Two ranks on one GPU exchange through its memory (SimGrid's loopback at the device-to-device
+    rate): no message model and no rendezvous handshake applies there."""
+    n = 1_000_000
+    opts = ("--gpus-per-node", "1", "--ranks-per-node", "2", *MODELS)
+    v = run_ok(run_program, programs, "send-recv", str(n), options=opts).values()
+    g = h100.gpu
+    assert v["rank 1 elapsed"] == pytest.approx(g.d2d_latency + (n + SMPI_ENVELOPE) / g.d2d_bandwidth, rel=REL)
