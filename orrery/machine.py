@@ -123,9 +123,9 @@ class GpuDirect(_Section):
 
 
 class Segment(_Section):
-    up_to: Size | None = None  # the largest copy or message (bytes) this segment covers; the last has none
-    latency: Time
-    bandwidth: Bandwidth
+    up_to: Annotated[Size, Field(ge=0)] | None = None  # the largest copy or message (bytes) it covers; not the last
+    latency: Annotated[Time, Field(ge=0)]
+    bandwidth: Annotated[Bandwidth, Field(gt=0)]
 
 
 Piecewise = Annotated[list[Segment], Field(min_length=1)]
@@ -177,8 +177,8 @@ class Messages(_Section):
 
 
 class CorrectionSegment(_Section):
-    up_to: Size | None = None  # the largest message (bytes) this segment covers; the last has none
-    extra: Time                # added to each call of the collective in this size range
+    up_to: Annotated[Size, Field(ge=0)] | None = None  # the largest message (bytes) it covers; not the last
+    extra: Annotated[Time, Field(ge=0)]                # added to each call of the collective in this range
 
 
 Corrections = Annotated[list[CorrectionSegment], Field(min_length=1)]

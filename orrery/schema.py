@@ -22,8 +22,10 @@ def input_error(e: ValidationError, source: str, unknown_key: str = "no such key
     """The first problem pydantic found, as an InputError naming source, key and value."""
     err = e.errors()[0]
     key = ".".join(str(p) for p in err["loc"]) or None
-    if key in overridden:
-        source = f"--set {key} (on {source})"
+    given = next((k for k in overridden if key and (key == k or key.startswith(k + ".") or k.startswith(key + "."))),
+                 None)
+    if given:  # the value came from --set (a key, a list or table under it, or the section it is in)
+        source = f"--set {given} (on {source})"
     if err["type"] == "missing":
         return InputError(source, key, None, "this key to be present")
     if err["type"] == "extra_forbidden":

@@ -97,3 +97,18 @@ def test_semantic_checks():
     data["sources"]["gpu.colour"] = "x"
     with pytest.raises(InputError, match="sources names 'gpu.colour'"):
         machine.validate(data, "test")
+
+
+@pytest.mark.parametrize("override, key, expected", [
+    ("copies.H2D=[{latency = '1us', bandwidth = '0GB/s'}]", "copies.H2D.0.bandwidth", "greater than 0"),
+    ("messages.host_inter=[{latency = '-1us', bandwidth = '1GB/s'}]", "messages.host_inter.0.latency",
+     "a non-negative time"),
+    ("collectives.alltoall=[{extra = '3 furlongs'}]", "collectives.alltoall.0.extra", "a time such as"),
+    ("copies.D2H=[{up_to = '2MB', latency = 0, bandwidth = 1e9}, {up_to = '1MB', latency = 0, bandwidth = 1e9}, "
+     "{latency = 0, bandwidth = 1e9}]", "copies", "every segment but the last needs up_to, increasing"),
+])
+def test_measured_model_errors_name_the_override_key_and_value(override, key, expected):
+    with pytest.raises(InputError) as e:
+        machine.load("h100-ib200", [override])
+    assert str(e.value).startswith(f"--set {override.split('=')[0]} (on built-in machine h100-ib200)")
+    assert key in str(e.value) and expected in str(e.value)
