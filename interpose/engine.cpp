@@ -137,8 +137,8 @@ static double prop_d(const sg4::Host* h, const char* key) { return parse_double(
 static int prop_i(const sg4::Host* h, const char* key) { return (int)prop_d(h, key); }
 
 /* "up_to:latency:bandwidth,..." (orrery/platform.py piecewise_property), or nothing. */
-static CopyModel piecewise(const sg4::Host* h, const std::string& key) {
-  CopyModel model;
+static Piecewise piecewise(const sg4::Host* h, const std::string& key) {
+  Piecewise model;
   const char* v = h->get_property(key);
   if (!v)
     return model;
@@ -148,7 +148,7 @@ static CopyModel piecewise(const sg4::Host* h, const std::string& key) {
     size_t end = text.find(',', at);
     if (end == std::string::npos)
       end = text.size();
-    CopySegment seg{};
+    Segment seg{};
     if (sscanf(text.substr(at, end - at).c_str(), "%lf:%lf:%lf", &seg.up_to, &seg.latency_s, &seg.bandwidth) != 3 ||
         seg.bandwidth <= 0)
       fatal("platform host %s: property %s is '%s', expected up_to:latency:bandwidth,...", h->get_cname(),
@@ -393,14 +393,14 @@ static double priority_weight(int priority) { return std::pow(1000.0, -priority)
 
 static void run_on_gpu(Stream* s, double seconds);
 
-const CopySegment* segment_for(const CopyModel& model, double bytes) {
-  for (const CopySegment& seg : model)
+const Segment* segment_for(const Piecewise& model, double bytes) {
+  for (const Segment& seg : model)
     if (bytes <= seg.up_to)
       return &seg;
   return model.empty() ? nullptr : &model.back();
 }
 
-static const CopySegment* measured_segment(const Gpu& g, CopyKind k, uint64_t bytes) {
+static const Segment* measured_segment(const Gpu& g, CopyKind k, uint64_t bytes) {
   return segment_for(g.copy_model[(int)k], (double)bytes);
 }
 
@@ -409,7 +409,7 @@ static const CopySegment* measured_segment(const Gpu& g, CopyKind k, uint64_t by
  * with other traffic: where the measured bandwidth is below the route's, the copy
  * moves proportionally more bytes (SimGrid 3.32 ignores Comm::set_rate on
  * host-to-host comms), so it holds its share of the links as long as it lasts. */
-static void copy_as_measured(Stream* s, const Op& op, const CopySegment& seg) {
+static void copy_as_measured(Stream* s, const Op& op, const Segment& seg) {
   if (op.copy == CopyKind::D2D) {
     run_on_gpu(s, seg.latency_s + (double)op.bytes / seg.bandwidth);
     return;
@@ -472,7 +472,7 @@ static void execute(Stream* s, Op& op) {
                     op.fill_width);
       } else if (op.bytes == 0) {
         // nothing moves: the copy completes at once
-      } else if (const CopySegment* seg = measured_segment(*s->gpu, op.copy, op.bytes)) {
+      } else if (const Segment* seg = measured_segment(*s->gpu, op.copy, op.bytes)) {
         copy_as_measured(s, op, *seg);
         if (op.copy == CopyKind::D2D)
           st.compute.add(t0, now());
@@ -628,7 +628,7 @@ struct MessageEnd {
 };
 
 struct MessageModels {
-  CopyModel path[MESSAGE_PATHS];
+  Piecewise path[MESSAGE_PATHS];
   double overheads[2] = {0, 0};  // send + receive overhead per message: host, device
   double eager[2] = {0, 0};      // eager thresholds (bytes): host, device
   std::unordered_map<const sg4::Host*, MessageEnd> ends;
@@ -716,7 +716,7 @@ void install_message_factors() {
           return 1.0;
         bool device = is_device_path(path);
         double payload = std::max(size - kSmpiEnvelope, 0.0);
-        if (const CopySegment* seg = segment_for(g_messages.path[path], payload)) {
+        if (const Segment* seg = segment_for(g_messages.path[path], payload)) {
           // A lone message takes overheads + the route's latency + size / the route's
           // bandwidth. The measured time beyond the overheads and the route's bandwidth
           // term becomes the route's latency (a latency factor, per message size): the
@@ -743,56 +743,20 @@ void install_message_factors() {
       });
 }
 
-/* ---------------- collective corrections (machine key collectives.*) ---------------- */
-
-namespace {
-struct CorrectionSegment {
-  double up_to;
-  double extra_s;
-};
-std::map<std::string, std::vector<CorrectionSegment>> g_corrections;  // by lower-case collective name
-}  // namespace
-
-/* "up_to:extra,..." per collective (orrery/platform.py), read once from a GPU host. */
-static void load_collective_corrections() {
-  static bool loaded = false;
-  if (loaded)
-    return;
-  loaded = true;
-  for (const sg4::Host* h : sg4::Engine::get_instance()->get_all_hosts()) {
-    if (!h->get_property("orrery:node"))
-      continue;  // not a GPU host
-    const std::string prefix = "orrery:collective_correction_";
-    for (const auto& [key, value] : *h->get_properties()) {
-      if (key.rfind(prefix, 0) != 0)
-        continue;
-      std::vector<CorrectionSegment>& segs = g_corrections[key.substr(prefix.size())];
-      std::stringstream ss(value);
-      std::string item;
-      while (std::getline(ss, item, ',')) {
-        CorrectionSegment seg{};
-        if (sscanf(item.c_str(), "%lf:%lf", &seg.up_to, &seg.extra_s) != 2 || seg.extra_s < 0)
-          fatal("platform host %s: property %s is '%s', expected up_to:extra,... with extra times >= 0",
-                h->get_cname(), key.c_str(), value.c_str());
-        segs.push_back(seg);
-      }
-    }
-    return;
-  }
-}
+/* ---------------- collective corrections (machine key collectives.*) ----------------
+ * Piecewise like the copy and message models: a segment's latency is the extra time
+ * of a call in its size range (orrery/platform.py writes no size term). */
 
 double collective_correction(const char* name, double bytes) {
-  load_collective_corrections();
+  static std::map<std::string, Piecewise> models;  // by lower-case collective name, each read once
   std::string key = name;
   for (char& c : key)
     c = (char)tolower((unsigned char)c);
-  auto it = g_corrections.find(key);
-  if (it == g_corrections.end())
-    return 0.0;
-  for (const CorrectionSegment& seg : it->second)
-    if (bytes <= seg.up_to)
-      return seg.extra_s;
-  return it->second.back().extra_s;
+  auto it = models.find(key);
+  if (it == models.end())
+    it = models.emplace(key, piecewise(rank_self(name).host, "orrery:collective_correction_" + key)).first;
+  const Segment* seg = segment_for(it->second, bytes);
+  return seg ? seg->latency_s : 0.0;
 }
 
 const char* copy_kind_name(CopyKind k) {

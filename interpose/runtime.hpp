@@ -72,15 +72,15 @@ class IntervalSet {
 enum class CopyKind { H2H, H2D, D2H, D2D, Peer };
 const char* copy_kind_name(CopyKind k);
 
-/* A measured copy or message model (machine keys copies.*, messages.*): a copy
- * (message) of up to `up_to` bytes takes latency_s + bytes / bandwidth. */
-struct CopySegment {
+/* A measured model (machine keys copies.*, messages.*, collectives.*): a copy,
+ * message or collective call of up to `up_to` bytes takes latency_s + bytes / bandwidth. */
+struct Segment {
   double up_to;
   double latency_s;
   double bandwidth;
 };
-using CopyModel = std::vector<CopySegment>;  // empty: the route's own latency and bandwidth
-const CopySegment* segment_for(const CopyModel& model, double bytes);  // nullptr for an empty model
+using Piecewise = std::vector<Segment>;  // empty: the route's own latency and bandwidth
+const Segment* segment_for(const Piecewise& model, double bytes);  // nullptr for an empty model
 
 /* Per-message latency factors: measured message models (messages.*), rendezvous
  * handshakes, staging fill (engine.cpp). */
@@ -107,7 +107,7 @@ struct Gpu {
   // Copy engines: with two or more, host-to-device copies have their own and
   // device-to-host (and outgoing peer) copies theirs; with one, all share it.
   sg4::SemaphorePtr h2d_engine, d2h_engine;
-  CopyModel copy_model[5];  // by CopyKind
+  Piecewise copy_model[5];  // by CopyKind
 };
 
 /* ---- device-side work ---- */

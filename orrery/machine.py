@@ -12,7 +12,7 @@ from __future__ import annotations
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -131,7 +131,28 @@ class Segment(_Section):
 Piecewise = Annotated[list[Segment], Field(min_length=1)]
 
 
-class Copies(_Section):
+class _Measured(_Section):
+    """A section of measured models (written by ``orrery calibrate``): per key a list of
+    segments by size, each but the last with its `up_to`, increasing."""
+
+    section: ClassVar[str]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _Measured:
+        for key, model in self:
+            if model is None:
+                continue
+            *inner, last = model
+            if last.up_to is not None:
+                raise ValueError(f"{self.section}.{key}: the last segment covers every larger size and has no up_to")
+            bounds = [seg.up_to for seg in inner]
+            if None in bounds or any(b <= a for a, b in zip(bounds, bounds[1:])):
+                raise ValueError(f"{self.section}.{key}: every segment but the last needs up_to, increasing "
+                                 f"(got {bounds})")
+        return self
+
+
+class Copies(_Measured):
     """Measured copy times, piecewise in the copy's size (``orrery calibrate``
     writes them): a copy of s bytes occupies its copy engine for
     ``latency + s / bandwidth`` of the first segment with ``up_to >= s``
@@ -141,18 +162,14 @@ class Copies(_Section):
     takes its route's latency and bandwidth (H2D, D2H, peer) or
     gpu.d2d_latency and gpu.d2d_bandwidth (D2D)."""
 
+    section = "copies"
     H2D: Piecewise | None = None
     D2H: Piecewise | None = None
     D2D: Piecewise | None = None
     peer: Piecewise | None = None
 
-    @model_validator(mode="after")
-    def _ordered(self) -> Copies:
-        _check_segments(self, "copies")
-        return self
 
-
-class Messages(_Section):
+class Messages(_Measured):
     """Measured MPI point-to-point times per path, piecewise in the message size
     (``orrery calibrate`` writes them from osu_latency sweeps): a lone message of
     s bytes takes ``latency + s / bandwidth`` from the send call to the
@@ -165,15 +182,11 @@ class Messages(_Section):
     route is held to the route. Paths: device or host buffers, within a node
     or between nodes."""
 
+    section = "messages"
     device_intra: Piecewise | None = None
     device_inter: Piecewise | None = None
     host_intra: Piecewise | None = None
     host_inter: Piecewise | None = None
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Messages:
-        _check_segments(self, "messages")
-        return self
 
 
 class CorrectionSegment(_Section):
@@ -184,7 +197,7 @@ class CorrectionSegment(_Section):
 Corrections = Annotated[list[CorrectionSegment], Field(min_length=1)]
 
 
-class Collectives(_Section):
+class Collectives(_Measured):
     """Measured corrections per (collective, message size range), fitted by
     ``orrery calibrate`` where the point-to-point model misses a collective:
     each rank's blocking call takes `extra` seconds longer than simulated when
@@ -193,6 +206,7 @@ class Collectives(_Section):
     does not compound over iterations. It can only add time: a collective the
     model makes too slow stays so, and calibration reports it."""
 
+    section = "collectives"
     bcast: Corrections | None = None
     reduce: Corrections | None = None
     allreduce: Corrections | None = None
@@ -201,23 +215,6 @@ class Collectives(_Section):
     allgather: Corrections | None = None
     alltoall: Corrections | None = None
     reduce_scatter_block: Corrections | None = None
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Collectives:
-        _check_segments(self, "collectives")
-        return self
-
-
-def _check_segments(section: _Section, name: str) -> None:
-    for key, model in section:
-        if model is None:
-            continue
-        *inner, last = model
-        if last.up_to is not None:
-            raise ValueError(f"{name}.{key}: the last segment covers every larger size and has no up_to")
-        bounds = [seg.up_to for seg in inner]
-        if None in bounds or any(b <= a for a, b in zip(bounds, bounds[1:])):
-            raise ValueError(f"{name}.{key}: every segment but the last needs up_to, increasing (got {bounds})")
 
 
 class Machine(_Section):

@@ -148,12 +148,12 @@ def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dic
         "orrery:mpi_recv_overhead_host_s": repr(machine.mpi.recv_overhead_host),
         "orrery:mpi_send_overhead_device_s": repr(machine.mpi.send_overhead_device),
         "orrery:mpi_recv_overhead_device_s": repr(machine.mpi.recv_overhead_device),
-        **{f"orrery:copy_model_{direction}": piecewise_property(model)
+        **{f"orrery:copy_model_{direction}": piecewise_property((s.up_to, s.latency, s.bandwidth) for s in model)
            for direction, model in machine.copies if model is not None},
-        **{f"orrery:message_model_{path}": piecewise_property(model)
+        **{f"orrery:message_model_{path}": piecewise_property((s.up_to, s.latency, s.bandwidth) for s in model)
            for path, model in machine.messages if model is not None},
-        **{f"orrery:collective_correction_{name}": ",".join(
-            f"{seg.up_to if seg.up_to is not None else float('inf')!r}:{seg.extra!r}" for seg in model)
+        # a correction is a segment whose latency is its extra time, with no size term
+        **{f"orrery:collective_correction_{name}": piecewise_property((s.up_to, s.extra, INF) for s in model)
            for name, model in machine.collectives if model is not None},
         "orrery:copy_engine": copy_engine_host(node, gpu),
         **({} if machine.gpudirect.rdma else {"orrery:staging": f"{machine.gpudirect.staging_chunk!r}:"
@@ -164,6 +164,7 @@ def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dic
 # A token latency on the way into shared memory, so that a measured latency (messages.host_intra)
 # can scale it: SimGrid's latency factors multiply a route's latency, and nothing times zero is zero.
 SHM_LATENCY = 1e-9
+INF = float("inf")
 COPY_ENGINE_LINK = 1e18  # bytes/s: a link that costs nothing next to any real one
 
 
@@ -177,11 +178,12 @@ def staging_bandwidth(machine: Machine) -> float:
     return machine.gpudirect.staging_chunk / staging_stage(machine)
 
 
-def piecewise_property(model) -> str:
-    """A piecewise copy or message model as the shim reads it: ``up_to:latency:bandwidth`` per
-    segment (bytes, seconds, bytes/s; the last segment's up_to is inf)."""
-    return ",".join(f"{seg.up_to if seg.up_to is not None else float('inf')!r}:{seg.latency!r}:{seg.bandwidth!r}"
-                    for seg in model)
+def piecewise_property(segments) -> str:
+    """A piecewise model as the shim reads it: ``up_to:latency:bandwidth`` per segment
+    (bytes, seconds, bytes/s; the last segment's up_to is inf), from (up_to or None,
+    latency, bandwidth) triples."""
+    return ",".join(f"{INF if up_to is None else up_to!r}:{latency!r}:{bandwidth!r}"
+                    for up_to, latency, bandwidth in segments)
 
 
 class _Builder:

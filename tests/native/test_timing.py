@@ -11,7 +11,7 @@ the CM02 model with no corrections, so a transfer takes latency + bytes/bandwidt
 from __future__ import annotations
 
 import pytest
-from derivations import BRIEF, BUSY, REL, SMPI_ENVELOPE, US, cost_options, gpudirect_message, run_ok, wire
+from derivations import BRIEF, BUSY, REL, US, cost_options, gpudirect_message, run_ok, wire
 
 pytestmark = pytest.mark.native
 
