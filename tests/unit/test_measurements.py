@@ -1,6 +1,8 @@
 """Reading measured sweeps. The inputs below are format samples written for these
 tests (layouts of the tools' outputs, made-up numbers), not measurements."""
 
+import re
+
 import pytest
 
 from orrery import measurements
@@ -119,25 +121,27 @@ def test_nvbandwidth_output_one_point_per_testcase(tmp_path):
         measurements.load(write(tmp_path, "nvb3.txt", broken))
 
 
-def test_measurement_csv_and_its_errors(tmp_path):
-    head = "benchmark,metric,path,buffers,size_bytes,value,unit,ranks,nodes,notes\n"
-    good = head + "pingpong,latency,inter-node,H H,1,2.5,us,2,2,\npingpong,latency,inter-node,H H,2,2.6,us,2,2,\n"
-    (s,) = measurements.load(write(tmp_path, "m.csv", good))
+CSV_HEAD = "benchmark,metric,path,buffers,size_bytes,value,unit,ranks,nodes,notes\n"
+CSV_GOOD = CSV_HEAD + "pingpong,latency,inter-node,H H,1,2.5,us,2,2,\npingpong,latency,inter-node,H H,2,2.6,us,2,2,\n"
+
+
+def test_measurement_csv(tmp_path):
+    (s,) = measurements.load(write(tmp_path, "m.csv", CSV_GOOD))
     assert s.values == pytest.approx([2.5e-6, 2.6e-6])
-    p = write(tmp_path, "unitless.csv", head + "pingpong,latency,inter-node,H H,1,2.5,,2,2,\n")
-    with pytest.raises(InputError, match=rf"{p}:2: key 'unit'.*without a unit"):
-        measurements.load(p)
-    p = write(tmp_path, "mixed.csv", good + "pingpong,latency,inter-node,H H,4,0.003,ms,2,2,\n")
-    with pytest.raises(InputError, match=rf"{p}:4: key 'unit': got 'ms', expected the unit of the series"):
-        measurements.load(p)
-    p = write(tmp_path, "order.csv", good + "pingpong,latency,inter-node,H H,2,2.7,us,2,2,\n")
-    with pytest.raises(InputError, match=rf"{p}:4: key 'size': got 2, expected a size larger than the previous"):
-        measurements.load(p)
-    p = write(tmp_path, "nan.csv", head + "pingpong,latency,inter-node,H H,1,fast,us,2,2,\n")
-    with pytest.raises(InputError, match=rf"{p}:2: key 'value': got 'fast', expected a number"):
-        measurements.load(p)
-    p = write(tmp_path, "parsecs.csv", head + "pingpong,latency,inter-node,H H,1,2,parsecs,2,2,\n")
-    with pytest.raises(InputError, match=rf"{p}:2: key 'unit': got 'parsecs'"):
+
+
+@pytest.mark.parametrize("name, text, error", [
+    ("unitless.csv", CSV_HEAD + "pingpong,latency,inter-node,H H,1,2.5,,2,2,\n", r":2: key 'unit'.*without a unit"),
+    ("mixed.csv", CSV_GOOD + "pingpong,latency,inter-node,H H,4,0.003,ms,2,2,\n",
+     r":4: key 'unit': got 'ms', expected the unit of the series"),
+    ("order.csv", CSV_GOOD + "pingpong,latency,inter-node,H H,2,2.7,us,2,2,\n",
+     r":4: key 'size': got 2, expected a size larger than the previous"),
+    ("nan.csv", CSV_HEAD + "pingpong,latency,inter-node,H H,1,fast,us,2,2,\n", r":2: key 'value': got 'fast', expected a number"),
+    ("parsecs.csv", CSV_HEAD + "pingpong,latency,inter-node,H H,1,2,parsecs,2,2,\n", r":2: key 'unit': got 'parsecs'"),
+])
+def test_measurement_csv_errors_name_file_line_key_and_value(tmp_path, name, text, error):
+    p = write(tmp_path, name, text)
+    with pytest.raises(InputError, match=re.escape(str(p)) + error):
         measurements.load(p)
 
 
