@@ -77,9 +77,18 @@ def nvcc(args: list[str]) -> int:
         return mpicc(objects + link_args, cxx=True)
 
 
+# A real cluster's link line names the real CUDA runtime; Orrery's stands in for it.
+REAL_RUNTIME = {"-lcudart", "-lcudart_static"}
+
+
+def link_args(args: list[str]) -> list[str]:
+    """A program's own link arguments, linked against Orrery's runtime: its directory is
+    searched first (before a ``-L$CUDA_HOME/lib64`` the Makefile names) and ``-lcudart``
+    or ``-lcudart_static`` become Orrery's shared runtime."""
+    return [f"-L{lib_dir()}", *(a for a in args if a not in REAL_RUNTIME), "-lcudart"]
+
+
 def mpicc(args: list[str], cxx: bool = False) -> int:
     exe = _tool("smpicxx" if cxx else "smpicc", "install SimGrid with SMPI (see the README's set-up command)")
     linking = not any(a in ("-c", "-E", "-S", "-M", "-MM") for a in args)
-    extra = [f"-L{lib_dir()}", "-lcudart"] if linking else []
-    env = dict(os.environ)
-    return subprocess.run([exe, *args, *extra], env=env).returncode
+    return subprocess.run([exe, *(link_args(args) if linking else args)], env=dict(os.environ)).returncode

@@ -7,6 +7,8 @@
 // Prints Orrery's measurement CSV (calibration/README.md), one row per cost.
 #include <mpi.h>
 
+#include "cuda_check.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,26 +24,27 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "-i")) iters = atoi(argv[++i]);
   if (rank == 0) {
     void *h, *d;
-    cudaMallocHost(&h, 4);
-    cudaMalloc(&d, 4);
+    CUDA_CHECK(cudaMallocHost(&h, 4));
+    CUDA_CHECK(cudaMalloc(&d, 4));
     cudaStream_t s;
-    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     empty_kernel<<<1, 1, 0, s>>>();  // warm up
-    cudaDeviceSynchronize();
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
 
     double t = MPI_Wtime();
     for (int it = 0; it < iters; it++) empty_kernel<<<1, 1, 0, s>>>();
     const double launch = (MPI_Wtime() - t) / iters;
-    cudaDeviceSynchronize();
+    CUDA_CHECK(cudaDeviceSynchronize());
 
     t = MPI_Wtime();
-    for (int it = 0; it < iters; it++) cudaDeviceSynchronize();
+    for (int it = 0; it < iters; it++) CUDA_CHECK(cudaDeviceSynchronize());
     const double sync = (MPI_Wtime() - t) / iters;
 
     t = MPI_Wtime();
-    for (int it = 0; it < iters; it++) cudaMemcpyAsync(d, h, 4, cudaMemcpyHostToDevice, s);
+    for (int it = 0; it < iters; it++) CUDA_CHECK(cudaMemcpyAsync(d, h, 4, cudaMemcpyHostToDevice, s));
     const double memcpy_issue = (MPI_Wtime() - t) / iters;
-    cudaDeviceSynchronize();
+    CUDA_CHECK(cudaDeviceSynchronize());
 
     printf("benchmark,metric,path,buffers,size_bytes,value,unit,ranks,nodes,notes\n");
     printf("api_overheads,api_time,launch,D,0,%.6f,us,1,1,empty kernel launches back to back\n", 1e6 * launch);

@@ -5,6 +5,8 @@
 // rank's block for allgather and alltoall.
 #include <mpi.h>
 
+#include "cuda_check.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,8 +36,8 @@ int main(int argc, char** argv) {
   const size_t total = (max_size < 4 ? 4 : max_size) * size;
   char *sbuf, *rbuf;
   if (kind == 'D') {
-    cudaMalloc(&sbuf, total);
-    cudaMalloc(&rbuf, total);
+    CUDA_CHECK(cudaMalloc(&sbuf, total));
+    CUDA_CHECK(cudaMalloc(&rbuf, total));
   } else {
     sbuf = (char*)calloc(total, 1);
     rbuf = (char*)calloc(total, 1);

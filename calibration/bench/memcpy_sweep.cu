@@ -4,6 +4,8 @@
 // Bandwidth is bytes / time (D2D counted once, unlike bandwidthTest's 2x).
 #include <mpi.h>
 
+#include "cuda_check.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,23 +31,23 @@ int main(int argc, char** argv) {
   for (size_t b : sizes) max_size = b > max_size ? b : max_size;
   if (rank == 0) {
     void *h, *d, *d2 = nullptr;
-    cudaMallocHost(&h, max_size);
-    cudaMalloc(&d, max_size);
+    CUDA_CHECK(cudaMallocHost(&h, max_size));
+    CUDA_CHECK(cudaMalloc(&d, max_size));
     const bool peer = !strcmp(kind, "peer");
     if (peer || !strcmp(kind, "d2d")) {
-      if (peer) cudaSetDevice(1);
-      cudaMalloc(&d2, max_size);
-      cudaSetDevice(0);
+      if (peer) CUDA_CHECK(cudaSetDevice(1));
+      CUDA_CHECK(cudaMalloc(&d2, max_size));
+      CUDA_CHECK(cudaSetDevice(0));
     }
     printf("# memcpy %s sweep (Orrery calibration/bench/memcpy_sweep)\n# Size      Bandwidth (GB/s)\n", kind);
     for (size_t bytes : sizes) {
-      cudaDeviceSynchronize();
+      CUDA_CHECK(cudaDeviceSynchronize());
       double start = MPI_Wtime();
       for (int it = 0; it < iters; it++) {
-        if (!strcmp(kind, "h2d")) cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
-        else if (!strcmp(kind, "d2h")) cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost);
-        else if (!strcmp(kind, "d2d")) cudaMemcpy(d2, d, bytes, cudaMemcpyDeviceToDevice);
-        else cudaMemcpyPeer(d2, 1, d, 0, bytes);
+        if (!strcmp(kind, "h2d")) CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+        else if (!strcmp(kind, "d2h")) CUDA_CHECK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+        else if (!strcmp(kind, "d2d")) CUDA_CHECK(cudaMemcpy(d2, d, bytes, cudaMemcpyDeviceToDevice));
+        else CUDA_CHECK(cudaMemcpyPeer(d2, 1, d, 0, bytes));
       }
       double elapsed = MPI_Wtime() - start;
       printf("%-10zu%18.3f\n", bytes, bytes * (double)iters / elapsed / 1e9);

@@ -4,6 +4,8 @@
 // Runs unchanged on a real cluster with a CUDA-aware MPI (2 ranks).
 #include <mpi.h>
 
+#include "cuda_check.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,7 +16,7 @@ static const int kWindow = 64;  // OSU's default window for bw and bibw
 static void* alloc(char kind, size_t bytes) {
   void* p = nullptr;
   if (kind == 'D') {
-    if (cudaMalloc(&p, bytes) != cudaSuccess) { fprintf(stderr, "cudaMalloc failed\n"); MPI_Abort(MPI_COMM_WORLD, 1); }
+    CUDA_CHECK(cudaMalloc(&p, bytes));
   } else {
     p = malloc(bytes);
     memset(p, 0, bytes);

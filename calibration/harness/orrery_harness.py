@@ -6,10 +6,13 @@ cluster you want Orrery to calibrate against:
     mpiexec -n 2 python orrery_harness.py --out measurements.csv [--sizes 1:4194304] [--iters 100]
     mpiexec -n 2 python orrery_harness.py --out m.csv --kernel mymodule:step   # time a user kernel too
 
-Host buffers are numpy arrays; device buffers are CuPy arrays and need a GPU
-and a CUDA-aware MPI. Without CuPy or a GPU the device sweeps are skipped and
-the harness says so (on stderr and in the `notes` of its host rows): it
-never fakes a device measurement with host memory.
+Host buffers are numpy arrays; device buffers are CuPy arrays and need a GPU.
+Without CuPy or a GPU the device sweeps are skipped and the harness says so
+(on stderr and in the `notes` of its host rows): it never fakes a device
+measurement with host memory. Device-buffer MPI sweeps also need a CUDA-aware
+MPI: the harness asks the library (MPIX_Query_cuda_support, in MPICH and Open
+MPI) and, when it says no or cannot say, skips them and says so, unless
+`--cuda-aware yes` vouches for it. Copies, API costs and kernels need no MPI.
 
 Output: one row per measurement in Orrery's measurement CSV (COLUMNS below,
 documented in calibration/README.md), written by rank 0.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import ctypes
 import importlib
 import socket
 import sys
@@ -44,6 +48,22 @@ def find_gpu() -> tuple[object | None, str]:
     if count == 0:
         return None, "no CUDA device"
     return cupy, ""
+
+
+def query_cuda_aware() -> tuple[bool, str]:
+    """Whether the MPI library mpi4py loaded takes device pointers, and why not if not.
+    MPICH and Open MPI both answer MPIX_Query_cuda_support() at run time."""
+    libs = sorted({line.split()[-1] for line in open("/proc/self/maps")
+                   if "libmpi" in line.rsplit("/", 1)[-1]} if sys.platform.startswith("linux") else set())
+    for path in libs:
+        try:
+            query = ctypes.CDLL(path).MPIX_Query_cuda_support
+        except (OSError, AttributeError):
+            continue
+        if query():
+            return True, ""
+        return False, f"the MPI library ({path}) is not CUDA-aware (MPIX_Query_cuda_support() = 0)"
+    return False, "the MPI library does not say whether it is CUDA-aware (no MPIX_Query_cuda_support)"
 
 
 def sizes_from(spec: str) -> list[int]:
@@ -211,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--kernel", help="MODULE:CALLABLE taking a size, timed on the GPU with CUDA events")
+    ap.add_argument("--cuda-aware", choices=("auto", "yes", "no"), default="auto",
+                    help="whether MPI takes device buffers (auto: ask the library)")
     a = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
     if comm.Get_size() < 2:
@@ -224,9 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     h.p2p(lambda n: np.zeros(n, dtype=np.uint8), lambda: None, "H H", host_notes)
     h.collectives(lambda n: np.zeros(n, dtype=np.uint8), lambda: None, "H", host_notes)
     if cupy:
-        sync = cupy.cuda.runtime.deviceSynchronize
-        h.p2p(lambda n: cupy.zeros(n, dtype=cupy.uint8), sync, "D D", "")
-        h.collectives(lambda n: cupy.zeros(n, dtype=cupy.uint8), sync, "D", "")
+        aware, why_not = (True, "") if a.cuda_aware == "yes" else \
+            (False, "--cuda-aware no") if a.cuda_aware == "no" else query_cuda_aware()
+        if aware:
+            sync = cupy.cuda.runtime.deviceSynchronize
+            h.p2p(lambda n: cupy.zeros(n, dtype=cupy.uint8), sync, "D D", "")
+            h.collectives(lambda n: cupy.zeros(n, dtype=cupy.uint8), sync, "D", "")
+        elif h.rank == 0:
+            print(f"orrery_harness: device-buffer MPI sweeps skipped: {why_not}", file=sys.stderr)
         h.copies(cupy)
         h.api_overheads(cupy)
         if a.kernel:

@@ -59,3 +59,16 @@ def test_kernel_timing_needs_a_gpu(tmp_path):
     assert p.returncode == 0
     assert "--kernel skipped" in p.stderr
     assert "kernel" not in out.read_text()
+
+
+def test_harness_asks_the_mpi_library_whether_it_takes_device_buffers():
+    """MPIX_Query_cuda_support of the library mpi4py loaded: the MPICH wheel is not
+    CUDA-aware, so on a GPU the harness would skip device-buffer MPI sweeps, saying why."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import orrery_harness as h; "
+            "aware, why = h.query_cuda_aware(); print(aware); print(why)")
+    p = subprocess.run([sys.executable, "-c", code, str(Path(HARNESS).parent)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    aware, why = p.stdout.splitlines()
+    assert aware == "False"
+    assert "libmpi" in why and "is not CUDA-aware (MPIX_Query_cuda_support() = 0)" in why

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,11 +20,16 @@ pytestmark = [pytest.mark.integration,
 SMPI_ENVELOPE = 16  # bytes SMPI adds to each message (see tests/native/test_timing.py)
 
 
+def bench_sources(d: Path) -> Path:
+    src = REPO / "calibration" / "bench"
+    for f in [*src.glob("*.cu"), *src.glob("*.h"), src / "Makefile"]:
+        shutil.copy(f, d / f.name)
+    return d
+
+
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
-    d = tmp_path_factory.mktemp("bench")
-    for f in [*(REPO / "calibration" / "bench").glob("*.cu"), REPO / "calibration" / "bench" / "Makefile"]:
-        shutil.copy(f, d / f.name)
+    d = bench_sources(tmp_path_factory.mktemp("bench"))
     subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], cwd=d, check=True)
     return d
 
@@ -92,3 +99,33 @@ def test_collective_sweep_broadcast_between_two_gpus(bench, tmp_path, h100):
         out = sweep(bench, tmp_path, "coll_sweep", coll, "D", "-m", "1024:4096", "-i", "3", gpus=4)
         assert sorted(out) == [1024, 2048, 4096]
         assert out[1024] <= out[4096], coll  # more data never costs less
+
+
+@pytest.mark.skipif(Path("/dev/nvidia0").exists(), reason="a GPU is present: the real runtime would not fail")
+def test_bench_builds_unchanged_for_a_real_cluster_and_names_a_failing_cuda_call(tmp_path):
+    """The same Makefile with the real compilers (the MPICH wheel's mpicxx, the real CUDA
+    runtime) builds programs that, on a machine with no GPU, stop at the first CUDA call
+    that fails, naming it, instead of printing timings of nothing."""
+    d = bench_sources(tmp_path)
+    prefix = Path(sys.executable).parent.parent
+    subprocess.run(["make", "-s", f"MPICXX={prefix / 'bin' / 'mpicxx'}", f"MPI_HOME={prefix}",
+                    "NVCC=/usr/local/cuda/bin/nvcc" if not shutil.which("nvcc") else "NVCC=nvcc"],
+                   cwd=d, check=True)
+    ldd = subprocess.run(["ldd", str(d / "memcpy_sweep")], capture_output=True, text=True).stdout
+    runtime = next(line for line in ldd.splitlines() if "libcudart" in line)
+    assert "/cuda" in runtime and "orrery" not in runtime, runtime
+    p = subprocess.run([str(d / "memcpy_sweep"), "h2d"], capture_output=True, text=True)
+    assert p.returncode != 0
+    assert "memcpy_sweep.cu" in p.stderr and "cudaMallocHost(&h, max_size) failed" in p.stderr, p.stderr
+    assert not any(line[:1].isdigit() for line in p.stdout.splitlines()), p.stdout
+
+
+def test_a_real_runtime_link_line_still_links_orrery_s_runtime(bench, tmp_path, h100):
+    """`orrery mpicxx` searches its own runtime first and turns a Makefile's
+    `-lcudart_static` into Orrery's runtime: the copy sweep is still simulated."""
+    d = bench_sources((tmp_path / "static").mkdir() or tmp_path / "static")
+    subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx", "memcpy_sweep",
+                    "LDLIBS=-L/usr/local/cuda/lib64 -lcudart_static"], cwd=d, check=True)
+    big = 64 << 20
+    static = sweep(d, tmp_path, "memcpy_sweep", "h2d", "-m", f"{big}:{big}")
+    assert static == sweep(bench, tmp_path / "shared", "memcpy_sweep", "h2d", "-m", f"{big}:{big}")
