@@ -1,5 +1,6 @@
 // cudaMemcpy size sweep, after CUDA's bandwidthTest (--mode=shmoo) and
-// p2pBandwidthLatencyTest: pinned host memory, synchronous copies.
+// p2pBandwidthLatencyTest: pinned host memory, synchronous copies. Copies between
+// device buffers do not block the host, so those sweeps end with a synchronisation.
 //   memcpy_sweep h2d|d2h|d2d|peer [-m MIN:MAX | -l S1,S2,...] [-i ITERS]
 // Bandwidth is bytes / time (D2D counted once, unlike bandwidthTest's 2x).
 #include <mpi.h>
@@ -49,6 +50,9 @@ int main(int argc, char** argv) {
         else if (!strcmp(kind, "d2d")) CUDA_CHECK(cudaMemcpy(d2, d, bytes, cudaMemcpyDeviceToDevice));
         else CUDA_CHECK(cudaMemcpyPeer(d2, 1, d, 0, bytes));
       }
+      // D2D and peer copies return before they finish (no host-side synchronisation):
+      // the sweep times them up to the last one's end
+      if (!strcmp(kind, "d2d") || peer) CUDA_CHECK(cudaDeviceSynchronize());
       double elapsed = MPI_Wtime() - start;
       printf("%-10zu%18.3f\n", bytes, bytes * (double)iters / elapsed / 1e9);
     }

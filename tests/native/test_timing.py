@@ -161,6 +161,8 @@ def test_copy_kinds_memset_and_launch_api_costs(run_program, programs, h100, cos
     v = r.values()
     o, p, g = h100.overheads, h100.pcie, h100.gpu
     M, L, S = o.memcpy, o.launch, o.sync
+    # copies between device buffers return at once (CUDA's API synchronisation behaviour)
+    assert v["peer_return"] == pytest.approx(M, rel=REL) and v["d2d_return"] == pytest.approx(M, rel=REL)
     # a peer copy crosses the NVLink between GPU 0 and GPU 1
     assert v["peer"] == pytest.approx(M + h100.nvlink.latency + n / h100.nvlink_pair_bandwidth + S, rel=REL)
     # a copy within one GPU runs at its device-to-device rate

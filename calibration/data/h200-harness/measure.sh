@@ -20,7 +20,8 @@ python -c "import cupy, mpi4py; from mpi4py import MPI; print('cupy', cupy.__ver
 echo "== microbenchmarks, real compilers"
 make -s -C calibration/bench -j8 MPI_HOME=/tmp/v MPICXX=/tmp/v/bin/mpicxx || exit 1
 for k in h2d d2h d2d; do
-  timeout 120 ./calibration/bench/memcpy_sweep $k -m 1024:268435456 -i 20 > "$OUT/memcpy_$k.txt"; echo "memcpy_sweep $k rc=$?"
+  iters=20; [ $k = d2d ] && iters=100
+  timeout 120 ./calibration/bench/memcpy_sweep $k -m 1024:268435456 -i $iters > "$OUT/memcpy_$k.txt"; echo "memcpy_sweep $k rc=$?"
 done
 timeout 60 ./calibration/bench/memcpy_sweep peer -m 1024:1024; echo "memcpy_sweep peer (one GPU) rc=$?"
 timeout 60 ./calibration/bench/api_overheads -i 10000 > "$OUT/api_overheads.csv"; echo "api_overheads rc=$?"

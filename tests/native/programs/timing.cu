@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
     printf("d2h %.17g\n", MPI_Wtime() - t);
     t = MPI_Wtime();
     CHECK(cudaMemcpy(d2, d, n, cudaMemcpyDeviceToDevice));
+    CHECK(cudaDeviceSynchronize());
     printf("d2d %.17g\n", MPI_Wtime() - t);
   } else if (!strcmp(mode, "peer")) {  // one synchronous peer copy from GPU 0 to GPU 1
     float* p1;
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
     CHECK(cudaSetDevice(0));
     const double t = MPI_Wtime();
     CHECK(cudaMemcpyPeer(p1, 1, d, 0, n));
+    CHECK(cudaDeviceSynchronize());
     printf("peer %.17g\n", MPI_Wtime() - t);
   } else if (!strcmp(mode, "one-stream")) {  // busy then brief in one stream
     busy<<<1, 1, 0, s1>>>(d);
@@ -211,8 +213,12 @@ int main(int argc, char** argv) {
   printf(name " %.17g\n", MPI_Wtime() - t);             \
   t = MPI_Wtime()
     CHECK(cudaMemcpyPeer(p2, 1, d, 0, n));
+    printf("peer_return %.17g\n", MPI_Wtime() - t);  // device to device: no host-side synchronisation
+    CHECK(cudaDeviceSynchronize());
     SEGMENT("peer");
     CHECK(cudaMemcpy(d1, d, n, cudaMemcpyDeviceToDevice));
+    printf("d2d_return %.17g\n", MPI_Wtime() - t);
+    CHECK(cudaDeviceSynchronize());
     SEGMENT("d2d");
     CHECK(cudaMemcpy(d, h, n, cudaMemcpyDefault));  // inferred: pinned host -> device
     SEGMENT("default_h2d");
