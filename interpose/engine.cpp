@@ -812,6 +812,7 @@ static void write_report() {
     fprintf(f, "%d\toverlap\tcommunication\t0\t0\t%.17g\n", r->id, st.comm.measure());
     fprintf(f, "%d\toverlap\thidden\t0\t0\t%.17g\n", r->id, hidden);
     fprintf(f, "%d\tplacement\t%s\t0\t0\t0\n", r->id, r->host->get_cname());
+    fprintf(f, "%d\tmixed\tplacements\t%llu\t0\t0\n", r->id, (unsigned long long)st.mixed_placements);
   }
   fclose(f);
   rename(tmp.c_str(), path.c_str());

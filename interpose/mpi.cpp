@@ -42,11 +42,13 @@ class MpiScope {  // times one MPI call of the calling rank
  * while the call at hand moves host buffers only and no pending request moves
  * device memory, and next to its GPU otherwise. Between calls it stands where
  * its pending requests want it. A rank with pending requests of both kinds
- * stands next to its GPU (its host-buffer messages then take the GPU's route). */
+ * stands next to its GPU (its host-buffer messages then take the GPU's route):
+ * each such call is counted and the run's summary warns of them. */
 static bool is_device(const void* b) {
   const Allocation* a = b == MPI_IN_PLACE ? nullptr : find_allocation(b);
   return a && a->device;
 }
+static bool is_host_data(const void* b) { return b && b != MPI_IN_PLACE && !is_device(b); }
 
 static void stand(Rank& r, bool at_process) {
   sg4::Host* where = at_process && r.cpu ? r.cpu : r.host;
@@ -61,10 +63,14 @@ class Placement {  // for the length of one MPI call
   Placement(Rank& r, std::initializer_list<const void*> buffers) : rank_(r) {
     bool device = r.pending_device > 0;
     bool data = r.pending_host > 0;
+    bool host = r.pending_host > 0;
     for (const void* b : buffers) {
       device = device || is_device(b);
+      host = host || is_host_data(b);
       data = true;
     }
+    if (device && host)
+      r.stats.mixed_placements++;
     stand(r, data && !device);
   }
   ~Placement() { settle(rank_); }

@@ -174,6 +174,10 @@ struct Stats {
   double host_api_s = 0;   // modelled CUDA API overheads on the host
   double gpu_wait_s = 0;   // host blocked until device work completed
   double end_s = -1;       // when the rank called MPI_Finalize
+  // MPI calls that moved host buffers, or left host-buffer requests pending, while
+  // device-buffer data was in play: the rank stood next to its GPU, so those
+  // host-buffer messages took the GPU's route (reported, never silent).
+  uint64_t mixed_placements = 0;
   // When things happened, for overlap: the rank's device work by engine, and
   // its communication (blocking MPI calls; non-blocking requests from post to
   // the wait or test that completed them).

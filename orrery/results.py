@@ -41,6 +41,9 @@ class RankResult:
     comm_hidden_s: float  # of which overlapped by its GPU computing
     comm_exposed_s: float  # of which not overlapped
     hidden_fraction: float  # comm_hidden_s / comm_s (0 without communication)
+    # MPI calls that moved host buffers (or left host-buffer requests pending) while device
+    # buffers were in play: the rank stood at its GPU, so those messages took the GPU's route
+    mixed_placement_calls: int
     kernels: dict[str, Tally] = field(default_factory=dict)
     copies: dict[str, Tally] = field(default_factory=dict)
     mpi: dict[str, Tally] = field(default_factory=dict)
@@ -79,6 +82,8 @@ def read_report(path: Path, run: dict) -> Results:
                                        "overlap": {}, "host": "?"})
         if cat == "placement":
             d["host"] = name
+        elif cat == "mixed":
+            d["mixed"] = t.count
         elif cat == "uncosted":
             uncosted[name] = uncosted.get(name, 0) + t.count
         else:
@@ -99,6 +104,7 @@ def read_report(path: Path, run: dict) -> Results:
             engines={k: v.time_s for k, v in d["engine"].items()},
             comm_s=comm, comm_hidden_s=hidden, comm_exposed_s=comm - hidden,
             hidden_fraction=hidden / comm if comm > 0 else 0.0,
+            mixed_placement_calls=d.get("mixed", 0),
             kernels={k: Tally(v.count, v.time_s) for k, v in d["kernel"].items()},
             copies=d["copy"], mpi={k: Tally(v.count, v.time_s) for k, v in d["mpi"].items()},
         ))
@@ -131,6 +137,12 @@ def summary(results: Results) -> str:
     for label, *vals in rows:
         cells = [_fmt(v) for v in vals[:-1]] + [f"{100 * vals[-1]:.1f}%"]
         lines.append(f"{label:<10}" + "  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+    mixed = [r for r in results.ranks if r.mixed_placement_calls]
+    if mixed:
+        calls = sum(r.mixed_placement_calls for r in mixed)
+        lines.append(f"warning: {calls} MPI calls on {len(mixed)} ranks moved host buffers while device buffers "
+                     "were in play: a rank stands at one host at a time, so those host-buffer messages took "
+                     "the GPU's route (results.json: mixed_placement_calls)")
     if results.kernels_without_cost:
         lines.append("kernels without a cost (given the default time; --strict makes this an error):")
         for name, n in results.kernels_without_cost.items():

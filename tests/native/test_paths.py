@@ -207,3 +207,19 @@ def test_dragonfly_global_link_is_shared(run_program, programs, h100):
     for rank in range(4):
         assert v[f"rank {rank} elapsed"] == pytest.approx(
             wire(latency, n, 10e9 / 2, h100.mpi.eager_threshold_device), rel=REL)
+
+
+def test_host_messages_with_device_data_in_play_are_counted_and_warned(run_program, programs):
+    """A rank stands at one host at a time: MPI calls that move host buffers while device
+    buffers are in play (pending or in the same call) send those host-buffer messages along
+    the GPU's route. Each such call is counted, and the run says so: never silent."""
+    r = run_ok(run_program, programs, "mixed", "4096", options=("--gpus-per-node", "2"))
+    # per rank: the device Irecv and Isend posted beside pending host requests, the Waitall
+    # over both kinds, and the Sendrecv from a host to a device buffer; the host-only and
+    # device-only Sendrecvs after them are not counted
+    assert [x["mixed_placement_calls"] for x in r.results["ranks"]] == [4, 4]
+    assert "warning: 8 MPI calls on 2 ranks moved host buffers while device buffers were in play" in r.stdout
+    for mode in ("sendrecv-host", "isend"):
+        pure = run_ok(run_program, programs, mode, "4096", options=("--gpus-per-node", "2"))
+        assert [x["mixed_placement_calls"] for x in pure.results["ranks"]] == [0, 0]
+        assert "warning" not in pure.stdout

@@ -165,6 +165,24 @@ int main(int argc, char** argv) {
     printf("rank %d nonblocking %.17g\n", rank, MPI_Wtime() - t2);
     free(hs);
     free(hr);
+  } else if (!strcmp(mode, "mixed")) {  // a host and a device message pending at once, then host only
+    const int peer = rank ^ 1;
+    float* r;
+    CHECK(cudaMalloc(&r, n));
+    char* hs = (char*)malloc(n);
+    char* hr = (char*)malloc(n);
+    MPI_Request rq[4];
+    MPI_Irecv(hr, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[0]);
+    MPI_Isend(hs, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[1]);
+    MPI_Irecv(r, (int)n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq[2]);
+    MPI_Isend(d, (int)n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq[3]);
+    MPI_Waitall(4, rq, MPI_STATUSES_IGNORE);
+    MPI_Sendrecv(hs, (int)n, MPI_BYTE, peer, 3, hr, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(d, (int)n, MPI_BYTE, peer, 4, r, (int)n, MPI_BYTE, peer, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(hs, (int)n, MPI_BYTE, peer, 5, r, (int)n, MPI_BYTE, peer, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    free(hs);
+    free(hr);
+    printf("rank %d done\n", rank);
   } else if (!strcmp(mode, "sendrecv")) {  // device buffers between rank pairs (0,1), (2,3), ...
     const int peer = rank ^ 1;
     float* r;
