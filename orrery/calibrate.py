@@ -307,7 +307,7 @@ def collective_corrections(result: validation.SweepResult) -> list[dict[str, flo
     return model
 
 
-def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | None):
+def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | None, sweep_set: str | None = None):
     """(sweep, points in the sweep's unit, files) from input files, or the built-in sweeps."""
     if inputs:
         pairs, skipped = [], []
@@ -325,19 +325,20 @@ def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | N
                 else:
                     skipped.append(f"{series.benchmark} {series.metric} {series.path} ({f})")
         return pairs, [Path(f) for f in inputs], skipped
-    if machine_name not in validation.SWEEPS:
+    if sweep_set is None and machine_name not in validation.SWEEPS:
         raise InputError("--machine", None, machine_name,
                          f"a machine with measured sweeps ({', '.join(sorted(validation.SWEEPS))}), or --input files")
-    pairs = [(sw, validation.measured_points(repo, sw)) for sw in validation.SWEEPS[machine_name]]
+    pairs = [(sw, validation.measured_points(repo, sw)) for sw in validation.sweeps_for(machine_name, sweep_set)]
     data_dir = repo / "calibration" / "data" / "measured"
     files = sorted({data_dir / sw.file for sw, _ in pairs})
     return pairs, files, []
 
 
-def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: str | None = None) -> tuple[dict, list]:
+def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: str | None = None,
+              sweep_set: str | None = None) -> tuple[dict, list]:
     """The calibration file's content, and the (sweep, points) pairs the closed loop checks."""
     m = machines.load(machine_name, measured_models=False)
-    pairs, files, skipped = _series(machine_name, repo, list(inputs), p2p_path)
+    pairs, files, skipped = _series(machine_name, repo, list(inputs), p2p_path, sweep_set)
     fits = []
     collectives = []
     api: dict[str, float] = {}  # measured host costs of API calls: the machine's overheads, as they are

@@ -83,7 +83,7 @@ def _validate_command(a: argparse.Namespace) -> int:
 
         overrides = calibrate.load(a.calibration, a.machine) + overrides  # --set wins
     # a calibration brings its own measured models (copies, messages, collectives)
-    results = validate.validate(a.machine, repo, overrides, measured_models=not a.calibration)
+    results = validate.validate(a.machine, repo, overrides, measured_models=not a.calibration, sweep_set=a.sweeps)
     print(validate.report(results))
     for path in validate.write(results, a.machine, out):
         print(f"orrery: plot {path}")
@@ -98,7 +98,9 @@ def _calibrate_command(a: argparse.Namespace) -> int:
 
     repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
     out = Path(a.out)
-    cal, pairs = calibrate.calibrate(a.machine, repo, [Path(f) for f in a.input], a.p2p_path)
+    if a.sweeps and a.input:
+        raise InputError("--sweeps", None, a.sweeps, "either --sweeps (a set of the shared measurements) or --input files")
+    cal, pairs = calibrate.calibrate(a.machine, repo, [Path(f) for f in a.input], a.p2p_path, a.sweeps)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "calibration.json"
     path.write_text(json.dumps(cal, indent=1) + "\n")
@@ -185,6 +187,8 @@ def parser() -> argparse.ArgumentParser:
                         "default: the shared measurements known for the machine")
     c.add_argument("--kernels", metavar="TABLE",
                    help="kernel timing table (kernel,grid_x..block_z,time,unit): also write DIR/costs.toml")
+    c.add_argument("--sweeps", metavar="SET", help="another set of the machine's shared sweeps (gh200-slingshot: "
+                                                  "clariden, Alps clariden with Open MPI 5) instead of its default one")
     c.add_argument("--p2p-path", choices=["intra-node", "inter-node"],
                    help="where the two ranks of raw OSU output ran (the output does not say)")
     c.set_defaults(func=_calibrate_command)
@@ -198,6 +202,7 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="microbenchmarks on a built-in machine against measured sweeps")
     v.add_argument("--machine", default="h100-ib200")
     v.add_argument("--out", default="orrery-validate", help="folder for validation.json and the plots")
+    v.add_argument("--sweeps", metavar="SET", help="another set of the machine's shared sweeps (as calibrate)")
     v.add_argument("--repo", help="Orrery's repository (default: found from the current folder)")
     v.add_argument("--calibration", help="a calibration file for this machine, written by `orrery calibrate`")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -84,7 +84,8 @@ _GH200 = [
           ("osu_p2p", "latency", "-d", "cuda", "D", "D", "-i", "5", "-x", "1"), nodes=2,
           kind=("latency", "inter-node", "D D"), fit=False,
           note="compared, not fitted: clariden's 19.7 us for small device messages cannot be reconciled with "
-               "santis's osu_bw and osu_bibw windows, which imply ~3 us"),
+               "santis's osu_bw and osu_bibw windows, which imply ~3 us; fitted with clariden's own sweeps "
+               "(--sweeps clariden, calibration/gh200-clariden) it is matched"),
     Sweep("osu_latency H H inter-node (Alps clariden GH200, Open MPI 5)", "p2p_mpi.csv",
           (("system", "clariden"), ("raw_file", "osu-ompi_README@fe26e83"), ("path", "inter-node"),
            ("buffers", "H H"), ("metric", "latency")), "message_bytes", "latency_us", "us",
@@ -102,7 +103,50 @@ _GH200.append(
           (("system", "santis"), ("benchmark", "osu_alltoall -d cuda")), "message_bytes", "time_us", "us",
           ("coll_sweep", "alltoall", "D", "-i", "3"), nodes=2, gpus_per_node=4,
           kind=("collective_latency", "alltoall", "D")))
+# Alps clariden with Open MPI 5 over libfabric CXI alone: its osu_bw runs (Open MPI 5.0.8rc1)
+# and its osu_latency runs between nodes (an earlier Open MPI 5 container of the same stack).
+_CLARIDEN_BW = (("system", "clariden"), ("raw_file", "osu-ompi_README@cce0170"),
+                ("mpi_or_lib", "Open MPI 5.0.8rc1 (container), libfabric CXI"))
+_CLARIDEN_LAT = (("system", "clariden"), ("raw_file", "osu-ompi_README@fe26e83"))
+_CLARIDEN = [
+    Sweep("osu_bw D D inter-node (Alps clariden GH200, Open MPI 5.0.8 CXI)", "p2p_mpi.csv",
+          _CLARIDEN_BW + (("path", "inter-node"), ("buffers", "D D"), ("metric", "bw")), "message_bytes",
+          "bandwidth_MBps", "MB/s", ("osu_p2p", "bw", "-d", "cuda", "D", "D", "-i", "3", "-x", "1"), nodes=2,
+          kind=("bandwidth", "inter-node", "D D")),
+    Sweep("osu_latency D D inter-node (Alps clariden GH200, Open MPI 5)", "p2p_mpi.csv",
+          _CLARIDEN_LAT + (("path", "inter-node"), ("buffers", "D D"), ("metric", "latency")), "message_bytes",
+          "latency_us", "us", ("osu_p2p", "latency", "-d", "cuda", "D", "D", "-i", "5", "-x", "1"), nodes=2,
+          kind=("latency", "inter-node", "D D")),
+    Sweep("osu_bw H H inter-node (Alps clariden GH200, Open MPI 5.0.8 CXI)", "p2p_mpi.csv",
+          _CLARIDEN_BW + (("path", "inter-node"), ("buffers", "H H"), ("metric", "bw")), "message_bytes",
+          "bandwidth_MBps", "MB/s", ("osu_p2p", "bw", "H", "H", "-i", "3", "-x", "1"), nodes=2,
+          kind=("bandwidth", "inter-node", "H H")),
+    Sweep("osu_latency H H inter-node (Alps clariden GH200, Open MPI 5)", "p2p_mpi.csv",
+          _CLARIDEN_LAT + (("path", "inter-node"), ("buffers", "H H"), ("metric", "latency")), "message_bytes",
+          "latency_us", "us", ("osu_p2p", "latency", "H", "H", "-i", "5", "-x", "1"), nodes=2,
+          kind=("latency", "inter-node", "H H")),
+    Sweep("osu_latency D D intra-node (Alps clariden GH200, Open MPI 5.0.8 CXI)", "p2p_mpi.csv",
+          _CLARIDEN_BW + (("path", "intra-node"), ("buffers", "D D"), ("metric", "latency")), "message_bytes",
+          "latency_us", "us", ("osu_p2p", "latency", "-d", "cuda", "D", "D", "-i", "5", "-x", "1"),
+          gpus_per_node=2, kind=("latency", "intra-node", "D D")),
+]
 SWEEPS: dict[str, list[Sweep]] = {"h100-ib200": _H100_COPIES, "dgx-h100": _H100_COPIES, "gh200-slingshot": _GH200}
+# Other sets of a machine's shared sweeps (--sweeps NAME): one system and MPI stack each.
+SWEEP_SETS: dict[str, dict[str, list[Sweep]]] = {"gh200-slingshot": {"clariden": _CLARIDEN}}
+
+
+def sweeps_for(machine_name: str, sweep_set: str | None = None) -> list[Sweep]:
+    """The measured sweeps of a built-in machine: its default set, or the set named by --sweeps."""
+    if sweep_set is None:
+        if machine_name not in SWEEPS:
+            raise InputError("--machine", None, machine_name,
+                             f"a machine with measured sweeps to compare against: {', '.join(sorted(SWEEPS))}")
+        return SWEEPS[machine_name]
+    sets = SWEEP_SETS.get(machine_name, {})
+    if sweep_set not in sets:
+        raise InputError("--sweeps", None, sweep_set,
+                         f"a sweep set of {machine_name}: {', '.join(sorted(sets)) or 'it has none'}")
+    return sets[sweep_set]
 
 
 UNIT_SECONDS = {"us": 1e-6}  # time units of collective sweeps
@@ -172,14 +216,12 @@ def simulate(repo: Path, m: machines.Machine, sweep: Sweep, sizes: list[int], ou
     return values
 
 
-def validate(machine_name: str, repo: Path, overrides: list[str] = (), measured_models: bool = True
-             ) -> list[SweepResult]:
-    if machine_name not in SWEEPS:
-        raise InputError("--machine", None, machine_name,
-                         f"a machine with measured sweeps to compare against: {', '.join(sorted(SWEEPS))}")
+def validate(machine_name: str, repo: Path, overrides: list[str] = (), measured_models: bool = True,
+             sweep_set: str | None = None) -> list[SweepResult]:
+    sweeps = sweeps_for(machine_name, sweep_set)
     m = machines.load(machine_name, overrides, measured_models=measured_models)
     build_bench(repo)
-    return [compare(repo, m, sweep, measured_points(repo, sweep)) for sweep in SWEEPS[machine_name]]
+    return [compare(repo, m, sweep, measured_points(repo, sweep)) for sweep in sweeps]
 
 
 def build_bench(repo: Path) -> None:

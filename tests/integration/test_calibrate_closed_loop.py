@@ -189,3 +189,35 @@ def test_api_overheads_are_measured_and_carried_as_they_are(tmp_path):
                  "overheads.memcpy": pytest.approx(1.5e-6)}
     closed = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
     assert len(closed) == 3 and all(s["max_abs_error"] < 1e-6 for s in closed)
+
+
+def test_clariden_calibration_matches_every_clariden_sweep_and_is_committed(tmp_path):
+    """Alps clariden with Open MPI 5 over CXI (`--sweeps clariden`): fitted on that system's
+    sweeps alone, every point-to-point sweep is within the targets, its 19.7 us device
+    latency between nodes included, and the committed calibration is what this produces."""
+    p = orrery("calibrate", "--machine", "gh200-slingshot", "--sweeps", "clariden", "--out", str(tmp_path), cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    produced = json.loads((tmp_path / "calibration.json").read_text())
+    assert produced == json.loads((REPO / "calibration" / "gh200-clariden" / "calibration.json").read_text())
+    sweeps = json.loads((tmp_path / "closed-loop" / "validation.json").read_text())["sweeps"]
+    assert len(sweeps) == 5 and any("osu_latency D D inter-node (Alps clariden" in s["name"] for s in sweeps)
+    for s in sweeps:
+        assert s["median_abs_error"] <= 0.05 and s["p95_abs_error"] <= 0.15, s["name"]
+    assert "NOT MATCHED" not in p.stdout
+    # the same sweeps through `orrery validate` with the committed file give the same figures
+    v = orrery("validate", "--machine", "gh200-slingshot", "--sweeps", "clariden", "--calibration",
+               str(REPO / "calibration" / "gh200-clariden" / "calibration.json"), "--out", str(tmp_path / "v"),
+               cwd=REPO)
+    assert v.returncode == 0, v.stderr
+    again = json.loads((tmp_path / "v" / "validation.json").read_text())["sweeps"]
+    assert [s["median_abs_error"] for s in again] == [s["median_abs_error"] for s in sweeps]
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("--sweeps", "santos"), "--sweeps: got 'santos', expected a sweep set of gh200-slingshot: clariden"),
+    (("--sweeps", "clariden", "--input", "x.csv"), "either --sweeps (a set of the shared measurements) or --input"),
+])
+def test_sweep_set_errors(tmp_path, args, expected):
+    p = orrery("calibrate", "--machine", "gh200-slingshot", *args, "--out", str(tmp_path / "c"), cwd=REPO)
+    assert p.returncode == 2 and expected in p.stderr, p.stderr
+    assert not (tmp_path / "c").exists()
