@@ -7,7 +7,8 @@ recognised by their content:
 - Orrery's measurement CSV (calibration/README.md), e.g. from
   calibration/harness/orrery_harness.py;
 - OSU Micro-Benchmarks output (osu_latency, osu_bw, osu_bibw and the
-  collectives' ``Avg Latency(us)``), also printed by calibration/bench;
+  collectives' ``Avg Latency(us)``), also printed by calibration/bench, and
+  calibration/bench/memcpy_sweep's output in the same layout (copy bandwidth);
 - CUDA samples ``bandwidthTest --mode=shmoo`` output;
 - NVIDIA nvbandwidth output (one point per testcase: the median over its
   GPU matrix, at the buffer size the output states or nvbandwidth's default
@@ -95,6 +96,10 @@ def _osu(path: Path, text: str) -> list[Series]:
     title = next((ln for ln in lines if ln.startswith("# OSU")), "# OSU")
     buffers = "D D" if "DEVICE (D)" in text and "HOST (H)" not in text else \
         "H H" if "DEVICE (D)" not in text else "mixed"
+    copy = re.search(r"^# memcpy (h2d|d2h|d2d|peer) sweep", text, re.M)  # calibration/bench/memcpy_sweep
+    direction = {"h2d": "H2D", "d2h": "D2H", "d2d": "D2D", "peer": "peer"}[copy.group(1)] if copy else ""
+    if copy:
+        title, buffers = "# memcpy_sweep", "pinned" if direction in ("H2D", "D2H") else "D D"
     s = None
     for i, ln in enumerate(lines, start=1):
         m = _OSU_HEADER.match(ln)
@@ -102,9 +107,10 @@ def _osu(path: Path, text: str) -> list[Series]:
             kind, unit = m.group(1), m.group(2)
             if not unit:
                 raise InputError(f"{path}:{i}", "unit", ln.strip(), "a unit in the column header, e.g. Latency (us)")
-            metric = {"Avg Latency": "collective_latency", "Latency": "latency",
-                      "Bandwidth": "bibw" if "Bi-Directional" in title else "bandwidth", "Bi-Bandwidth": "bibw"}[kind]
-            s = Series(str(path), title.lstrip("# ").strip(), metric, "", buffers, unit=unit)
+            metric = "copy_bandwidth" if copy else {
+                "Avg Latency": "collective_latency", "Latency": "latency",
+                "Bandwidth": "bibw" if "Bi-Directional" in title else "bandwidth", "Bi-Bandwidth": "bibw"}[kind]
+            s = Series(str(path), title.lstrip("# ").strip(), metric, direction, buffers, unit=unit)
             continue
         if s is None or not ln.strip() or ln.startswith("#"):
             continue

@@ -62,73 +62,63 @@ _H100_COPIES = [
           ("memcpy_sweep", "d2d", "-i", "100"), measured_scale=0.5, kind=("copy_bandwidth", "D2D", "D D"),
           note="bandwidthTest counts read+write bytes: measured values halved"),
 ]
+_METRIC_KIND = {"latency": "latency", "bw": "bandwidth", "bibw": "bibw"}  # OSU test -> fitted metric
+
+
+def osu_run(test: str, path: str, buffers: str, iters: str) -> tuple[tuple[str, ...], dict[str, int]]:
+    """The osu_p2p command and layout that reproduce an OSU test on a path with these buffers."""
+    program = ("osu_p2p", test, *(("-d", "cuda") if buffers == "D D" else ()), *buffers.split(), "-i", iters, "-x", "1")
+    return program, ({"nodes": 2} if path == "inter-node" else {"gpus_per_node": 2})
+
+
+def osu_sweep(name: str, select: tuple[tuple[str, str], ...], path: str, buffers: str, test: str,
+              **extra) -> Sweep:
+    """An osu_latency, osu_bw or osu_bibw sweep of p2p_mpi.csv (rows of `select` on this path,
+    buffers and test), reproduced by osu_p2p: 5 iterations for latency, 3 for bandwidth."""
+    program, layout = osu_run(test, path, buffers, "5" if test == "latency" else "3")
+    value, unit = ("latency_us", "us") if test == "latency" else ("bandwidth_MBps", "MB/s")
+    return Sweep(name, "p2p_mpi.csv", select + (("path", path), ("buffers", buffers), ("metric", test)),
+                 "message_bytes", value, unit, program, kind=(_METRIC_KIND[test], path, buffers), **layout, **extra)
+
+
 _SANTIS = (("system", "santis"),)
+# Latency between nodes: Alps clariden (the same GH200 nodes and Slingshot-11), with the
+# same MPI as the santis sweeps (Open MPI 5 container, libfabric CXI).
+_CLARIDEN_LAT = (("system", "clariden"), ("raw_file", "osu-ompi_README@fe26e83"))
 _GH200 = [
-    Sweep("osu_bw D D inter-node (Alps santis GH200, Slingshot-11)", "p2p_mpi.csv",
-          _SANTIS + (("path", "inter-node"), ("buffers", "D D"), ("metric", "bw")), "message_bytes",
-          "bandwidth_MBps", "MB/s", ("osu_p2p", "bw", "-d", "cuda", "D", "D", "-i", "3", "-x", "1"), nodes=2,
-          kind=("bandwidth", "inter-node", "D D")),
-    Sweep("osu_bibw D D inter-node (Alps santis GH200, Slingshot-11)", "p2p_mpi.csv",
-          _SANTIS + (("path", "inter-node"), ("buffers", "D D"), ("metric", "bibw")), "message_bytes",
-          "bandwidth_MBps", "MB/s", ("osu_p2p", "bibw", "-d", "cuda", "D", "D", "-i", "3", "-x", "1"), nodes=2,
-          kind=("bibw", "inter-node", "D D")),
-    Sweep("osu_bw H H inter-node (Alps santis GH200, Slingshot-11)", "p2p_mpi.csv",
-          _SANTIS + (("path", "inter-node"), ("buffers", "H H"), ("metric", "bw")), "message_bytes",
-          "bandwidth_MBps", "MB/s", ("osu_p2p", "bw", "H", "H", "-i", "3", "-x", "1"), nodes=2,
-          kind=("bandwidth", "inter-node", "H H")),
-    # Latency between nodes: Alps clariden (the same GH200 nodes and Slingshot-11), with the
-    # same MPI as the santis sweeps (Open MPI 5 container, libfabric CXI).
-    Sweep("osu_latency D D inter-node (Alps clariden GH200, Open MPI 5)", "p2p_mpi.csv",
-          (("system", "clariden"), ("raw_file", "osu-ompi_README@fe26e83"), ("path", "inter-node"),
-           ("buffers", "D D"), ("metric", "latency")), "message_bytes", "latency_us", "us",
-          ("osu_p2p", "latency", "-d", "cuda", "D", "D", "-i", "5", "-x", "1"), nodes=2,
-          kind=("latency", "inter-node", "D D"), fit=False,
-          note="compared, not fitted: clariden's 19.7 us for small device messages cannot be reconciled with "
-               "santis's osu_bw and osu_bibw windows, which imply ~3 us; fitted with clariden's own sweeps "
-               "(--sweeps clariden, calibration/gh200-clariden) it is matched"),
-    Sweep("osu_latency H H inter-node (Alps clariden GH200, Open MPI 5)", "p2p_mpi.csv",
-          (("system", "clariden"), ("raw_file", "osu-ompi_README@fe26e83"), ("path", "inter-node"),
-           ("buffers", "H H"), ("metric", "latency")), "message_bytes", "latency_us", "us",
-          ("osu_p2p", "latency", "H", "H", "-i", "5", "-x", "1"), nodes=2,
-          kind=("latency", "inter-node", "H H")),
-    Sweep("osu_latency D D intra-node (Alps santis GH200)", "p2p_mpi.csv",
-          _SANTIS + (("path", "intra-node"), ("buffers", "D D"), ("metric", "latency")), "message_bytes",
-          "latency_us", "us", ("osu_p2p", "latency", "-d", "cuda", "D", "D", "-i", "5", "-x", "1"),
-          gpus_per_node=2, kind=("latency", "intra-node", "D D"),
-          note="the measured runs crossed the NIC (libfabric CXI), not NVLink: only a fitted "
-               "messages.device_intra model reproduces them"),
-]
-_GH200.append(
+    osu_sweep("osu_bw D D inter-node (Alps santis GH200, Slingshot-11)", _SANTIS, "inter-node", "D D", "bw"),
+    osu_sweep("osu_bibw D D inter-node (Alps santis GH200, Slingshot-11)", _SANTIS, "inter-node", "D D", "bibw"),
+    osu_sweep("osu_bw H H inter-node (Alps santis GH200, Slingshot-11)", _SANTIS, "inter-node", "H H", "bw"),
+    osu_sweep("osu_latency D D inter-node (Alps clariden GH200, Open MPI 5)", _CLARIDEN_LAT, "inter-node", "D D",
+              "latency", fit=False,
+              note="compared, not fitted: clariden's 19.7 us for small device messages cannot be reconciled with "
+                   "santis's osu_bw and osu_bibw windows, which imply ~3 us; fitted with clariden's own sweeps "
+                   "(--sweeps clariden, calibration/gh200-clariden) it is matched"),
+    osu_sweep("osu_latency H H inter-node (Alps clariden GH200, Open MPI 5)", _CLARIDEN_LAT, "inter-node", "H H",
+              "latency"),
+    osu_sweep("osu_latency D D intra-node (Alps santis GH200)", _SANTIS, "intra-node", "D D", "latency",
+              note="the measured runs crossed the NIC (libfabric CXI), not NVLink: only a fitted "
+                   "messages.device_intra model reproduces them"),
     Sweep("osu_alltoall -d cuda, 8 ranks on 2 nodes (Alps santis GH200, Open MPI 5)", "collectives.csv",
           (("system", "santis"), ("benchmark", "osu_alltoall -d cuda")), "message_bytes", "time_us", "us",
           ("coll_sweep", "alltoall", "D", "-i", "3"), nodes=2, gpus_per_node=4,
-          kind=("collective_latency", "alltoall", "D")))
+          kind=("collective_latency", "alltoall", "D")),
+]
 # Alps clariden with Open MPI 5 over libfabric CXI alone: its osu_bw runs (Open MPI 5.0.8rc1)
-# and its osu_latency runs between nodes (an earlier Open MPI 5 container of the same stack).
+# and its osu_latency runs between nodes (the earlier Open MPI 5 container above).
 _CLARIDEN_BW = (("system", "clariden"), ("raw_file", "osu-ompi_README@cce0170"),
                 ("mpi_or_lib", "Open MPI 5.0.8rc1 (container), libfabric CXI"))
-_CLARIDEN_LAT = (("system", "clariden"), ("raw_file", "osu-ompi_README@fe26e83"))
 _CLARIDEN = [
-    Sweep("osu_bw D D inter-node (Alps clariden GH200, Open MPI 5.0.8 CXI)", "p2p_mpi.csv",
-          _CLARIDEN_BW + (("path", "inter-node"), ("buffers", "D D"), ("metric", "bw")), "message_bytes",
-          "bandwidth_MBps", "MB/s", ("osu_p2p", "bw", "-d", "cuda", "D", "D", "-i", "3", "-x", "1"), nodes=2,
-          kind=("bandwidth", "inter-node", "D D")),
-    Sweep("osu_latency D D inter-node (Alps clariden GH200, Open MPI 5)", "p2p_mpi.csv",
-          _CLARIDEN_LAT + (("path", "inter-node"), ("buffers", "D D"), ("metric", "latency")), "message_bytes",
-          "latency_us", "us", ("osu_p2p", "latency", "-d", "cuda", "D", "D", "-i", "5", "-x", "1"), nodes=2,
-          kind=("latency", "inter-node", "D D")),
-    Sweep("osu_bw H H inter-node (Alps clariden GH200, Open MPI 5.0.8 CXI)", "p2p_mpi.csv",
-          _CLARIDEN_BW + (("path", "inter-node"), ("buffers", "H H"), ("metric", "bw")), "message_bytes",
-          "bandwidth_MBps", "MB/s", ("osu_p2p", "bw", "H", "H", "-i", "3", "-x", "1"), nodes=2,
-          kind=("bandwidth", "inter-node", "H H")),
-    Sweep("osu_latency H H inter-node (Alps clariden GH200, Open MPI 5)", "p2p_mpi.csv",
-          _CLARIDEN_LAT + (("path", "inter-node"), ("buffers", "H H"), ("metric", "latency")), "message_bytes",
-          "latency_us", "us", ("osu_p2p", "latency", "H", "H", "-i", "5", "-x", "1"), nodes=2,
-          kind=("latency", "inter-node", "H H")),
-    Sweep("osu_latency D D intra-node (Alps clariden GH200, Open MPI 5.0.8 CXI)", "p2p_mpi.csv",
-          _CLARIDEN_BW + (("path", "intra-node"), ("buffers", "D D"), ("metric", "latency")), "message_bytes",
-          "latency_us", "us", ("osu_p2p", "latency", "-d", "cuda", "D", "D", "-i", "5", "-x", "1"),
-          gpus_per_node=2, kind=("latency", "intra-node", "D D")),
+    osu_sweep("osu_bw D D inter-node (Alps clariden GH200, Open MPI 5.0.8 CXI)", _CLARIDEN_BW, "inter-node", "D D",
+              "bw"),
+    osu_sweep("osu_latency D D inter-node (Alps clariden GH200, Open MPI 5)", _CLARIDEN_LAT, "inter-node", "D D",
+              "latency"),
+    osu_sweep("osu_bw H H inter-node (Alps clariden GH200, Open MPI 5.0.8 CXI)", _CLARIDEN_BW, "inter-node", "H H",
+              "bw"),
+    osu_sweep("osu_latency H H inter-node (Alps clariden GH200, Open MPI 5)", _CLARIDEN_LAT, "inter-node", "H H",
+              "latency"),
+    osu_sweep("osu_latency D D intra-node (Alps clariden GH200, Open MPI 5.0.8 CXI)", _CLARIDEN_BW, "intra-node",
+              "D D", "latency"),
 ]
 SWEEPS: dict[str, list[Sweep]] = {"h100-ib200": _H100_COPIES, "dgx-h100": _H100_COPIES, "gh200-slingshot": _GH200}
 # Other sets of a machine's shared sweeps (--sweeps NAME): one system and MPI stack each.
@@ -249,9 +239,8 @@ def sweep_for(series) -> tuple[Sweep, list[tuple[int, float]]] | None:
     metric, path, buffers = series.metric, series.path, series.buffers
     if metric in ("latency", "bandwidth", "bibw") and path in ("intra-node", "inter-node") and buffers in ("H H", "D D"):
         test = {"latency": "latency", "bandwidth": "bw", "bibw": "bibw"}[metric]
-        args = ("osu_p2p", test, *(("-d", "cuda") if buffers == "D D" else ()), *buffers.split(), "-i", "5", "-x", "1")
+        args, layout = osu_run(test, path, buffers, "5")
         unit, scale = ("us", 1e6) if metric == "latency" else ("MB/s", 1e-6)
-        layout = {"nodes": 2} if path == "inter-node" else {"gpus_per_node": 2}
     elif metric == "api_time" and path in ("launch", "sync", "memcpy"):
         args, unit, scale, layout = ("api_overheads", "-i", "100"), "us", 1e6, {}
     elif metric == "copy_bandwidth" and path in ("H2D", "D2H", "D2D", "peer"):
