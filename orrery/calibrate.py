@@ -46,6 +46,7 @@ FORMAT_VERSION = 2  # 2: copies.* models among the overrides
 READABLE_VERSIONS = (1, 2)  # version 1 files only hold scalar overrides, read alike
 MEDIAN_TOLERANCE, P95_TOLERANCE = 0.05, 0.15  # per sweep, on |relative error|
 FEW_POINTS = 3  # a sweep with fewer sizes is compared, not fitted (e.g. nvbandwidth: one buffer size)
+OUTLIER = 0.5  # a point this far (relative) from a sweep's fit is left out of it, and the sweep refitted
 WINDOW = 64  # messages per iteration of osu_bw (and calibration/bench/osu_p2p bw)
 
 
@@ -63,6 +64,7 @@ class Fit:
     segments: list[Segment]
     median_rel_residual: float
     max_rel_residual: float
+    outliers: list[int]  # sizes left out of the fit (OUTLIER), still compared in the closed loop
 
 
 def _fit_line(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float, np.ndarray]:
@@ -127,6 +129,21 @@ def fit_piecewise(sizes: list[int], times: list[float], min_points: int = FEW_PO
             break
         err, parts = more_err, more
     return [Segment(sizes[a], sizes[b - 1], lat, 1.0 / c) for a, b, lat, c in parts]
+
+
+def fit_sweep(sizes: list[int], times: list[float]) -> tuple[list[Segment], list[int]]:
+    """A sweep's piecewise fit, robust to a lone bad point: points further than OUTLIER from
+    the first fit (e.g. Sigma2 Olivia's Cray MPICH 8 osu_bibw at 8 KiB, 4.5 times below its
+    neighbours) are left out and the rest refitted. Returns the segments and the sizes left out."""
+    segments = fit_piecewise(sizes, times)
+    outliers = [s for s, t in zip(sizes, times) if abs(predict(segments, s) - t) / t > OUTLIER]
+    if not outliers:
+        return segments, []
+    kept = [(s, t) for s, t in zip(sizes, times) if s not in outliers]
+    segments = fit_piecewise([s for s, _ in kept], [t for _, t in kept])
+    # the segments cover the whole sweep, left-out sizes included
+    segments[0].size_from, segments[-1].size_to = sizes[0], sizes[-1]
+    return segments, outliers
 
 
 def predict(segments: list[Segment], size: int) -> float:
@@ -238,6 +255,20 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
             overhead = (W * g - 2 * route_latency_between_nodes(m)) / (W + 2)
         out[f"mpi.send_overhead_{which}"] = max(overhead, 0.0)
         out[f"mpi.recv_overhead_{which}"] = max(overhead, 0.0)
+    windowed = {buffers for (metric, path, buffers), _ in fits if (metric, path) == ("bandwidth", "inter-node")}
+    for (metric, path, buffers), fit in fits:
+        which = "device" if buffers == "D D" else "host"
+        if (metric, path) != ("bibw", "inter-node") or buffers in windowed or which not in latency_models:
+            continue
+        # osu_bibw and osu_latency without osu_bw (e.g. Sigma2 Olivia): a window takes 2 W o + L
+        # per side, b = (2 W o + L) / W per message, and a lone message T = 2 o + L, so
+        # o = (W b - T) / (2 W - 2); osu_latency's fit stays the lone message's model
+        W, b, T = WINDOW, bibw[buffers], latency_models[which]
+        overhead = max((W * b - T) / (2 * W - 2), 0.0)
+        out[f"mpi.send_overhead_{which}"] = overhead
+        out[f"mpi.recv_overhead_{which}"] = overhead
+        if which == "device":
+            out["nic.bandwidth"] = fit.segments[-1].bandwidth_Bps
     return out
 
 
@@ -357,11 +388,12 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
             continue
         sizes, times = _times(sweep.unit, points, sweep.kind[0])
         try:
-            segments = fit_piecewise(sizes, times)
+            segments, outliers = fit_sweep(sizes, times)
         except InputError as e:
             raise InputError(sweep.name, None, e.value, e.expected) from None
-        residuals = [abs(predict(segments, s) - t) / t for s, t in zip(sizes, times)]
-        fits.append((sweep.kind, Fit(sweep.name, segments, float(np.median(residuals)), float(max(residuals)))))
+        residuals = [abs(predict(segments, s) - t) / t for s, t in zip(sizes, times) if s not in outliers]
+        fits.append((sweep.kind, Fit(sweep.name, segments, float(np.median(residuals)), float(max(residuals)),
+                                     outliers)))
 
     def shown(f: Path) -> str:
         try:
@@ -387,7 +419,8 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
     cal = {
         "orrery_calibration": FORMAT_VERSION,
         "machine": m.name,
-        "command": f"orrery calibrate --machine {machine_name}" + "".join(f" --input {shown(f)}" for f in inputs),
+        "command": f"orrery calibrate --machine {machine_name}" + (f" --sweeps {sweep_set}" if sweep_set else "") +
+                   "".join(f" --input {shown(f)}" for f in inputs),
         "inputs": [{"file": shown(f), "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in files],
         "fits": [asdict(f) for _, f in fits],
         "not_fitted": skipped,
@@ -453,6 +486,9 @@ def report(cal: dict, closed_loop: list[validation.SweepResult], kinds: list[tup
                           " (no size term)") for s in fit["segments"])
         lines.append(f"  fit {fit['sweep']}: {segs} (residual median {100 * fit['median_rel_residual']:.1f}%, "
                      f"max {100 * fit['max_rel_residual']:.1f}%)")
+        if fit.get("outliers"):
+            lines.append(f"    left out of the fit, more than {100 * OUTLIER:.0f}% off it (compared below): " +
+                         ", ".join(f"{size} B" for size in fit["outliers"]))
     for which, scores in cal.get("eager_threshold_trials", {}).items():
         lines.append(f"  eager threshold, {which} buffers: mean of osu_bw and osu_bibw (median + 95th percentile "
                      "|error|) per candidate: " + ", ".join(f"{k} B {100 * v:.1f}%" for k, v in scores.items()))

@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import __version__, build, costs, machine, platform
+from . import __version__, build, costs, machine, platform, validate
 from .errors import InputError, OrreryError
 from .results import summary
 from .run import FILL_POLICIES, GPU_VISIBILITY, RunOptions, run
@@ -73,7 +73,6 @@ def _machine_command(a: argparse.Namespace) -> int:
 
 
 def _validate_command(a: argparse.Namespace) -> int:
-    from . import validate
 
     repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
     out = Path(a.out)
@@ -94,7 +93,7 @@ def _validate_command(a: argparse.Namespace) -> int:
 def _calibrate_command(a: argparse.Namespace) -> int:
     import json
 
-    from . import calibrate, validate
+    from . import calibrate
 
     repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
     out = Path(a.out)
@@ -187,8 +186,9 @@ def parser() -> argparse.ArgumentParser:
                         "default: the shared measurements known for the machine")
     c.add_argument("--kernels", metavar="TABLE",
                    help="kernel timing table (kernel,grid_x..block_z,time,unit): also write DIR/costs.toml")
-    c.add_argument("--sweeps", metavar="SET", help="another set of the machine's shared sweeps (gh200-slingshot: "
-                                                  "clariden, Alps clariden with Open MPI 5) instead of its default one")
+    c.add_argument("--sweeps", metavar="SET", help="another set of the machine's shared sweeps, one system and MPI stack, "
+                                                  "instead of its default one (gh200-slingshot: " +
+                   ", ".join(validate.SWEEP_SETS["gh200-slingshot"]) + ")")
     c.add_argument("--p2p-path", choices=["intra-node", "inter-node"],
                    help="where the two ranks of raw OSU output ran (the output does not say)")
     c.set_defaults(func=_calibrate_command)

@@ -120,9 +120,34 @@ _CLARIDEN = [
     osu_sweep("osu_latency D D intra-node (Alps clariden GH200, Open MPI 5.0.8 CXI)", _CLARIDEN_BW, "intra-node",
               "D D", "latency"),
 ]
+# Alps clariden with MPICH 4.2.1 over libfabric CXI: osu_latency between nodes only.
+_CLARIDEN_MPICH = (("system", "clariden"), ("mpi_or_lib", "MPICH 4.2.1"))
+_CLARIDEN_MPICH_SWEEPS = [
+    osu_sweep(f"osu_latency {b} inter-node (Alps clariden GH200, MPICH 4.2.1 CXI)", _CLARIDEN_MPICH, "inter-node", b,
+              "latency") for b in ("D D", "H H")]
+
+
+def _olivia(stack: str, select: tuple[tuple[str, str], ...]) -> list[Sweep]:
+    """Sigma2 Olivia (HPE Cray EX, GH200 nodes, Slingshot-11): osu_latency and osu_bibw between
+    device buffers of two nodes, one MPI stack's runs."""
+    where = (("system", "Olivia"),) + select
+    return [osu_sweep(f"osu_{test} D D inter-node (Sigma2 Olivia GH200, {stack})", where, "inter-node", "D D", test)
+            for test in ("latency", "bibw")]
+
+
+_OLIVIA = {
+    "olivia-cray-mpich-8": _olivia("Cray MPICH 8.1.32", (("mpi_or_lib", "Cray MPICH 8.1.32"),)),
+    "olivia-cray-mpich-9": _olivia("Cray MPICH 9.1.0", (("mpi_or_lib", "Cray MPICH 9.1.0"),)),
+    "olivia-ompi-4-ucx": _olivia("Open MPI 4.1.6 + UCX 1.15", (("mpi_or_lib", "OpenMPI 4.1.6"),)),
+    "olivia-ompi-5-ucx": _olivia("Open MPI 5.0.3 + UCX 1.16, srun",
+                                 (("mpi_or_lib", "OpenMPI 5.0.3"), ("raw_file", "part2.md"))),
+    "olivia-ompi-5-ucx-mpirun": _olivia("Open MPI 5.0.3 + UCX 1.16, mpirun",
+                                        (("mpi_or_lib", "OpenMPI 5.0.3"), ("raw_file", "part2@2eb7040"))),
+}
 SWEEPS: dict[str, list[Sweep]] = {"h100-ib200": _H100_COPIES, "dgx-h100": _H100_COPIES, "gh200-slingshot": _GH200}
 # Other sets of a machine's shared sweeps (--sweeps NAME): one system and MPI stack each.
-SWEEP_SETS: dict[str, dict[str, list[Sweep]]] = {"gh200-slingshot": {"clariden": _CLARIDEN}}
+SWEEP_SETS: dict[str, dict[str, list[Sweep]]] = {
+    "gh200-slingshot": {"clariden": _CLARIDEN, "clariden-mpich": _CLARIDEN_MPICH_SWEEPS, **_OLIVIA}}
 
 
 def sweeps_for(machine_name: str, sweep_set: str | None = None) -> list[Sweep]:

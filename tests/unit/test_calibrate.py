@@ -29,6 +29,35 @@ def test_breakpoint_between_two_regimes_is_found():
     assert calibrate.predict([first, second], 1 << 20) == pytest.approx(6e-6 + (1 << 20) / 25e9, rel=1e-9)
 
 
+def test_a_lone_point_far_off_the_fit_is_left_out_and_the_rest_refitted():
+    sizes = [2**k for k in range(0, 23)]
+    times = [2e-6 + s / 25e9 for s in sizes]
+    times[13] *= 4.5  # 8 KiB, as Sigma2 Olivia's Cray MPICH 8 osu_bibw
+    segments, outliers = calibrate.fit_sweep(sizes, times)
+    assert outliers == [8192]
+    (seg,) = segments
+    assert (seg.size_from, seg.size_to) == (1, 1 << 22)
+    assert (seg.latency_s, seg.bandwidth_Bps) == (pytest.approx(2e-6, rel=1e-9), pytest.approx(25e9, rel=1e-9))
+    clean = [2e-6 + s / 25e9 for s in sizes]
+    assert calibrate.fit_sweep(sizes, clean)[1] == []
+
+
+def test_osu_latency_and_osu_bibw_without_osu_bw_give_the_per_message_overhead():
+    """A window of osu_bibw takes 2 W o + L per side and a lone message 2 o + L: from the two
+    fits' small-message times the overhead o is recovered, and the NIC's rate from osu_bibw."""
+    from orrery import machine as machines
+    W, o, L, rate = calibrate.WINDOW, 0.9e-6, 1.0e-6, 23e9
+    lone = calibrate.Fit("osu_latency", [calibrate.Segment(1, 4096, 2 * o + L, 1e30)], 0, 0, [])
+    window = calibrate.Fit("osu_bibw", [calibrate.Segment(1, 4096, (2 * W * o + L) / W, 1e30),
+                                        calibrate.Segment(8192, 1 << 22, 1e-6, rate)], 0, 0, [])
+    m = machines.load("gh200-slingshot", measured_models=False)
+    out = calibrate._overrides(m, [(("latency", "inter-node", "D D"), lone), (("bibw", "inter-node", "D D"), window)])
+    assert out["mpi.send_overhead_device"] == pytest.approx(o, rel=1e-12)
+    assert out["mpi.recv_overhead_device"] == pytest.approx(o, rel=1e-12)
+    assert out["nic.bandwidth"] == rate
+    assert out["messages.device_inter"] == [{"latency": 2 * o + L, "bandwidth": 1e30}]
+
+
 def test_fit_input_errors():
     with pytest.raises(InputError, match="at least 3 points"):
         calibrate.fit_piecewise([1, 2], [1e-6, 2e-6])
