@@ -304,11 +304,17 @@ Rank& rank_self(const char* function) {
   r->legacy.assign(r->gpus.size(), nullptr);
   auto cpu = config().rank_cpu.find(r->id);
   r->cpu = cpu == config().rank_cpu.end() ? nullptr : host_by_name(cpu->second);
+  const char* endpoint = r->host->get_property("orrery:mpi_endpoint");
+  r->device_end = endpoint ? host_by_name(endpoint) : r->host;
   r->mpi_host = MpiPath{prop_d(r->host, "orrery:mpi_eager_host"), prop_d(r->host, "orrery:mpi_send_overhead_host_s"),
-                        prop_d(r->host, "orrery:mpi_recv_overhead_host_s")};
+                        prop_d(r->host, "orrery:mpi_recv_overhead_host_s"),
+                        prop_d(r->host, "orrery:mpi_send_overhead_host_intra_s"),
+                        prop_d(r->host, "orrery:mpi_recv_overhead_host_intra_s")};
   r->mpi_device = MpiPath{prop_d(r->host, "orrery:mpi_eager_device"),
                           prop_d(r->host, "orrery:mpi_send_overhead_device_s"),
-                          prop_d(r->host, "orrery:mpi_recv_overhead_device_s")};
+                          prop_d(r->host, "orrery:mpi_recv_overhead_device_s"),
+                          prop_d(r->host, "orrery:mpi_send_overhead_device_intra_s"),
+                          prop_d(r->host, "orrery:mpi_recv_overhead_device_intra_s")};
   Rank* rp = r.get();
   sg4::this_actor::on_exit([rp](bool) {
     if (rp->stats.end_s < 0)
@@ -613,8 +619,8 @@ void wait_device(Rank& r, int device) {
  * threshold and, without GPUDirect RDMA, the staging pipeline's fill for a
  * message smaller than a chunk.
  * A message's path follows from where its two ranks stand (orrery/platform.py):
- * GPU hosts n{N}-gpu{G} for device buffers, process endpoints n{N}-cpu{L} for
- * host buffers. Copies never use those pairs of hosts (H2D/D2H go between a GPU
+ * GPU hosts n{N}-gpu{G} (or their message endpoints n{N}-gpu{G}-mpi) for device
+ * buffers, process endpoints n{N}-cpu{L} for host buffers. Copies never use those pairs of hosts (H2D/D2H go between a GPU
  * and its node's CPU host n{N}-cpu, peer copies between copy-engine hosts), so
  * the factors below only ever touch MPI messages. */
 
@@ -629,7 +635,7 @@ struct MessageEnd {
 
 struct MessageModels {
   Piecewise path[MESSAGE_PATHS];
-  double overheads[2] = {0, 0};  // send + receive overhead per message: host, device
+  double overheads[MESSAGE_PATHS] = {};  // send + receive overhead per message, by path
   double eager[2] = {0, 0};      // eager thresholds (bytes): host, device
   std::unordered_map<const sg4::Host*, MessageEnd> ends;
 };
@@ -667,6 +673,8 @@ void install_message_factors() {
     if (sscanf(name, "n%d-gpu%d%n", &node, &index, &used) == 2 && name[used] == '\0') {
       g_messages.ends[h] = {node, true};
       first_gpu = first_gpu ? first_gpu : h;
+    } else if (sscanf(name, "n%d-gpu%d%n", &node, &index, &used) == 2 && !strcmp(name + used, "-mpi")) {
+      g_messages.ends[h] = {node, true};  // a GPU's message endpoint (mpi.intra_node = "nic")
     } else if (sscanf(name, "n%d-cpu%d%n", &node, &index, &used) == 2 && name[used] == '\0') {
       g_messages.ends[h] = {node, false};
     }
@@ -693,10 +701,15 @@ void install_message_factors() {
   }
   if (g_messages.ends.empty() || !first_gpu)
     return;
-  g_messages.overheads[0] = prop_d(first_gpu, "orrery:mpi_send_overhead_host_s") +
-                            prop_d(first_gpu, "orrery:mpi_recv_overhead_host_s");
-  g_messages.overheads[1] = prop_d(first_gpu, "orrery:mpi_send_overhead_device_s") +
-                            prop_d(first_gpu, "orrery:mpi_recv_overhead_device_s");
+  // send + receive overhead per message of each path, in kMessagePathNames' order
+  const char* const send_keys[MESSAGE_PATHS] = {
+      "orrery:mpi_send_overhead_device_intra_s", "orrery:mpi_send_overhead_device_s",
+      "orrery:mpi_send_overhead_host_intra_s", "orrery:mpi_send_overhead_host_s"};
+  const char* const recv_keys[MESSAGE_PATHS] = {
+      "orrery:mpi_recv_overhead_device_intra_s", "orrery:mpi_recv_overhead_device_s",
+      "orrery:mpi_recv_overhead_host_intra_s", "orrery:mpi_recv_overhead_host_s"};
+  for (int p = 0; p < MESSAGE_PATHS; p++)
+    g_messages.overheads[p] = prop_d(first_gpu, send_keys[p]) + prop_d(first_gpu, recv_keys[p]);
   g_messages.eager[0] = prop_d(first_gpu, "orrery:mpi_eager_host");
   g_messages.eager[1] = prop_d(first_gpu, "orrery:mpi_eager_device");
   e->get_netzone_root()->get_network_model()->set_lat_factor_cb(
@@ -722,7 +735,7 @@ void install_message_factors() {
           // term becomes the route's latency (a latency factor, per message size): the
           // MPI library's protocol time, which pipelines across concurrent messages
           // (osu_bw's window) instead of holding the links, as a bandwidth factor would.
-          double wire = seg->latency_s + size / seg->bandwidth - g_messages.overheads[device] - size / route_bandwidth;
+          double wire = seg->latency_s + size / seg->bandwidth - g_messages.overheads[path] - size / route_bandwidth;
           return std::max(wire, 0.0) / route_latency;
         }
         double latency = route_latency, control = route_latency;

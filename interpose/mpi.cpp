@@ -51,7 +51,7 @@ static bool is_device(const void* b) {
 static bool is_host_data(const void* b) { return b && b != MPI_IN_PLACE && !is_device(b); }
 
 static void stand(Rank& r, bool at_process) {
-  sg4::Host* where = at_process && r.cpu ? r.cpu : r.host;
+  sg4::Host* where = at_process && r.cpu ? r.cpu : r.device_end;
   if (sg4::this_actor::get_host() != where)
     sg4::this_actor::set_host(where);
 }
@@ -164,6 +164,34 @@ static const MpiPath& path_of(Rank& r, const void* buf) {
   return a && a->device ? r.mpi_device : r.mpi_host;
 }
 
+/* Whether a peer (a rank of comm) shares this rank's node: messages within a node have
+ * their own per-message overheads (mpi.*_overhead_*_intra). A receive from any source
+ * is charged as one between nodes. */
+static int node_of(int world_rank) {
+  auto it = config().rank_cpu.find(world_rank);  // "n{node}-cpu{local}"
+  int node = -1;
+  if (it == config().rank_cpu.end() || sscanf(it->second.c_str(), "n%d-", &node) != 1)
+    return -1;
+  return node;
+}
+static bool within_node(const Rank& r, int peer, MPI_Comm comm) {
+  if (peer < 0)  // MPI_ANY_SOURCE, MPI_PROC_NULL
+    return false;
+  int world = peer;
+  if (comm != MPI_COMM_WORLD) {
+    int inter = 0;
+    MPI_Group group, everyone;
+    PMPI_Comm_test_inter(comm, &inter);
+    inter ? PMPI_Comm_remote_group(comm, &group) : PMPI_Comm_group(comm, &group);
+    PMPI_Comm_group(MPI_COMM_WORLD, &everyone);
+    PMPI_Group_translate_ranks(group, 1, &peer, everyone, &world);
+    PMPI_Group_free(&group);
+    PMPI_Group_free(&everyone);
+  }
+  int here = node_of(r.id);
+  return here >= 0 && world >= 0 && node_of(world) == here;
+}
+
 static bool rendezvous(const MpiPath& p, int count, MPI_Datatype dt) {
   int size = 0;
   PMPI_Type_size(dt, &size);
@@ -179,7 +207,7 @@ ORR_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype dt, int dst, in
   MpiScope scope("MPI_Send");
   Placement at(scope.rank(), {buf});
   const MpiPath& p = path_of(scope.rank(), buf);
-  software(p.send_overhead_s);
+  software(p.send(within_node(scope.rank(), dst, comm)));
   return rendezvous(p, count, dt) ? PMPI_Ssend(buf, count, dt, dst, tag, comm) : PMPI_Send(buf, count, dt, dst, tag, comm);
 }
 
@@ -188,7 +216,7 @@ ORR_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype dt, int dst, i
   MpiScope scope("MPI_Isend");
   Placement at(scope.rank(), {buf});
   const MpiPath& p = path_of(scope.rank(), buf);
-  software(p.send_overhead_s);
+  software(p.send(within_node(scope.rank(), dst, comm)));
   int rc = rendezvous(p, count, dt) ? PMPI_Issend(buf, count, dt, dst, tag, comm, rq)
                                     : PMPI_Isend(buf, count, dt, dst, tag, comm, rq);
   posted(scope.rank(), *rq, {buf});
@@ -198,15 +226,17 @@ ORR_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype dt, int dst, i
 ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* st) {
   MpiScope scope("MPI_Recv");
   Placement at(scope.rank(), {buf});
-  int rc = PMPI_Recv(buf, count, dt, src, tag, comm, st);
-  software(path_of(scope.rank(), buf).recv_overhead_s);
+  MPI_Status own;
+  MPI_Status* status = st == MPI_STATUS_IGNORE ? &own : st;
+  int rc = PMPI_Recv(buf, count, dt, src, tag, comm, status);
+  software(path_of(scope.rank(), buf).recv(within_node(scope.rank(), status->MPI_SOURCE, comm)));
   return rc;
 }
 
 ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request* rq) {
   MpiScope scope("MPI_Irecv");
   Placement at(scope.rank(), {buf});
-  software(path_of(scope.rank(), buf).recv_overhead_s);  // charged when posted
+  software(path_of(scope.rank(), buf).recv(within_node(scope.rank(), src, comm)));  // charged when posted
   int rc = PMPI_Irecv(buf, count, dt, src, tag, comm, rq);
   posted(scope.rank(), *rq, {buf});
   return rc;
@@ -217,7 +247,7 @@ ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, in
   MpiScope scope("MPI_Sendrecv");
   Placement at(scope.rank(), {sbuf, rbuf});
   const MpiPath& out = path_of(scope.rank(), sbuf);
-  software(out.send_overhead_s);
+  software(out.send(within_node(scope.rank(), dst, comm)));
   MPI_Request rq[2];
   MPI_Status sts[2];
   PMPI_Irecv(rbuf, rcount, rtype, src, rtag, comm, &rq[0]);
@@ -228,7 +258,7 @@ ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, in
   int rc = PMPI_Waitall(2, rq, sts);
   if (st != MPI_STATUS_IGNORE)
     *st = sts[0];
-  software(path_of(scope.rank(), rbuf).recv_overhead_s);
+  software(path_of(scope.rank(), rbuf).recv(within_node(scope.rank(), sts[0].MPI_SOURCE, comm)));
   return rc;
 }
 

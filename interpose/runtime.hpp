@@ -187,8 +187,12 @@ struct Stats {
 /* MPI protocol of one path (host or device buffers), from the machine description. */
 struct MpiPath {
   double eager_threshold = 0;  // bytes: this large or larger, the sender waits for the receiver
-  double send_overhead_s = 0;
+  double send_overhead_s = 0;  // between nodes
   double recv_overhead_s = 0;
+  double send_intra_s = 0;     // within a node
+  double recv_intra_s = 0;
+  double send(bool intra) const { return intra ? send_intra_s : send_overhead_s; }
+  double recv(bool intra) const { return intra ? recv_intra_s : recv_overhead_s; }
 };
 
 struct Rank {
@@ -196,6 +200,8 @@ struct Rank {
   MpiPath mpi_host, mpi_device;
   sg4::Host* cpu = nullptr;          // its process's host endpoint (host-buffer messages)
   sg4::Host* host = nullptr;
+  sg4::Host* device_end = nullptr;   // where its device-buffer messages start: its GPU's host, or
+                                     // with mpi.intra_node = "nic" the GPU's message endpoint
   std::vector<Gpu*> gpus;            // the devices of its node, by device number
   int device = 0;                    // current device
   std::vector<Stream*> legacy;       // legacy default stream per device (lazily)

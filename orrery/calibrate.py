@@ -38,7 +38,7 @@ import numpy as np
 from scipy import optimize
 
 from . import machine as machines
-from . import measurements
+from . import measurements, platform
 from . import validate as validation
 from .errors import InputError
 
@@ -169,6 +169,19 @@ def route_latency_between_nodes(m: machines.Machine) -> float:
     return 2 * side + 2 * m.nic.latency + m.fabric.switch_latency
 
 
+def route_latency_within_node(m: machines.Machine, which: str) -> float:
+    """Latency of the route between two ranks of a node: through their NICs and leaf switch
+    (mpi.intra_node = "nic"), or NVLink between GPUs and shared memory between processes."""
+    if m.mpi.intra_node == "nic":
+        if which == "device":
+            return route_latency_between_nodes(m)
+        side = 2 * m.pcie.latency  # a process's way to its NIC: its DMA and the NIC's own PCIe link
+        return 2 * side + 2 * m.nic.latency + m.fabric.switch_latency
+    if which == "host":
+        return 2 * platform.SHM_LATENCY
+    return m.nvlink.latency if m.nvlink.topology != "none" else 2 * m.pcie.latency
+
+
 COPY_DIRECTIONS = {"H2D": "H2D", "D2H": "D2H", "D2D": "D2D", "peer": "peer"}
 
 
@@ -206,6 +219,7 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
     out: dict[str, object] = {}
     windows = {} if windows is None else windows
     latency_models: dict[str, float] = {}  # per buffer kind: one-way time of the smallest message between nodes
+    within: dict[str, float] = {}  # ... and within a node
     for (metric, path, buffers), fit in fits:
         if metric == "copy_bandwidth" and path in COPY_DIRECTIONS:
             # a sweep of synchronous copies: the host overheads of issuing and of returning
@@ -222,8 +236,7 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
             which = "device" if buffers == "D D" else "host"
             # osu_latency's one-way time, per-message overheads included (the shim subtracts them)
             out[f"messages.{which}_{path.removesuffix('-node')}"] = piecewise_model(fit)
-            if path == "inter-node":
-                latency_models[which] = fit.segments[0].latency_s
+            (latency_models if path == "inter-node" else within)[which] = fit.segments[0].latency_s
     bibw = {buffers: fit.segments[0].latency_s for (metric, path, buffers), fit in fits
             if (metric, path) == ("bibw", "inter-node")}
     for (metric, path, buffers), fit in fits:
@@ -237,9 +250,13 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
         # W o + o + L + o + L (o the per-message software time on either side, L the wire's
         # latency), so the time per message is g = ((W + 2) o + 2 L) / W.
         W, g = WINDOW, small.latency_s
-        if which in latency_models:
-            # osu_latency measured the path: one-way T = 2 o + L, so o = (W g - 2 T) / (W - 2)
-            overhead = (W * g - 2 * latency_models[which]) / (W - 2)
+        if buffers in bibw and which in latency_models:
+            # all three: osu_latency's fit is the lone message's model (T = 2 o + L), and o
+            # is the least-squares fit (relative error) of the two windows it then predicts,
+            # g = ((W - 2) o + 2 T) / W and b = ((2 W - 2) o + T) / W
+            T, b = latency_models[which], bibw[buffers]
+            rows = [((W - 2) / W / g, 2 * T / W / g), ((2 * W - 2) / W / b, T / W / b)]
+            overhead = sum(a * (1 - c) for a, c in rows) / sum(a * a for a, _ in rows)
         elif buffers in bibw:
             # osu_bibw: each side posts W receives and W sends, the last arriving L after
             # it left: a window takes 2 W o + L, i.e. b = (2 W o + L) / W per message. With
@@ -251,10 +268,27 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
             eager = getattr(m.mpi, f"eager_threshold_{which}")
             out[f"messages.{which}_inter"] = window_model(overhead, wire, big.bandwidth_Bps, eager)
             windows[which] = Window(buffers, overhead, wire, big.bandwidth_Bps, fit)
+        elif which in latency_models:
+            # osu_latency measured the path: one-way T = 2 o + L, so o = (W g - 2 T) / (W - 2)
+            overhead = (W * g - 2 * latency_models[which]) / (W - 2)
         else:
             overhead = (W * g - 2 * route_latency_between_nodes(m)) / (W + 2)
         out[f"mpi.send_overhead_{which}"] = max(overhead, 0.0)
         out[f"mpi.recv_overhead_{which}"] = max(overhead, 0.0)
+    for (metric, path, buffers), fit in fits:
+        if (metric, path) != ("bandwidth", "intra-node"):
+            continue
+        # osu_bw within a node: the library may take another transport there, with its own
+        # per-message overheads; solved as between nodes, from osu_latency within the node
+        # where measured, else from the route's latency
+        which = "device" if buffers == "D D" else "host"
+        W, g = WINDOW, fit.segments[0].latency_s
+        if which in within:
+            overhead = (W * g - 2 * within[which]) / (W - 2)
+        else:
+            overhead = (W * g - 2 * route_latency_within_node(m, which)) / (W + 2)
+        out[f"mpi.send_overhead_{which}_intra"] = max(overhead, 0.0)
+        out[f"mpi.recv_overhead_{which}_intra"] = max(overhead, 0.0)
     windowed = {buffers for (metric, path, buffers), _ in fits if (metric, path) == ("bandwidth", "inter-node")}
     for (metric, path, buffers), fit in fits:
         which = "device" if buffers == "D D" else "host"
@@ -368,7 +402,8 @@ def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | N
 def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: str | None = None,
               sweep_set: str | None = None) -> tuple[dict, list]:
     """The calibration file's content, and the (sweep, points) pairs the closed loop checks."""
-    m = machines.load(machine_name, measured_models=False)
+    stack: dict[str, object] = dict(validation.set_description(machine_name, sweep_set))
+    m = machines.load(machine_name, as_set(stack), measured_models=False)
     pairs, files, skipped = _series(machine_name, repo, list(inputs), p2p_path, sweep_set)
     fits = []
     collectives = []
@@ -402,9 +437,9 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
             return str(f)
 
     if api:  # the copy models' latencies exclude the (measured) host overheads
-        m = machines.load(machine_name, as_set(api), measured_models=False)
+        m = machines.load(machine_name, as_set({**stack, **api}), measured_models=False)
     windows: dict[str, Window] = {}
-    overrides = {**api, **_overrides(m, fits, windows)}
+    overrides = {**stack, **api, **_overrides(m, fits, windows)}
     eager_trials = _pick_eager_threshold(machine_name, m, repo, pairs, windows, overrides)
     trials, uncorrectable, uncorrected = {}, {}, {}
     if collectives:

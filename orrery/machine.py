@@ -113,8 +113,24 @@ class Mpi(_Section):
     recv_overhead_host: Time      # software time of the receiver per message
     send_overhead_device: Time
     recv_overhead_device: Time
+    # the same for messages within a node, where the library may take another transport
+    # (unset: as between nodes)
+    send_overhead_host_intra: Time | None = None
+    recv_overhead_host_intra: Time | None = None
+    send_overhead_device_intra: Time | None = None
+    recv_overhead_device_intra: Time | None = None
     # which MPI library's choice of collective algorithms SMPI reproduces
     collective_selector: Literal["default", "ompi", "mpich", "mvapich2", "impi"]
+
+    def overhead(self, side: str, kind: str, intra: bool) -> float:
+        """Per-message software time of the sender (side "send") or receiver ("recv") for
+        host or device buffers (kind), within a node or between nodes."""
+        within = getattr(self, f"{side}_overhead_{kind}_intra") if intra else None
+        return getattr(self, f"{side}_overhead_{kind}") if within is None else within
+    # how messages between two ranks of one node travel: "direct" (NVLink, PCIe peer to peer,
+    # shared memory) or "nic" (out through the NIC and back, as with only a network provider,
+    # e.g. libfabric CXI without its shared-memory and GPU IPC paths)
+    intra_node: Literal["direct", "nic"] = "direct"
 
 
 class GpuDirect(_Section):

@@ -29,7 +29,13 @@ nodes' NIC bandwidth divided by the oversubscription. Crossing a switch costs
 
 MPI ranks run on their GPU's host, so a device-buffer message between two
 GPUs of a node crosses NVLink and one between nodes crosses PCIe, the NIC and
-the fabric. For the blocking MPI calls on host buffers, a rank moves to its
+the fabric. With ``mpi.intra_node = "nic"`` (an MPI library with only a
+network provider, e.g. libfabric CXI) every message leaves through the NIC,
+within the node too: device-buffer messages start at a message endpoint
+(``n3-gpu1-mpi``) and host-buffer messages at the process endpoint, each with
+a single edge to its rail's NIC over the links of the GPU's (or process's) way
+there, so two ranks of a node meet at their leaf switch, or inside their NIC
+if they share it. For the blocking MPI calls on host buffers, a rank moves to its
 process's host endpoint (``n3-cpu2`` for local rank 2): host memory within the
 node, its rail's NIC beyond. The shim reads each GPU's description from its host's
 ``orrery:*`` properties (gpu_properties below).
@@ -98,6 +104,11 @@ def copy_engine_host(node: int, gpu: int) -> str:
     return f"n{node}-gpu{gpu}-ce"
 
 
+def mpi_endpoint_host(node: int, gpu: int) -> str:
+    """With mpi.intra_node = "nic": where a GPU's device-buffer messages start and end."""
+    return f"n{node}-gpu{gpu}-mpi"
+
+
 def rank_cpu_host(node: int, local_rank: int) -> str:
     """Where a rank's host-buffer messages start and end: its process in host memory."""
     return f"n{node}-cpu{local_rank}"
@@ -144,10 +155,8 @@ def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dic
         "orrery:host_memcpy_bandwidth": repr(machine.node.host_memcpy_bandwidth),
         "orrery:mpi_eager_host": repr(machine.mpi.eager_threshold_host),
         "orrery:mpi_eager_device": repr(machine.mpi.eager_threshold_device),
-        "orrery:mpi_send_overhead_host_s": repr(machine.mpi.send_overhead_host),
-        "orrery:mpi_recv_overhead_host_s": repr(machine.mpi.recv_overhead_host),
-        "orrery:mpi_send_overhead_device_s": repr(machine.mpi.send_overhead_device),
-        "orrery:mpi_recv_overhead_device_s": repr(machine.mpi.recv_overhead_device),
+        **{f"orrery:mpi_{side}_overhead_{kind}{'_intra' if intra else ''}_s": repr(machine.mpi.overhead(side, kind, intra))
+           for side in ("send", "recv") for kind in ("host", "device") for intra in (False, True)},
         **{f"orrery:copy_model_{direction}": piecewise_property((s.up_to, s.latency, s.bandwidth) for s in model)
            for direction, model in machine.copies if model is not None},
         **{f"orrery:message_model_{path}": piecewise_property((s.up_to, s.latency, s.bandwidth) for s in model)
@@ -156,6 +165,7 @@ def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dic
         **{f"orrery:collective_correction_{name}": piecewise_property((s.up_to, s.extra, INF) for s in model)
            for name, model in machine.collectives if model is not None},
         "orrery:copy_engine": copy_engine_host(node, gpu),
+        **({"orrery:mpi_endpoint": mpi_endpoint_host(node, gpu)} if machine.mpi.intra_node == "nic" else {}),
         **({} if machine.gpudirect.rdma else {"orrery:staging": f"{machine.gpudirect.staging_chunk!r}:"
                                               f"{machine.pcie.bandwidth!r}:{machine.overheads.memcpy!r}"}),
     }
@@ -191,6 +201,7 @@ class _Builder:
         self.zone = zone
         self.links: list[ET.Element] = []
         self.routes: list[ET.Element] = []
+        self.edges: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {}  # netpoint -> (neighbour, links)
 
     def host(self, name: str, props: dict[str, str] | None = None) -> None:
         h = ET.SubElement(self.zone, "host", id=name, speed=f"{HOST_SPEED!r}f")
@@ -200,18 +211,43 @@ class _Builder:
     def router(self, name: str) -> None:
         ET.SubElement(self.zone, "router", id=name)
 
-    def link(self, name: str, a: str, b: str, bandwidth: float, latency: float, duplex: bool = True) -> None:
-        """A link between two neighbours; full-duplex links carry each direction at full rate."""
-        attrs = {"id": name, "bandwidth": f"{bandwidth!r}Bps", "latency": f"{latency!r}s"}
-        if duplex:
-            attrs["sharing_policy"] = "SPLITDUPLEX"
-        self.links.append(ET.Element("link", attrs))
+    def link(self, name: str, a: str | None, b: str | None, bandwidth: float, latency: float) -> None:
+        """A full-duplex link (each direction at full rate) between two neighbours, or, without
+        them, one that only multi-link edges (path) use."""
+        self.links.append(ET.Element("link", {"id": name, "bandwidth": f"{bandwidth!r}Bps", "latency": f"{latency!r}s",
+                                              "sharing_policy": "SPLITDUPLEX"}))
+        if a is not None:
+            self.path(a, b, [(name, "UP")])
+
+    def path(self, a: str, b: str, links: list[tuple[str, str]]) -> None:
+        """One edge of the routing graph from a to b through several links, each crossed UP
+        (from the end its link was declared with first) or DOWN. SimGrid's shortest routes
+        count an edge's links, so such an edge costs what its links would cost one by one."""
         route = ET.Element("route", src=a, dst=b, symmetrical="YES")
-        ctn = {"id": name}
-        if duplex:
-            ctn["direction"] = "UP"
-        ET.SubElement(route, "link_ctn", ctn)
+        for name, direction in links:
+            ET.SubElement(route, "link_ctn", id=name, direction=direction)
         self.routes.append(route)
+        back = [(name, "DOWN" if d == "UP" else "UP") for name, d in reversed(links)]
+        self.edges.setdefault(a, []).append((b, links))
+        self.edges.setdefault(b, []).append((a, back))
+
+    def shortest(self, a: str, b: str) -> list[tuple[str, str]]:
+        """The links of the route from a to b with the fewest links, as SimGrid's routing finds
+        it among the edges declared so far."""
+        best: dict[str, tuple[int, list[tuple[str, str]]]] = {a: (0, [])}
+        queue = [(0, a)]
+        while queue:
+            queue.sort()
+            cost, here = queue.pop(0)
+            if here == b:
+                return best[b][1]
+            if cost > best[here][0]:
+                continue
+            for there, links in self.edges.get(here, []):
+                if there not in best or cost + len(links) < best[there][0]:
+                    best[there] = (cost + len(links), best[here][1] + links)
+                    queue.append((cost + len(links), there))
+        raise ValueError(f"no route from {a} to {b}")
 
     def finish(self) -> None:
         self.zone.extend(self.links)
@@ -263,6 +299,7 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
     zone = ET.SubElement(root, "zone", id=machine.name, routing="DijkstraCache")
     b = _Builder(zone)
     m, G = machine, layout.gpus_per_node
+    via_nic = m.mpi.intra_node == "nic"
     f, sw_lat = m.fabric, m.fabric.switch_latency
     nics = sorted({nic_of_gpu(m, g) for g in range(G)})
     switches = sorted({switch_of_gpu(m, g) for g in range(G)})
@@ -291,6 +328,14 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
             endpoint = rank_cpu_host(n, local)
             rail = nic_of_gpu(m, local % G)
             b.host(endpoint)
+            if via_nic:
+                # mpi.intra_node = "nic": its only way out is its rail's NIC, even to a process
+                # of its own node; one edge over the links of the way below
+                b.link(f"{endpoint}-dma", None, None, m.pcie.bandwidth, m.pcie.latency / 2)
+                b.link(f"{endpoint}-nic", None, None, m.pcie.bandwidth, m.pcie.latency / 2)
+                b.path(endpoint, f"n{n}-nic{rail}",
+                       [(f"{endpoint}-dma", "UP"), (f"{endpoint}-nic", "UP"), (f"n{n}-nic{rail}-pcie", "UP")])
+                continue
             b.router(f"{endpoint}-mem")
             b.link(f"{endpoint}-shm", endpoint, f"{endpoint}-mem", m.node.host_memcpy_bandwidth, SHM_LATENCY)
             b.link(f"{endpoint}-mem", f"{endpoint}-mem", rootc, m.node.host_memory_bandwidth, 0.0)
@@ -345,6 +390,14 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
             for g in range(G):
                 b.link(f"n{n}-nvl{g}", gpu_host(n, g), f"n{n}-nvswitch", m.nvlink_pair_bandwidth,
                        m.nvlink.latency / 2)
+        if via_nic:
+            # mpi.intra_node = "nic": a GPU's device-buffer messages start at its message
+            # endpoint, whose one edge is the GPU's own way to its rail's NIC: no NVLink, no
+            # peer-to-peer, not even to the GPUs of its node
+            for g in range(G):
+                nic = f"n{n}-nic{nic_of_gpu(m, g)}"
+                b.host(mpi_endpoint_host(n, g))
+                b.path(mpi_endpoint_host(n, g), nic, b.shortest(gpu_host(n, g), nic))
     for leaf in leaves:
         for rail in rails:
             b.router(leaf_switch(leaf, rail))

@@ -159,6 +159,35 @@ def test_per_message_software_overheads_of_the_device_path(run_program, programs
     assert host_only["rank 0 elapsed"] == pytest.approx(transfer, rel=REL)  # device buffers: not charged
 
 
+def test_per_message_overheads_within_a_node_apply_to_messages_within_a_node_only(run_program, programs, h100):
+    n = 8_000_000
+    intra = ("--set", "mpi.send_overhead_device_intra=2us", "--set", "mpi.recv_overhead_device_intra=3us")
+    v = run_ok(run_program, programs, "sendrecv", str(n), options=("--gpus-per-node", "2", *intra)).values()
+    transfer = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
+    assert v["rank 0 elapsed"] == pytest.approx(2e-6 + transfer + 3e-6, rel=REL)
+    # between nodes the path-less overheads apply (0 on h100-ib200), not those within a node
+    between = run_ok(run_program, programs, "sendrecv", str(n), nodes=2,
+                     options=("--gpus-per-node", "1", "--ranks-per-node", "1", *intra)).values()
+    assert between["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n), rel=REL)
+
+
+def test_messages_within_a_node_through_the_nic(run_program, programs, h100):
+    """mpi.intra_node = "nic" (a library with only a network provider): two GPUs of a node on
+    rails 0 and 1 exchange through their NICs and leaf switch, exactly as two GPUs of two
+    nodes under one leaf; host buffers likewise leave through the NIC, not shared memory."""
+    n = 8_000_000
+    nic = ("--gpus-per-node", "2", "--set", 'mpi.intra_node="nic"')
+    device = run_ok(run_program, programs, "sendrecv", str(n), options=nic).values()
+    assert device["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n), rel=REL)
+    host = run_ok(run_program, programs, "sendrecv-host", str(n), options=nic).values()
+    p, f = h100.pcie, h100.fabric
+    latency = 4 * p.latency + 2 * h100.nic.latency + f.switch_latency
+    assert host["rank 0 elapsed"] == pytest.approx(
+        wire(latency, n, min(p.bandwidth, h100.nic.bandwidth), h100.mpi.eager_threshold_host), rel=REL)
+    # (peer copies still cross NVLink: gh200-slingshot, "nic" as shipped, passes
+    # test_host_to_device_and_peer_copies_follow_each_machine)
+
+
 def test_host_buffer_messages_take_host_routes(run_program, programs, h100):
     n = 8_000_000
     within = run_ok(run_program, programs, "sendrecv-host", str(n), options=("--gpus-per-node", "2")).values()

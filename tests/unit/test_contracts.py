@@ -34,7 +34,7 @@ def test_every_gpu_property_the_shim_reads_is_generated():
     one = "[{latency = '1us', bandwidth = '10GB/s'}]"
     m = machine.load("h100-ib200", [f"copies.{d}={one}" for d in ("H2D", "D2H", "D2D", "peer")] +
                      [f"messages.{p}={one}" for p in ("device_intra", "device_inter", "host_intra", "host_inter")] +
-                     [f"collectives.{c.lower()}={fix}" for c in colls] + ["gpudirect.rdma=false"])
+                     [f"collectives.{c.lower()}={fix}" for c in colls] + ["gpudirect.rdma=false", 'mpi.intra_node="nic"'])
     written = set(platform.gpu_properties(m, platform.Layout(1, 1, 1), 0, 0))
     assert read <= written, f"the shim reads properties the platform lacks: {read - written}"
     assert "orrery:node" in read

@@ -19,8 +19,11 @@ def routes(xml):
     links = {link.get("id"): link for link in root.iter("link")}
     edges = {}
     for r in root.iter("route"):
-        (ctn,) = r.findall("link_ctn")
-        edges[(r.get("src"), r.get("dst"))] = links[ctn.get("id")]
+        ctns = r.findall("link_ctn")
+        if len(ctns) == 1:  # a link between neighbours
+            edges[(r.get("src"), r.get("dst"))] = links[ctns[0].get("id")]
+        else:  # an edge over several links: their names and directions
+            edges[(r.get("src"), r.get("dst"))] = [(c.get("id"), c.get("direction")) for c in ctns]
     return root, edges
 
 
@@ -114,6 +117,27 @@ def test_grace_hopper_reaches_host_memory_over_c2c():
     assert edges[("n0-root", "n0-gpu2")].get("bandwidth") == f"{450e9!r}Bps"
     assert ("n0-gpu2", "n0-pcie2") in edges  # its own superchip's PCIe: its NIC
     assert ("n0-gpu2-port", "n0-gpu2") not in edges
+
+
+def test_messages_within_a_node_through_the_nic_start_at_endpoints_whose_one_way_out_is_the_nic():
+    """mpi.intra_node = "nic" (GH200 with Open MPI over libfabric CXI): a GPU's device-buffer
+    messages start at n-gpuG-mpi and a process's at n-cpuL, each with one edge to its rail's
+    NIC over the links of its way there, and nothing else: no NVLink, no shared memory."""
+    m = machine.load("gh200-slingshot")
+    assert m.mpi.intra_node == "nic"
+    root, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
+    assert edges[("n0-gpu2-mpi", "n0-nic2")] == [("n0-c2c2-io", "UP"), ("n0-nic2-sw", "UP"), ("n0-nic2-pcie", "UP")]
+    assert edges[("n0-cpu1", "n0-nic1")] == [("n0-cpu1-dma", "UP"), ("n0-cpu1-nic", "UP"), ("n0-nic1-pcie", "UP")]
+    for end in ("n0-gpu2-mpi", "n0-cpu1"):
+        assert [e for e in edges if end in e] == [(end, f"n0-nic{end[6]}")]
+    assert not any(link.get("id").endswith("-shm") for link in root.iter("link"))
+    gpu = next(h for h in root.iter("host") if h.get("id") == "n0-gpu2")
+    assert {p.get("id"): p.get("value") for p in gpu.iter("prop")}["orrery:mpi_endpoint"] == "n0-gpu2-mpi"
+    # the default, direct: no message endpoints, NVLink between GPUs, shared memory between processes
+    direct = machine.load("gh200-slingshot", ['mpi.intra_node="direct"'])
+    root, edges = routes(platform.platform_xml(direct, platform.Layout.for_machine(direct, 1)))
+    assert not any(h.get("id").endswith("-mpi") for h in root.iter("host"))
+    assert ("n0-cpu1", "n0-cpu1-mem") in edges and ("n0-gpu0", "n0-gpu1") in edges
 
 
 def test_without_gpudirect_rdma_nics_hang_off_the_root_complex(h100):
