@@ -289,6 +289,19 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
             overhead = (W * g - 2 * route_latency_within_node(m, which)) / (W + 2)
         out[f"mpi.send_overhead_{which}_intra"] = max(overhead, 0.0)
         out[f"mpi.recv_overhead_{which}_intra"] = max(overhead, 0.0)
+    for (metric, path, buffers), fit in fits:
+        which = "device" if buffers == "D D" else "host"
+        if (metric, path) != ("bibw", "intra-node") or f"mpi.send_overhead_{which}_intra" in out:
+            continue
+        # osu_bibw alone within a node: a window takes 2 W o + L, so o = (W b - T) / (2 W - 2)
+        # with osu_latency's T = 2 o + L, else o = (W b - L) / (2 W) with the route's latency
+        W, b = WINDOW, fit.segments[0].latency_s
+        if which in within:
+            overhead = (W * b - within[which]) / (2 * W - 2)
+        else:
+            overhead = (W * b - route_latency_within_node(m, which)) / (2 * W)
+        out[f"mpi.send_overhead_{which}_intra"] = max(overhead, 0.0)
+        out[f"mpi.recv_overhead_{which}_intra"] = max(overhead, 0.0)
     windowed = {buffers for (metric, path, buffers), _ in fits if (metric, path) == ("bandwidth", "inter-node")}
     for (metric, path, buffers), fit in fits:
         which = "device" if buffers == "D D" else "host"
@@ -390,7 +403,7 @@ def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | N
                 else:
                     skipped.append(f"{series.benchmark} {series.metric} {series.path} ({f})")
         return pairs, [Path(f) for f in inputs], skipped
-    if sweep_set is None and machine_name not in validation.SWEEPS:
+    if sweep_set is None and machine_name not in validation.SWEEPS and machine_name not in validation.SWEEP_SETS:
         raise InputError("--machine", None, machine_name,
                          f"a machine with measured sweeps ({', '.join(sorted(validation.SWEEPS))}), or --input files")
     pairs = [(sw, validation.measured_points(repo, sw)) for sw in validation.sweeps_for(machine_name, sweep_set)]

@@ -35,7 +35,7 @@ class Sweep:
 
     name: str
     file: str                       # in calibration/data/measured/
-    select: tuple[tuple[str, str], ...]  # (column, text it must contain)
+    select: tuple[tuple[str, str], ...]  # (column, text it must contain; "=text": it must equal)
     size_column: str
     value_column: str
     unit: str                       # of the value column: "GB/s", "MB/s" or "us"
@@ -67,7 +67,7 @@ _METRIC_KIND = {"latency": "latency", "bw": "bandwidth", "bibw": "bibw"}  # OSU 
 
 def osu_run(test: str, path: str, buffers: str, iters: str) -> tuple[tuple[str, ...], dict[str, int]]:
     """The osu_p2p command and layout that reproduce an OSU test on a path with these buffers."""
-    program = ("osu_p2p", test, *(("-d", "cuda") if buffers == "D D" else ()), *buffers.split(), "-i", iters, "-x", "1")
+    program = ("osu_p2p", test, *(("-d", "cuda") if "D" in buffers else ()), *buffers.split(), "-i", iters, "-x", "1")
     return program, ({"nodes": 2} if path == "inter-node" else {"gpus_per_node": 2})
 
 
@@ -77,7 +77,7 @@ def osu_sweep(name: str, select: tuple[tuple[str, str], ...], path: str, buffers
     buffers and test), reproduced by osu_p2p: 5 iterations for latency, 3 for bandwidth."""
     program, layout = osu_run(test, path, buffers, "5" if test == "latency" else "3")
     value, unit = ("latency_us", "us") if test == "latency" else ("bandwidth_MBps", "MB/s")
-    return Sweep(name, "p2p_mpi.csv", select + (("path", path), ("buffers", buffers), ("metric", test)),
+    return Sweep(name, "p2p_mpi.csv", select + (("path", path), ("buffers", buffers), ("metric", f"={test}")),
                  "message_bytes", value, unit, program, kind=(_METRIC_KIND[test], path, buffers), **layout, **extra)
 
 
@@ -172,22 +172,49 @@ _OLIVIA = {
     "olivia-ompi-5-ucx-mpirun": _olivia("Open MPI 5.0.3 + UCX 1.16, mpirun",
                                         (("mpi_or_lib", "OpenMPI 5.0.3"), ("raw_file", "part2@2eb7040"))),
 }
-SWEEPS: dict[str, list[Sweep]] = {"h100-ib200": _H100_COPIES, "dgx-h100": _H100_COPIES, "gh200-slingshot": _GH200}
+# The 2x EPYC 9354 + 2x H100 PCIe node (Open MPI 4.1.6 + UCX, UCX_RNDV_THRESH=1024): osu_bibw
+# within the node, between the GPUs of the two sockets and between a GPU and host memory.
+_H100_PCIE_NODE = (("gpu", "H100 PCIe"),)
+_H100_PCIE = [
+    osu_sweep("osu_bibw D D intra-node, GPUs on two sockets (2x H100 PCIe, Open MPI 4.1.6 + UCX)", _H100_PCIE_NODE,
+              "intra-node", "D D", "bibw",
+              note="its smallest messages give the per-message overhead; above UCX's 1 KiB rendezvous "
+                   "threshold the rate jumps sixfold, and it levels at 15 GB/s each way, against the "
+                   "description's PCIe Gen5 x16 (53.8 GB/s): the sockets' peer-to-peer path (topology SYS) is not "
+                   "described"),
+    osu_sweep("osu_bibw D H intra-node (2x H100 PCIe, Open MPI 4.1.6 + UCX)", _H100_PCIE_NODE, "intra-node", "D H",
+              "bibw", fit=False,
+              note="compared, not fitted: about 1.4 GB/s both ways at every size above 32 KiB, a thirtieth of "
+                   "the PCIe rate the same node's D D sweep reaches; the run looks misconfigured"),
+]
+# An A100 pair joined by 4 NVLink 3 links (EESSI test system, Open MPI + UCX): osu_bw between
+# the two GPUs, on dgx-a100 with its NVSwitch replaced by that pair's NV4 (SET_DESCRIPTION).
+_A100_NV4 = [
+    osu_sweep("osu_bw D D intra-node, A100 NV4 pair (EESSI test system, Open MPI)", (("gpu", "A100"),),
+              "intra-node", "D D", "bw",
+              note="no osu_latency of the path: the per-message overhead comes from the smallest messages; "
+                   "from 128 B to 8 KiB the rate stalls (15.6 us per 8 KiB message), a protocol the "
+                   "description does not carry"),
+]
+SWEEPS: dict[str, list[Sweep]] = {"h100-pcie": _H100_PCIE, "h100-ib200": _H100_COPIES, "dgx-h100": _H100_COPIES, "gh200-slingshot": _GH200}
 # Other sets of a machine's shared sweeps (--sweeps NAME): one system and MPI stack each.
 SWEEP_SETS: dict[str, dict[str, list[Sweep]]] = {
+    "dgx-a100": {"eessi-nv4": _A100_NV4},
     "gh200-slingshot": {"clariden": _CLARIDEN, "clariden-linkx": _CLARIDEN_LINKX, "clariden-mpich": _CLARIDEN_MPICH_SWEEPS,
                         **_OLIVIA}}
 
 
 # What a set's MPI stack does differently from the machine's description, stated up front:
 # the calibration starts from it and carries it, validation applies it.
-SET_DESCRIPTION: dict[tuple[str, str], dict[str, str]] = {
+SET_DESCRIPTION: dict[tuple[str, str], dict[str, object]] = {
     # LINKx: CXI between nodes, but shared memory and GPU IPC within a node
     ("gh200-slingshot", "clariden-linkx"): {"mpi.intra_node": "direct"},
+    # a pair of A100 SXM4 joined by 4 NVLink 3 links, no NVSwitch
+    ("dgx-a100", "eessi-nv4"): {"nvlink.topology": "mesh", "nvlink.links_per_pair": 4},
 }
 
 
-def set_description(machine_name: str, sweep_set: str | None) -> dict[str, str]:
+def set_description(machine_name: str, sweep_set: str | None) -> dict[str, object]:
     """A sweep set's changes to the machine's description (key -> value)."""
     return SET_DESCRIPTION.get((machine_name, sweep_set), {}) if sweep_set else {}
 
@@ -195,6 +222,10 @@ def set_description(machine_name: str, sweep_set: str | None) -> dict[str, str]:
 def sweeps_for(machine_name: str, sweep_set: str | None = None) -> list[Sweep]:
     """The measured sweeps of a built-in machine: its default set, or the set named by --sweeps."""
     if sweep_set is None:
+        if machine_name in SWEEP_SETS and machine_name not in SWEEPS:
+            raise InputError("--machine", None, machine_name,
+                             f"--sweeps SET with it (it has no default sweeps): "
+                             f"{', '.join(sorted(SWEEP_SETS[machine_name]))}")
         if machine_name not in SWEEPS:
             raise InputError("--machine", None, machine_name,
                              f"a machine with measured sweeps to compare against: {', '.join(sorted(SWEEPS))}")
@@ -231,10 +262,15 @@ def find_repo(start: Path) -> Path:
                      "to run inside Orrery's repository (calibration/bench and calibration/data/measured), or --repo")
 
 
+def selects(sweep: Sweep, row: dict[str, str]) -> bool:
+    """Whether a measured row belongs to a sweep."""
+    return all(row[col] == text[1:] if text.startswith("=") else text in row[col] for col, text in sweep.select)
+
+
 def measured_points(repo: Path, sweep: Sweep) -> list[tuple[int, float]]:
     path = repo / "calibration" / "data" / "measured" / sweep.file
     with path.open(newline="") as f:
-        rows = [r for r in csv.DictReader(f) if all(text in r[col] for col, text in sweep.select)]
+        rows = [r for r in csv.DictReader(f) if selects(sweep, r)]
     points: dict[int, float] = {}
     for r in rows:
         size = int(float(r[sweep.size_column]))

@@ -1,0 +1,53 @@
+"""Which shared measurements `orrery validate` and `orrery calibrate` line up against."""
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from orrery import machine, validate
+
+pytestmark = pytest.mark.unit
+
+MEASURED = Path(__file__).resolve().parents[2] / "calibration" / "data" / "measured"
+
+
+def every_sweep():
+    for name, sweeps in validate.SWEEPS.items():
+        yield name, None, sweeps
+    for name, sets in validate.SWEEP_SETS.items():
+        for set_name, sweeps in sets.items():
+            yield name, set_name, sweeps
+
+
+def test_every_shared_point_to_point_row_belongs_to_a_sweep_of_one_set():
+    """Each row of p2p_mpi.csv is reproduced by exactly one sweep: the default set of a machine
+    or one of its --sweeps sets (a system and MPI stack each), so every point-to-point
+    measurement is validated, and none twice within a set."""
+    with (MEASURED / "p2p_mpi.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    homes = {i: [] for i in range(len(rows))}
+    for name, set_name, sweeps in every_sweep():
+        for sweep in sweeps:
+            if sweep.file != "p2p_mpi.csv":
+                continue
+            for i, row in enumerate(rows):
+                if validate.selects(sweep, row):
+                    homes[i].append((name, set_name, sweep.name))
+    missing = [(rows[i]["system"][:40], rows[i]["mpi_or_lib"][:40], rows[i]["path"][:20], rows[i]["buffers"],
+                rows[i]["metric"]) for i, h in homes.items() if not h]
+    assert not missing, f"shared point-to-point rows no sweep reproduces: {sorted(set(missing))}"
+    for i, h in homes.items():
+        per_set = [(name, set_name) for name, set_name, _ in h]
+        assert len(per_set) == len(set(per_set)), f"row {i} is in two sweeps of one set: {h}"
+
+
+@pytest.mark.parametrize("name, set_name", [(n, s) for n, s, _ in every_sweep()])
+def test_each_set_s_description_changes_load(name, set_name):
+    """A set's statement of its MPI stack or hardware (SET_DESCRIPTION) is a valid override of
+    its machine."""
+    changes = validate.set_description(name, set_name)
+    m = machine.load(name, [f"{k}={v!r}" if not isinstance(v, str) else f'{k}="{v}"' for k, v in changes.items()])
+    for key, value in changes.items():
+        section, field = key.split(".")
+        assert getattr(getattr(m, section), field) == value
