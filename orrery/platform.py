@@ -47,6 +47,7 @@ take SimGrid's loopback, which run.py sets to the same device-memory figures.
 
 from __future__ import annotations
 
+import heapq
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
@@ -237,8 +238,7 @@ class _Builder:
         best: dict[str, tuple[int, list[tuple[str, str]]]] = {a: (0, [])}
         queue = [(0, a)]
         while queue:
-            queue.sort()
-            cost, here = queue.pop(0)
+            cost, here = heapq.heappop(queue)
             if here == b:
                 return best[b][1]
             if cost > best[here][0]:
@@ -246,7 +246,7 @@ class _Builder:
             for there, links in self.edges.get(here, []):
                 if there not in best or cost + len(links) < best[there][0]:
                     best[there] = (cost + len(links), best[here][1] + links)
-                    queue.append((cost + len(links), there))
+                    heapq.heappush(queue, (cost + len(links), there))
         raise ValueError(f"no route from {a} to {b}")
 
     def finish(self) -> None:
