@@ -96,7 +96,11 @@ class Fabric(_Section):
     switch_latency: Time
     # nodes under one leaf (fat-tree), one rail switch per rail (rail-optimized) or one router (dragonfly)
     nodes_per_leaf: Count
-    oversubscription: Annotated[float, Field(ge=1)]  # leaf downlink over uplink bandwidth (fat-tree)
+    oversubscription: Annotated[float, Field(ge=1)]  # a switch's downlink over uplink bandwidth (fat-tree)
+    # fat-tree (and rail-optimized) levels: 2, leaves under one spine; 3, leaves grouped in pods
+    # of leaves_per_pod under a pod spine each, the pod spines under one core
+    levels: Literal[2, 3] = 2
+    leaves_per_pod: Count | None = None
     # dragonfly: routers per group, all-to-all within it over local links; one global link
     # between every two groups (minimal routing: at most local, global, local)
     routers_per_group: Count | None = None
@@ -269,6 +273,10 @@ class Machine(_Section):
             for field in ("routers_per_group", "local_bandwidth", "global_bandwidth"):
                 if getattr(self.fabric, field) is None:
                     raise ValueError(f"fabric.{field} is required for fabric.topology = 'dragonfly'")
+        if self.fabric.levels == 3 and self.fabric.topology == "dragonfly":
+            raise ValueError("fabric.levels = 3 is for fat-tree and rail-optimized fabrics, not dragonfly")
+        if self.fabric.levels == 3 and self.fabric.leaves_per_pod is None:
+            raise ValueError("fabric.leaves_per_pod is required for fabric.levels = 3")
         if self.host_link.kind == "nvlink-c2c" and (self.host_link.bandwidth is None or self.host_link.latency is None):
             raise ValueError("host_link.bandwidth and host_link.latency are required for host_link.kind = 'nvlink-c2c'")
         return self

@@ -24,7 +24,10 @@ issue overhead (overheads.memcpy): the pipeline moves a chunk per stage, and
 its fill and drain, one chunk's copy on each side (or the whole message's, if
 smaller: the shim scales the latency per message), add to the route's latency. A fat-tree leaf (or rail switch) serves
 ``nodes_per_leaf`` nodes; leaves meet at a spine through uplinks of their
-nodes' NIC bandwidth divided by the oversubscription. Crossing a switch costs
+nodes' NIC bandwidth divided by the oversubscription. With three levels
+(``fabric.levels = 3``) the leaves of a pod (``leaves_per_pod``) meet at their
+pod's spine (``spine{p}``) and the pod spines at the core, each uplink
+carrying what comes up to its switch divided by the oversubscription. Crossing a switch costs
 ``switch_latency``, spread over the links around it.
 
 MPI ranks run on their GPU's host, so a device-buffer message between two
@@ -262,6 +265,16 @@ def leaf_of_node(machine: Machine, node: int) -> int:
     return node // machine.fabric.nodes_per_leaf
 
 
+def pod_of_leaf(machine: Machine, leaf: int) -> int:
+    """A three-level fat-tree: the pod (leaves under one pod spine) a leaf belongs to."""
+    return leaf // machine.fabric.leaves_per_pod
+
+
+def spine_switch(pod: int | None) -> str:
+    """The spine a leaf's uplinks reach: the one spine of two levels, or its pod's of three."""
+    return "spine" if pod is None else f"spine{pod}"
+
+
 def dragonfly_router(machine: Machine, router: int) -> str:
     """Router `router` (a node's leaf index), named by its group and place in it."""
     group, place = divmod(router, machine.fabric.routers_per_group)
@@ -404,13 +417,24 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
     if f.topology == "dragonfly":
         _dragonfly_links(b, m, leaves)
     elif len(leaves) > 1 or len(rails) > 1:
-        b.router("spine")
+        # each level's uplinks carry what comes up to it, divided by the oversubscription
+        pods = sorted({pod_of_leaf(m, leaf) for leaf in leaves}) if f.levels == 3 else [None]
+        spine_up: dict[int | None, float] = {}
+        for pod in pods:
+            b.router(spine_switch(pod))
         for leaf in leaves:
             nodes_here = sum(1 for n in range(layout.nodes) if leaf_of_node(m, n) == leaf)
+            pod = pod_of_leaf(m, leaf) if f.levels == 3 else None
             for rail in rails:
                 nics_up = nodes_here * (len(nics) if rail is None else 1)
-                b.link(f"{leaf_switch(leaf, rail)}-up", leaf_switch(leaf, rail), "spine",
-                       nics_up * m.nic.bandwidth / f.oversubscription, sw_lat)
+                up = nics_up * m.nic.bandwidth / f.oversubscription
+                b.link(f"{leaf_switch(leaf, rail)}-up", leaf_switch(leaf, rail), spine_switch(pod), up, sw_lat)
+                spine_up[pod] = spine_up.get(pod, 0.0) + up
+        if len(pods) > 1:
+            b.router("core")
+            for pod in pods:
+                b.link(f"{spine_switch(pod)}-up", spine_switch(pod), "core", spine_up[pod] / f.oversubscription,
+                       sw_lat)
     b.finish()
     ET.indent(root)
     body = ET.tostring(root, encoding="unicode")

@@ -188,6 +188,21 @@ def test_messages_within_a_node_through_the_nic(run_program, programs, h100):
     # test_host_to_device_and_peer_copies_follow_each_machine)
 
 
+def test_three_level_fat_tree_a_message_between_pods_crosses_five_switches(run_program, programs, h100):
+    """Nodes 0 and 1 on leaves of their own: in one pod the message crosses leaf, pod spine,
+    leaf; in two pods leaf, pod spine, core, pod spine, leaf (a switch latency each)."""
+    n = 8_000_000
+    opts = ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "fabric.nodes_per_leaf=1",
+            "--set", "fabric.levels=3")
+    p, nic, f = h100.pcie, h100.nic, h100.fabric
+    for leaves_per_pod, switches in ((2, 3), (1, 5)):
+        v = run_ok(run_program, programs, "sendrecv", str(n), nodes=2,
+                   options=(*opts, "--set", f"fabric.leaves_per_pod={leaves_per_pod}")).values()
+        latency = 4 * p.latency + 2 * nic.latency + switches * f.switch_latency
+        expected = wire(latency, n, min(p.bandwidth, nic.bandwidth), h100.mpi.eager_threshold_device)
+        assert v["rank 0 elapsed"] == pytest.approx(expected, rel=REL), leaves_per_pod
+
+
 def test_host_buffer_messages_take_host_routes(run_program, programs, h100):
     n = 8_000_000
     within = run_ok(run_program, programs, "sendrecv-host", str(n), options=("--gpus-per-node", "2")).values()

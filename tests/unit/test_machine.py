@@ -83,6 +83,18 @@ def test_topology_specific_parameters_are_required():
         machine.validate(data, "test")
 
 
+def test_fat_tree_levels_are_checked():
+    with pytest.raises(InputError, match="fabric.leaves_per_pod is required for fabric.levels = 3"):
+        machine.load("h100-ib200", ["fabric.levels=3"])
+    with pytest.raises(InputError, match="fabric.levels = 3 is for fat-tree and rail-optimized fabrics, not dragonfly"):
+        machine.load("h100-ib200", ["fabric.levels=3", "fabric.leaves_per_pod=2", "fabric.topology='dragonfly'",
+                                    "fabric.routers_per_group=2", "fabric.local_bandwidth='50GB/s'",
+                                    "fabric.global_bandwidth='10GB/s'"])
+    with pytest.raises(InputError, match=r"key 'fabric.levels': got 4, expected Input should be 2 or 3"):
+        machine.load("h100-ib200", ["fabric.levels=4"])
+    assert machine.load("h100-ib200", ["fabric.levels=3", "fabric.leaves_per_pod=2"]).fabric.levels == 3
+
+
 def test_override_may_set_a_parameter_the_file_leaves_out():
     m = machine.load("h100-ib200", ["nvlink.topology=nvswitch", "nvlink.links_per_gpu=18"])
     assert m.nvlink_pair_bandwidth == 18 * 25e9

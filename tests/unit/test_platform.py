@@ -111,6 +111,25 @@ def test_fat_tree_leaves_and_oversubscribed_uplinks():
     assert (up.get("bandwidth"), up.get("latency")) == (f"{4 * 25e9 / 2!r}Bps", f"{m.fabric.switch_latency!r}s")
 
 
+def test_three_level_fat_tree_groups_leaves_in_pods_under_a_core():
+    m = machine.load("h100-ib200", ["fabric.nodes_per_leaf=1", "fabric.oversubscription=2.0", "fabric.levels=3",
+                                    "fabric.leaves_per_pod=2"])
+    root, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 5)))
+    # 5 leaves, pods of 2: spines 0 and 1 hold two leaves, spine 2 one
+    assert {r.get("id") for r in root.iter("router") if r.get("id").startswith(("spine", "core"))} == {
+        "spine0", "spine1", "spine2", "core"}
+    assert ("leaf1", "spine0") in edges and ("leaf2", "spine1") in edges and ("leaf4", "spine2") in edges
+    leaf_up = 4 * 25e9 / 2  # a node's 4 NICs x 25 GB/s, halved
+    assert edges[("leaf3", "spine1")].get("bandwidth") == f"{leaf_up!r}Bps"
+    # a pod spine's uplink: its leaves' uplinks, halved again
+    assert edges[("spine1", "core")].get("bandwidth") == f"{2 * leaf_up / 2!r}Bps"
+    assert edges[("spine2", "core")].get("bandwidth") == f"{leaf_up / 2!r}Bps"
+    assert edges[("spine2", "core")].get("latency") == f"{m.fabric.switch_latency!r}s"
+    # a job within one pod needs no core
+    root, _ = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 2)))
+    assert "core" not in {r.get("id") for r in root.iter("router")}
+
+
 def test_grace_hopper_reaches_host_memory_over_c2c():
     m = machine.load("gh200-slingshot")
     _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
