@@ -552,15 +552,21 @@ Stream* create_stream(Rank& r, unsigned flags, int priority) {
   return s;
 }
 
-Stream* resolve_stream(Rank& r, cudaStream_t handle, const char* function) {
-  if (handle == nullptr || handle == cudaStreamLegacy) {
-    Stream*& l = r.legacy.at(r.device);
-    if (!l) {
-      l = create_stream(r, 0, 0);
-      l->legacy = true;
-    }
-    return l;
+Stream* legacy_stream(Rank& r, int device) {
+  Stream*& l = r.legacy.at(device);
+  if (!l) {
+    int current = r.device;
+    r.device = device;  // a stream belongs to the device current at its creation
+    l = create_stream(r, 0, 0);
+    r.device = current;
+    l->legacy = true;
   }
+  return l;
+}
+
+Stream* resolve_stream(Rank& r, cudaStream_t handle, const char* function) {
+  if (handle == nullptr || handle == cudaStreamLegacy)
+    return legacy_stream(r, r.device);
   if (handle == cudaStreamPerThread)
     unsupported("cudaStreamPerThread (per-thread default stream)");
   auto* s = reinterpret_cast<Stream*>(handle);

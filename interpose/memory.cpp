@@ -155,9 +155,11 @@ static bool pinned(const void* p) {
   return a && !a->device;
 }
 
-/* Enqueue a (possibly 2D) copy on `stream`; with `sync` the host waits for it. */
+/* Enqueue a (possibly 2D) copy on `stream`; with `sync` the host waits for it. The copy is
+ * also serialised with the legacy-ordered work of the devices in `also` (cudaMemcpyPeer):
+ * it waits for what is pending there, and what comes later there waits for it. */
 static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                        size_t height, int kind, cudaStream_t stream, bool sync) {
+                        size_t height, int kind, cudaStream_t stream, bool sync, std::initializer_list<int> also = {}) {
   Rank& r = rank_self(fn);
   Side d, s;
   CopyKind k;
@@ -183,7 +185,24 @@ static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* sr
         unsupported("cudaMemcpy2D host-to-host with a source pitch");
       break;
   }
+  std::vector<Stream*> others;
+  for (int device : also) {
+    Stream* l = legacy_stream(r, device);
+    if (l == st || std::find(others.begin(), others.end(), l) != others.end())
+      continue;
+    others.push_back(l);
+    if (l->completed < l->enqueued)
+      op.deps.push_back({l, l->enqueued});
+    for (Stream* o : r.streams)  // as the legacy stream itself would wait
+      if (o != l && o->device == device && !(o->flags & cudaStreamNonBlocking) && o->completed < o->enqueued)
+        op.deps.push_back({o, o->enqueued});
+  }
   enqueue(st, std::move(op));
+  for (Stream* l : others) {
+    Op after{Op::Wait};
+    after.deps.push_back({st, st->enqueued});
+    enqueue(l, std::move(after));
+  }
   // CUDA's API synchronisation behaviour: copies from or to pageable host memory return
   // only once the data has moved; a synchronous copy waits too, unless it goes from
   // device memory to device memory (cudaMemcpy D2D, cudaMemcpyPeer), which performs
@@ -316,8 +335,14 @@ ORR_EXPORT cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* s
                                          size_t height, int kind, cudaStream_t s) {
   return copy("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, s, false);
 }
-ORR_EXPORT cudaError_t cudaMemcpyPeer(void* dst, int /*dst_dev*/, const void* src, int /*src_dev*/, size_t n) {
-  return copy("cudaMemcpyPeer", dst, n, src, n, n, 1, cudaMemcpyDeviceToDevice, nullptr, true);
+ORR_EXPORT cudaError_t cudaMemcpyPeer(void* dst, int dst_dev, const void* src, int src_dev, size_t n) {
+  // CUDA: serialised with all pending and future work of the current, source and
+  // destination devices (cudaMemcpyPeerAsync is not)
+  Rank& r = rank_self("cudaMemcpyPeer");
+  for (int device : {dst_dev, src_dev})
+    if (device < 0 || device >= (int)r.gpus.size())
+      return r.last_error = cudaErrorInvalidDevice;
+  return copy("cudaMemcpyPeer", dst, n, src, n, n, 1, cudaMemcpyDeviceToDevice, nullptr, true, {src_dev, dst_dev});
 }
 ORR_EXPORT cudaError_t cudaMemcpyPeerAsync(void* dst, int /*dst_dev*/, const void* src, int /*src_dev*/, size_t n,
                                            cudaStream_t s) {

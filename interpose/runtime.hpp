@@ -227,6 +227,7 @@ Gpu& current_gpu(Rank& r);
 
 /* Resolve a cudaStream_t of rank r (nullptr/legacy handles -> legacy stream). */
 Stream* resolve_stream(Rank& r, cudaStream_t s, const char* function);
+Stream* legacy_stream(Rank& r, int device);  // the legacy default stream of one of the rank's devices
 Stream* create_stream(Rank& r, unsigned flags, int priority);
 
 /* Enqueue op on stream, adding the implicit legacy-stream ordering. */

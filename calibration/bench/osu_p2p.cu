@@ -60,8 +60,9 @@ int main(int argc, char** argv) {
   const bool latency = !strcmp(test, "latency"), bibw = !strcmp(test, "bibw");
   const int window = latency ? 1 : kWindow;
   char mine = rank == 0 ? sbuf_kind : rbuf_kind;
-  char* sbuf = (char*)alloc(mine, max_size * window);
-  char* rbuf = (char*)alloc(mine, max_size * window);
+  // one send and one receive buffer, every message of a window in them, as OSU does
+  char* sbuf = (char*)alloc(mine, max_size);
+  char* rbuf = (char*)alloc(mine, max_size);
   if (!rank) {
     printf("# OSU MPI%s %s Test (Orrery calibration/bench/osu_p2p)\n", (sbuf_kind == 'D' || rbuf_kind == 'D') ? "-CUDA" : "",
            latency ? "Latency" : bibw ? "Bi-Directional Bandwidth" : "Bandwidth");
@@ -86,19 +87,19 @@ int main(int argc, char** argv) {
         }
       } else if (!bibw) {  // rank 0 sends a window, rank 1 acknowledges it
         if (!rank) {
-          for (int w = 0; w < window; w++) MPI_Isend(sbuf + w * bytes, n, MPI_CHAR, 1, 100, MPI_COMM_WORLD, &rq[w]);
+          for (int w = 0; w < window; w++) MPI_Isend(sbuf, n, MPI_CHAR, 1, 100, MPI_COMM_WORLD, &rq[w]);
           MPI_Waitall(window, rq, MPI_STATUSES_IGNORE);
           MPI_Recv(rbuf, 4, MPI_CHAR, 1, 101, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         } else {
-          for (int w = 0; w < window; w++) MPI_Irecv(rbuf + w * bytes, n, MPI_CHAR, 0, 100, MPI_COMM_WORLD, &rq[w]);
+          for (int w = 0; w < window; w++) MPI_Irecv(rbuf, n, MPI_CHAR, 0, 100, MPI_COMM_WORLD, &rq[w]);
           MPI_Waitall(window, rq, MPI_STATUSES_IGNORE);
           MPI_Send(sbuf, 4, MPI_CHAR, 0, 101, MPI_COMM_WORLD);
         }
       } else {  // both directions at once
         const int peer = 1 - rank;
-        for (int w = 0; w < window; w++) MPI_Irecv(rbuf + w * bytes, n, MPI_CHAR, peer, 10, MPI_COMM_WORLD, &rq[w]);
+        for (int w = 0; w < window; w++) MPI_Irecv(rbuf, n, MPI_CHAR, peer, 10, MPI_COMM_WORLD, &rq[w]);
         for (int w = 0; w < window; w++)
-          MPI_Isend(sbuf + w * bytes, n, MPI_CHAR, peer, 10, MPI_COMM_WORLD, &rq[window + w]);
+          MPI_Isend(sbuf, n, MPI_CHAR, peer, 10, MPI_COMM_WORLD, &rq[window + w]);
         MPI_Waitall(2 * window, rq, MPI_STATUSES_IGNORE);
       }
     }

@@ -55,9 +55,13 @@ def test_validate_h100_copies_against_bandwidth_test(tmp_path):
 
 
 def test_validate_needs_a_machine_with_measurements(tmp_path):
-    p = orrery("validate", "--machine", "h100-pcie", "--out", str(tmp_path), cwd=REPO)
+    mine = tmp_path / "mine.toml"
+    mine.write_text((REPO / "orrery" / "machines" / "h100-pcie.toml").read_text().replace('"h100-pcie"', '"mine"'))
+    p = orrery("validate", "--machine", str(mine), "--out", str(tmp_path / "v"), cwd=REPO)
     assert p.returncode == 2
-    assert "h100-pcie" in p.stderr and "gh200-slingshot" in p.stderr
+    assert (f"--machine: got '{mine}', expected a machine with measured sweeps to compare against: dgx-h100, "
+            "gh200-slingshot, h100-ib200, h100-pcie") in p.stderr
+    assert not (tmp_path / "v").exists()
 
 
 def test_gh200_as_shipped_matches_the_gh200_sweeps(tmp_path):

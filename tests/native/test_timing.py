@@ -44,6 +44,20 @@ def test_two_kernels_in_one_stream_run_back_to_back(run_program, programs, h100,
     assert v["elapsed"] == pytest.approx(L + BUSY + BRIEF + S, rel=REL)
 
 
+def test_peer_copy_is_serialised_with_the_work_of_both_devices(run_program, programs, h100, costs):
+    """cudaMemcpyPeer waits for the work pending on the destination GPU and work issued there
+    afterwards waits for it (CUDA: serialised with the current, source and destination
+    devices), while the host goes on at once."""
+    L, M, S = h100.overheads.launch, h100.overheads.memcpy, h100.overheads.sync
+    n = 1 << 20
+    v = run_ok(run_program, programs, "peer-serialised", str(n),
+               options=(*costs, "--gpus-per-node", "2", "--ranks-per-node", "1")).values()
+    assert v["issued"] == pytest.approx(L + M, rel=REL)  # the host did not wait
+    copy = h100.nvlink.latency + n / h100.nvlink_pair_bandwidth
+    # busy runs from L; the copy after it; brief (launched at 2L + M) after the copy
+    assert v["elapsed"] == pytest.approx(L + BUSY + copy + BRIEF + S, rel=REL)
+
+
 def test_two_kernels_in_two_streams_share_the_gpu(run_program, programs, h100, costs):
     L, S = h100.overheads.launch, h100.overheads.sync
     v = run_ok(run_program, programs, "two-streams", options=costs).values()

@@ -63,6 +63,20 @@ int main(int argc, char** argv) {
     CHECK(cudaMemcpyPeer(p1, 1, d, 0, n));
     CHECK(cudaDeviceSynchronize());
     printf("peer %.17g\n", MPI_Wtime() - t);
+  } else if (!strcmp(mode, "peer-serialised")) {  // busy on GPU 1, a peer copy from GPU 0, brief on GPU 1
+    float* p1;
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMalloc(&p1, n));
+    busy<<<1, 1>>>(p1);
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaMemcpyPeer(p1, 1, d, 0, n));
+    printf("issued %.17g\n", MPI_Wtime() - t0);
+    CHECK(cudaSetDevice(1));
+    brief<<<1, 1>>>(p1);
+    CHECK(cudaDeviceSynchronize());
+    printf("elapsed %.17g\n", MPI_Wtime() - t0);
+    if (cudaMemcpyPeer(p1, 7, d, 0, n) != cudaErrorInvalidDevice)
+      return 2;
   } else if (!strcmp(mode, "one-stream")) {  // busy then brief in one stream
     busy<<<1, 1, 0, s1>>>(d);
     brief<<<1, 1, 0, s1>>>(d);
