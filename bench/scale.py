@@ -6,7 +6,7 @@ example with a full-size problem per GPU (16384 x 16384 floats, two arrays:
 invocation, the same MPI calls without CUDA under bare SMPI on the same
 platform (bench/jacobi_mpi_only.c): the ratio is Orrery's overhead.
 
-    .venv/bin/python bench/scale.py [--gpus 8 64 256 1024] [--iterations 10]
+    .venv/bin/python bench/scale.py [--gpus 8 64 256 1024] [--iterations 10] [--machine NAME]
 
 Prints a Markdown table (paste it into bench/README.md). Wall times are of
 this machine; run nothing else meanwhile.
@@ -44,6 +44,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpus", type=int, nargs="+", default=[8, 64, 256, 1024])
     ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--machine", default="h100-ib200", help="a built-in machine (default h100-ib200)")
     a = ap.parse_args()
     sys.path.insert(0, str(REPO))
     from orrery import machine, platform
@@ -54,7 +55,7 @@ def main() -> None:
                     f"MPICXX={ORRERY} mpicxx"], check=True)
     bare = work / "jacobi_mpi_only"
     subprocess.run(["smpicc", "-O2", str(REPO / "bench/jacobi_mpi_only.c"), "-o", str(bare)], check=True)
-    m = machine.load("h100-ib200")
+    m = machine.load(a.machine)
     print("| simulated GPUs | iterations | Orrery wall (s) | Orrery peak RSS (GiB) | bare SMPI wall (s) "
           "| bare SMPI peak RSS (GiB) | wall ratio |")
     print("|---|---|---|---|---|---|---|")
@@ -62,12 +63,14 @@ def main() -> None:
         nodes = gpus // m.node.gpus
         args = ["-nx", str(NX), "-ny", str(NX * gpus), "-niter", str(a.iterations)]
         out = work / f"o{gpus}"
-        w_orr, rss_orr, _ = timed([ORRERY, "run", "--nodes", str(nodes), "--costs",
+        w_orr, rss_orr, _ = timed([ORRERY, "run", "--machine", a.machine, "--nodes", str(nodes), "--costs",
                                    str(REPO / "examples/jacobi/costs.toml"), "--out", str(out), "--",
                                    str(REPO / "examples/jacobi/jacobi"), *args])
         layout = platform.Layout.for_machine(m, nodes)
         cmd = ["smpirun", "-np", str(gpus), "-platform", str(out / "platform.xml"), "-hostfile",
-               str(out / "hostfile"), *[f"--cfg={c}" for c in SMPI_CONFIG], "--log=xbt_cfg.thres:warning",
+               str(out / "hostfile"), *[f"--cfg={c}" for c in SMPI_CONFIG],
+               f"--cfg=smpi/coll-selector:{m.mpi.collective_selector}",  # the same collective algorithms
+               "--log=xbt_cfg.thres:warning",
                "--log=smpi_config.thres:warning", str(bare), *args]
         assert layout.ranks == gpus
         w_bare, rss_bare, _ = timed(cmd)

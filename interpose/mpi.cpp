@@ -9,6 +9,8 @@
  * carry no data (memory.cpp's copy callback). */
 #include "runtime.hpp"
 
+#include <map>
+
 #include <smpi/smpi.h>
 
 #include <cstdlib>
@@ -168,11 +170,17 @@ static const MpiPath& path_of(Rank& r, const void* buf) {
  * their own per-message overheads (mpi.*_overhead_*_intra). A receive from any source
  * is charged as one between nodes. */
 static int node_of(int world_rank) {
-  auto it = config().rank_cpu.find(world_rank);  // "n{node}-cpu{local}"
-  int node = -1;
-  if (it == config().rank_cpu.end() || sscanf(it->second.c_str(), "n%d-", &node) != 1)
-    return -1;
-  return node;
+  static const std::map<int, int> nodes = [] {  // from the run's configuration: "n{node}-cpu{local}"
+    std::map<int, int> m;
+    for (const auto& [rank, host] : config().rank_cpu) {
+      int node = -1;
+      if (sscanf(host.c_str(), "n%d-", &node) == 1)
+        m[rank] = node;
+    }
+    return m;
+  }();
+  auto it = nodes.find(world_rank);
+  return it == nodes.end() ? -1 : it->second;
 }
 static bool within_node(const Rank& r, int peer, MPI_Comm comm) {
   if (peer < 0)  // MPI_ANY_SOURCE, MPI_PROC_NULL
