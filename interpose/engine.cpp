@@ -626,9 +626,10 @@ void wait_device(Rank& r, int device) {
  * message smaller than a chunk.
  * A message's path follows from where its two ranks stand (orrery/platform.py):
  * GPU hosts n{N}-gpu{G} (or their message endpoints n{N}-gpu{G}-mpi) for device
- * buffers, process endpoints n{N}-cpu{L} for host buffers. Copies never use those pairs of hosts (H2D/D2H go between a GPU
- * and its node's CPU host n{N}-cpu, peer copies between copy-engine hosts), so
- * the factors below only ever touch MPI messages. */
+ * buffers, process endpoints n{N}-cpu{L} for host buffers. Copies never use those
+ * pairs of hosts (H2D/D2H go between a GPU and its node's CPU host n{N}-cpu, peer
+ * copies between copy-engine hosts), so the factors below only ever touch MPI
+ * messages. */
 
 namespace {
 enum MessagePath { DEVICE_INTRA, DEVICE_INTER, HOST_INTRA, HOST_INTER, MESSAGE_PATHS };

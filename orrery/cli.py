@@ -90,6 +90,9 @@ def _validate_command(a: argparse.Namespace) -> int:
     return 0
 
 
+SWEEP_SETS = "; ".join(f"{m}: {', '.join(sets)}" for m, sets in validate.SWEEP_SETS.items())
+
+
 def _calibrate_command(a: argparse.Namespace) -> int:
     import json
 
@@ -187,8 +190,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--kernels", metavar="TABLE",
                    help="kernel timing table (kernel,grid_x..block_z,time,unit): also write DIR/costs.toml")
     c.add_argument("--sweeps", metavar="SET", help="another set of the machine's shared sweeps, one system and MPI stack, "
-                                                  "instead of its default one (gh200-slingshot: " +
-                   ", ".join(validate.SWEEP_SETS["gh200-slingshot"]) + ")")
+                                                  "instead of its default one (" + SWEEP_SETS + ")")
     c.add_argument("--p2p-path", choices=["intra-node", "inter-node"],
                    help="where the two ranks of raw OSU output ran (the output does not say)")
     c.set_defaults(func=_calibrate_command)
@@ -202,7 +204,7 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="microbenchmarks on a built-in machine against measured sweeps")
     v.add_argument("--machine", default="h100-ib200")
     v.add_argument("--out", default="orrery-validate", help="folder for validation.json and the plots")
-    v.add_argument("--sweeps", metavar="SET", help="another set of the machine's shared sweeps (as calibrate)")
+    v.add_argument("--sweeps", metavar="SET", help="another set of the machine's shared sweeps (" + SWEEP_SETS + ")")
     v.add_argument("--repo", help="Orrery's repository (default: found from the current folder)")
     v.add_argument("--calibration", help="a calibration file for this machine, written by `orrery calibrate`")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
