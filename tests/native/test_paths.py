@@ -101,6 +101,11 @@ def test_without_gpudirect_rdma_messages_detour_through_the_root_complex(run_pro
     control = gpudirect_latency(h100) + 2 * p.latency
     expected = control + 2 * fill + 2 * control + (n + SMPI_ENVELOPE) / min(p.bandwidth, h100.nic.bandwidth)
     assert off["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
+    # through the NIC within a node (mpi.intra_node = "nic"): two GPUs of one node, staged the same way
+    within = run_ok(run_program, programs, "sendrecv", str(n),
+                    options=("--gpus-per-node", "2", "--set", "gpudirect.rdma=false",
+                             "--set", 'mpi.intra_node="nic"')).values()
+    assert within["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
 
 
 def test_staged_message_smaller_than_a_chunk_fills_the_pipeline_with_itself(run_program, programs, h100):
@@ -112,6 +117,11 @@ def test_staged_message_smaller_than_a_chunk_fills_the_pipeline_with_itself(run_
     control = gpudirect_latency(h100) + 2 * p.latency  # 100 kB: rendezvous, the handshake not staged
     expected = control + 2 * fill + 2 * control + (n + SMPI_ENVELOPE) / min(p.bandwidth, h100.nic.bandwidth)
     assert off["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
+    # through the NIC within a node (mpi.intra_node = "nic"): two GPUs of one node, staged the same way
+    within = run_ok(run_program, programs, "sendrecv", str(n),
+                    options=("--gpus-per-node", "2", "--set", "gpudirect.rdma=false",
+                             "--set", 'mpi.intra_node="nic"')).values()
+    assert within["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
 
 
 def test_staging_pipeline_rate_is_a_chunk_per_copy(run_program, programs, h100):
