@@ -212,14 +212,33 @@ class Window:
     fit: Fit  # osu_bw's: its breakpoints are the candidate eager thresholds
 
 
+def window_overhead(g: float | None, b: float | None, T: float | None, L: float) -> float:
+    """A path's per-message software time o (either side) from the OSU windows measured on it:
+    osu_bw's time per message g, osu_bibw's b, osu_latency's one-way time T; L, the route's
+    latency, stands in for the wire's where neither T nor both windows pin it down.
+
+    osu_bw: a window of W messages then a 4-byte acknowledgement takes W o + o + L + o + L,
+    so g = ((W + 2) o + 2 L) / W. osu_bibw: each side posts W receives and W sends, the last
+    arriving L after it left, so b = (2 W o + L) / W. A lone message: T = 2 o + L."""
+    W = WINDOW
+    if g is not None and b is not None and T is not None:
+        # all three: the least-squares fit (relative error) of the two windows that T then
+        # predicts, g = ((W - 2) o + 2 T) / W and b = ((2 W - 2) o + T) / W
+        rows = [((W - 2) / W / g, 2 * T / W / g), ((2 * W - 2) / W / b, T / W / b)]
+        return sum(a * (1 - c) for a, c in rows) / sum(a * a for a, _ in rows)
+    if g is not None and b is not None:
+        return (2 * W * b - W * g) / (3 * W - 2)
+    if g is not None:
+        return (W * g - 2 * T) / (W - 2) if T is not None else (W * g - 2 * L) / (W + 2)
+    return (W * b - T) / (2 * W - 2) if T is not None else (W * b - L) / (2 * W)
+
+
 def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]],
                windows: dict[str, Window] | None = None) -> dict[str, object]:
     """Machine parameters from the fits, by what each sweep measured (metric, path, buffers);
     the window models found on the way go into `windows`, by buffer kind."""
     out: dict[str, object] = {}
     windows = {} if windows is None else windows
-    latency_models: dict[str, float] = {}  # per buffer kind: one-way time of the smallest message between nodes
-    within: dict[str, float] = {}  # ... and within a node
     for (metric, path, buffers), fit in fits:
         if metric == "copy_bandwidth" and path in COPY_DIRECTIONS:
             # a sweep of synchronous copies: the host overheads of issuing and of returning
@@ -236,86 +255,31 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
             which = "device" if buffers == "D D" else "host"
             # osu_latency's one-way time, per-message overheads included (the shim subtracts them)
             out[f"messages.{which}_{path.removesuffix('-node')}"] = piecewise_model(fit)
-            (latency_models if path == "inter-node" else within)[which] = fit.segments[0].latency_s
-    bibw = {buffers: fit.segments[0].latency_s for (metric, path, buffers), fit in fits
-            if (metric, path) == ("bibw", "inter-node")}
-    for (metric, path, buffers), fit in fits:
-        if (metric, path) != ("bandwidth", "inter-node"):
-            continue
-        which = "device" if buffers == "D D" else "host"
-        small, big = fit.segments[0], fit.segments[-1]
-        if which == "device":
-            out["nic.bandwidth"] = big.bandwidth_Bps
-        # osu_bw: a window of W small messages then a 4-byte acknowledgement takes
-        # W o + o + L + o + L (o the per-message software time on either side, L the wire's
-        # latency), so the time per message is g = ((W + 2) o + 2 L) / W.
-        W, g = WINDOW, small.latency_s
-        if buffers in bibw and which in latency_models:
-            # all three: osu_latency's fit is the lone message's model (T = 2 o + L), and o
-            # is the least-squares fit (relative error) of the two windows it then predicts,
-            # g = ((W - 2) o + 2 T) / W and b = ((2 W - 2) o + T) / W
-            T, b = latency_models[which], bibw[buffers]
-            rows = [((W - 2) / W / g, 2 * T / W / g), ((2 * W - 2) / W / b, T / W / b)]
-            overhead = sum(a * (1 - c) for a, c in rows) / sum(a * a for a, _ in rows)
-        elif buffers in bibw:
-            # osu_bibw: each side posts W receives and W sends, the last arriving L after
-            # it left: a window takes 2 W o + L, i.e. b = (2 W o + L) / W per message. With
-            # osu_bw: o = (2 W b - W g) / (3 W - 2); the wire's latency for a lone message
-            # is then L, its one-way time 2 o + L.
-            b = bibw[buffers]
-            overhead = max((2 * W * b - W * g) / (3 * W - 2), 0.0)
-            wire = max(W * b - 2 * W * overhead, 0.0)
-            eager = getattr(m.mpi, f"eager_threshold_{which}")
-            out[f"messages.{which}_inter"] = window_model(overhead, wire, big.bandwidth_Bps, eager)
-            windows[which] = Window(buffers, overhead, wire, big.bandwidth_Bps, fit)
-        elif which in latency_models:
-            # osu_latency measured the path: one-way T = 2 o + L, so o = (W g - 2 T) / (W - 2)
-            overhead = (W * g - 2 * latency_models[which]) / (W - 2)
-        else:
-            overhead = (W * g - 2 * route_latency_between_nodes(m)) / (W + 2)
-        out[f"mpi.send_overhead_{which}"] = max(overhead, 0.0)
-        out[f"mpi.recv_overhead_{which}"] = max(overhead, 0.0)
-    for (metric, path, buffers), fit in fits:
-        if (metric, path) != ("bandwidth", "intra-node"):
-            continue
-        # osu_bw within a node: the library may take another transport there, with its own
-        # per-message overheads; solved as between nodes, from osu_latency within the node
-        # where measured, else from the route's latency
-        which = "device" if buffers == "D D" else "host"
-        W, g = WINDOW, fit.segments[0].latency_s
-        if which in within:
-            overhead = (W * g - 2 * within[which]) / (W - 2)
-        else:
-            overhead = (W * g - 2 * route_latency_within_node(m, which)) / (W + 2)
-        out[f"mpi.send_overhead_{which}_intra"] = max(overhead, 0.0)
-        out[f"mpi.recv_overhead_{which}_intra"] = max(overhead, 0.0)
-    for (metric, path, buffers), fit in fits:
-        which = "device" if buffers == "D D" else "host"
-        if (metric, path) != ("bibw", "intra-node") or f"mpi.send_overhead_{which}_intra" in out:
-            continue
-        # osu_bibw alone within a node: a window takes 2 W o + L, so o = (W b - T) / (2 W - 2)
-        # with osu_latency's T = 2 o + L, else o = (W b - L) / (2 W) with the route's latency
-        W, b = WINDOW, fit.segments[0].latency_s
-        if which in within:
-            overhead = (W * b - within[which]) / (2 * W - 2)
-        else:
-            overhead = (W * b - route_latency_within_node(m, which)) / (2 * W)
-        out[f"mpi.send_overhead_{which}_intra"] = max(overhead, 0.0)
-        out[f"mpi.recv_overhead_{which}_intra"] = max(overhead, 0.0)
-    windowed = {buffers for (metric, path, buffers), _ in fits if (metric, path) == ("bandwidth", "inter-node")}
-    for (metric, path, buffers), fit in fits:
-        which = "device" if buffers == "D D" else "host"
-        if (metric, path) != ("bibw", "inter-node") or buffers in windowed or which not in latency_models:
-            continue
-        # osu_bibw and osu_latency without osu_bw (e.g. Sigma2 Olivia): a window takes 2 W o + L
-        # per side, b = (2 W o + L) / W per message, and a lone message T = 2 o + L, so
-        # o = (W b - T) / (2 W - 2); osu_latency's fit stays the lone message's model
-        W, b, T = WINDOW, bibw[buffers], latency_models[which]
-        overhead = max((W * b - T) / (2 * W - 2), 0.0)
-        out[f"mpi.send_overhead_{which}"] = overhead
-        out[f"mpi.recv_overhead_{which}"] = overhead
-        if which == "device":
-            out["nic.bandwidth"] = fit.segments[-1].bandwidth_Bps
+    by_kind = dict(fits)
+    for path in ("inter-node", "intra-node"):
+        for buffers in ("D D", "H H"):
+            which = "device" if buffers == "D D" else "host"
+            bw, bibw, lone = (by_kind.get((metric, path, buffers)) for metric in ("bandwidth", "bibw", "latency"))
+            if bw is None and bibw is None:
+                continue
+            g, b, T = (f.segments[0].latency_s if f else None for f in (bw, bibw, lone))
+            L = route_latency_between_nodes(m) if path == "inter-node" else route_latency_within_node(m, which)
+            overhead = max(window_overhead(g, b, T, L), 0.0)
+            # within a node the library may take another transport, with its own overheads
+            suffix = "" if path == "inter-node" else "_intra"
+            out[f"mpi.send_overhead_{which}{suffix}"] = overhead
+            out[f"mpi.recv_overhead_{which}{suffix}"] = overhead
+            if path == "intra-node":
+                continue
+            if which == "device":
+                out["nic.bandwidth"] = (bw or bibw).segments[-1].bandwidth_Bps
+            if bw and bibw and not lone:
+                # the two windows also give the wire's latency L for a lone message (2 o + L),
+                # the path's message model, and the candidates for its eager threshold
+                wire = max(WINDOW * b - 2 * WINDOW * overhead, 0.0)
+                rate, eager = bw.segments[-1].bandwidth_Bps, getattr(m.mpi, f"eager_threshold_{which}")
+                out[f"messages.{which}_inter"] = window_model(overhead, wire, rate, eager)
+                windows[which] = Window(buffers, overhead, wire, rate, bw)
     return out
 
 

@@ -58,6 +58,16 @@ def test_osu_latency_and_osu_bibw_without_osu_bw_give_the_per_message_overhead()
     assert out["messages.device_inter"] == [{"latency": 2 * o + L, "bandwidth": 1e30}]
 
 
+@pytest.mark.parametrize("given", [("g", "b", "T"), ("g", "b"), ("g", "T"), ("g", "L"), ("b", "T"), ("b", "L")])
+def test_every_combination_of_osu_windows_recovers_the_per_message_overhead(given):
+    """From the window model's own figures (o = 0.9 us, L = 1.5 us), whichever of osu_bw (g),
+    osu_bibw (b), osu_latency (T) and the route's latency (L) a path has give o back."""
+    W, o, L = calibrate.WINDOW, 0.9e-6, 1.5e-6
+    figures = {"g": ((W + 2) * o + 2 * L) / W, "b": (2 * W * o + L) / W, "T": 2 * o + L}
+    g, b, T = (figures[k] if k in given else None for k in "gbT")
+    assert calibrate.window_overhead(g, b, T, L if "L" in given else float("nan")) == pytest.approx(o, rel=1e-12)
+
+
 def test_fit_input_errors():
     with pytest.raises(InputError, match="at least 3 points"):
         calibrate.fit_piecewise([1, 2], [1e-6, 2e-6])
