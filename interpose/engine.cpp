@@ -575,12 +575,16 @@ Stream* resolve_stream(Rank& r, cudaStream_t handle, const char* function) {
   return s;
 }
 
+void wait_like_legacy(Op& op, Stream* legacy) {
+  for (Stream* o : legacy->rank->streams)
+    if (o != legacy && o->device == legacy->device && !(o->flags & cudaStreamNonBlocking) && o->completed < o->enqueued)
+      op.deps.push_back({o, o->enqueued});
+}
+
 void enqueue(Stream* s, Op op) {
   Rank& r = *s->rank;
   if (s->legacy) {
-    for (Stream* o : r.streams)
-      if (o != s && o->device == s->device && !(o->flags & cudaStreamNonBlocking) && o->completed < o->enqueued)
-        op.deps.push_back({o, o->enqueued});
+    wait_like_legacy(op, s);
   } else if (!(s->flags & cudaStreamNonBlocking)) {
     Stream* l = r.legacy.at(s->device);
     if (l && l->completed < l->enqueued)

@@ -193,9 +193,7 @@ static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* sr
     others.push_back(l);
     if (l->completed < l->enqueued)
       op.deps.push_back({l, l->enqueued});
-    for (Stream* o : r.streams)  // as the legacy stream itself would wait
-      if (o != l && o->device == device && !(o->flags & cudaStreamNonBlocking) && o->completed < o->enqueued)
-        op.deps.push_back({o, o->enqueued});
+    wait_like_legacy(op, l);
   }
   enqueue(st, std::move(op));
   for (Stream* l : others) {

@@ -232,6 +232,9 @@ Stream* create_stream(Rank& r, unsigned flags, int priority);
 
 /* Enqueue op on stream, adding the implicit legacy-stream ordering. */
 void enqueue(Stream* s, Op op);
+// Legacy default stream semantics: `op` waits for the pending work of every blocking stream of
+// `legacy`'s device (enqueue applies it to the legacy stream's own operations).
+void wait_like_legacy(Op& op, Stream* legacy);
 
 /* Host-side blocking, accounted as gpu_wait. */
 void wait_for(Rank& r, Stream* s, uint64_t seq);

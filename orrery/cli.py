@@ -17,6 +17,9 @@ from .errors import InputError, OrreryError
 from .results import summary
 from .run import FILL_POLICIES, GPU_VISIBILITY, RunOptions, run
 
+# --sweeps help: each machine's other sets of shared sweeps
+SWEEP_SETS = "; ".join(f"{m}: {', '.join(sets)}" for m, sets in validate.SWEEP_SETS.items())
+
 
 def _run_command(a: argparse.Namespace) -> int:
     program = list(a.program)
@@ -88,9 +91,6 @@ def _validate_command(a: argparse.Namespace) -> int:
         print(f"orrery: plot {path}")
     print(f"orrery: numbers in {out / 'validation.json'}")
     return 0
-
-
-SWEEP_SETS = "; ".join(f"{m}: {', '.join(sets)}" for m, sets in validate.SWEEP_SETS.items())
 
 
 def _calibrate_command(a: argparse.Namespace) -> int:

@@ -312,7 +312,9 @@ def simulate(repo: Path, m: machines.Machine, sweep: Sweep, sizes: list[int], ou
 def validate(machine_name: str, repo: Path, overrides: list[str] = (), measured_models: bool = True,
              sweep_set: str | None = None) -> list[SweepResult]:
     sweeps = sweeps_for(machine_name, sweep_set)
-    stack = [f"{k}={json.dumps(v)}" for k, v in set_description(machine_name, sweep_set).items()]
+    from .calibrate import as_set  # calibrate builds on this module
+
+    stack = as_set(set_description(machine_name, sweep_set))
     m = machines.load(machine_name, stack + list(overrides), measured_models=measured_models)
     build_bench(repo)
     return [compare(repo, m, sweep, measured_points(repo, sweep)) for sweep in sweeps]

@@ -84,6 +84,15 @@ def test_two_gpus_on_one_nic_share_it_and_rails_do_not(run_program, programs):
         assert shared[f"rank {rank} elapsed"] == pytest.approx(wire(latency, n, nic.bandwidth / 2, eager), rel=REL)
 
 
+def staged_within_a_node_through_the_nic(run_program, programs, n: int) -> float:
+    """Rank 0's time for an n-byte exchange between two GPUs of one node whose messages leave
+    through their NICs (mpi.intra_node = "nic"), staged through host memory (no GPUDirect
+    RDMA): the route of two nodes under one leaf."""
+    v = run_ok(run_program, programs, "sendrecv", str(n),
+               options=("--gpus-per-node", "2", "--set", "gpudirect.rdma=false", "--set", 'mpi.intra_node="nic"'))
+    return v.values()["rank 0 elapsed"]
+
+
 def test_without_gpudirect_rdma_messages_detour_through_the_root_complex(run_program, programs, h100):
     n = 8_000_000
     opts = ("--gpus-per-node", "1", "--ranks-per-node", "1")
@@ -101,11 +110,8 @@ def test_without_gpudirect_rdma_messages_detour_through_the_root_complex(run_pro
     control = gpudirect_latency(h100) + 2 * p.latency
     expected = control + 2 * fill + 2 * control + (n + SMPI_ENVELOPE) / min(p.bandwidth, h100.nic.bandwidth)
     assert off["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
-    # through the NIC within a node (mpi.intra_node = "nic"): two GPUs of one node, staged the same way
-    within = run_ok(run_program, programs, "sendrecv", str(n),
-                    options=("--gpus-per-node", "2", "--set", "gpudirect.rdma=false",
-                             "--set", 'mpi.intra_node="nic"')).values()
-    assert within["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
+    # through the NIC within a node (mpi.intra_node = "nic"): the same time
+    assert staged_within_a_node_through_the_nic(run_program, programs, n) == pytest.approx(expected, rel=REL)
 
 
 def test_staged_message_smaller_than_a_chunk_fills_the_pipeline_with_itself(run_program, programs, h100):
@@ -117,11 +123,8 @@ def test_staged_message_smaller_than_a_chunk_fills_the_pipeline_with_itself(run_
     control = gpudirect_latency(h100) + 2 * p.latency  # 100 kB: rendezvous, the handshake not staged
     expected = control + 2 * fill + 2 * control + (n + SMPI_ENVELOPE) / min(p.bandwidth, h100.nic.bandwidth)
     assert off["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
-    # through the NIC within a node (mpi.intra_node = "nic"): two GPUs of one node, staged the same way
-    within = run_ok(run_program, programs, "sendrecv", str(n),
-                    options=("--gpus-per-node", "2", "--set", "gpudirect.rdma=false",
-                             "--set", 'mpi.intra_node="nic"')).values()
-    assert within["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
+    # through the NIC within a node (mpi.intra_node = "nic"): the same time
+    assert staged_within_a_node_through_the_nic(run_program, programs, n) == pytest.approx(expected, rel=REL)
 
 
 def test_staging_pipeline_rate_is_a_chunk_per_copy(run_program, programs, h100):
