@@ -315,6 +315,10 @@ Rank& rank_self(const char* function) {
                           prop_d(r->host, "orrery:mpi_recv_overhead_device_s"),
                           prop_d(r->host, "orrery:mpi_send_overhead_device_intra_s"),
                           prop_d(r->host, "orrery:mpi_recv_overhead_device_intra_s")};
+  for (auto [path, kind] : {std::pair{&r->mpi_host, "host"}, std::pair{&r->mpi_device, "device"}}) {
+    path->gap_inter = piecewise(r->host, std::string("orrery:message_gap_") + kind + "_inter");
+    path->gap_intra = piecewise(r->host, std::string("orrery:message_gap_") + kind + "_intra");
+  }
   Rank* rp = r.get();
   sg4::this_actor::on_exit([rp](bool) {
     if (rp->stats.end_s < 0)

@@ -4,7 +4,8 @@
  * symbols (it is the program's libcudart), and SMPI declares MPI_* weak, so
  * these definitions take the calls and forward them to SMPI's PMPI_*. Besides
  * timing, they apply the machine's per-path protocol (eager threshold,
- * software overheads) and send blocking host-buffer calls along host routes.
+ * software overheads, gaps between sends) and send blocking host-buffer calls
+ * along host routes.
  * Device buffers need no translation: messages sent from folded device memory
  * carry no data (memory.cpp's copy callback). */
 #include "runtime.hpp"
@@ -161,7 +162,7 @@ class Correction {
  * synchronously (rendezvous: the sender waits for the receiver). The software
  * overheads of the path are simulated time inside the call. */
 
-static const MpiPath& path_of(Rank& r, const void* buf) {
+static MpiPath& path_of(Rank& r, const void* buf) {
   const Allocation* a = find_allocation(buf);
   return a && a->device ? r.mpi_device : r.mpi_host;
 }
@@ -211,11 +212,25 @@ static void software(double seconds) {
     sg4::this_actor::sleep_for(seconds);
 }
 
+/* The path's gap (machine key gaps.*, LogGP's g and G): after a send of s bytes starts,
+ * the rank's next send on the path starts no sooner than gap(s) later; the caller waits
+ * until then, as a LogP sender stalls. */
+static void pace(MpiPath& p, bool intra, int count, MPI_Datatype dt) {
+  double& next = intra ? p.next_intra : p.next_inter;
+  if (now() < next)
+    sg4::this_actor::sleep_for(next - now());
+  double bytes = message_bytes(count, dt);
+  const Segment* seg = segment_for(intra ? p.gap_intra : p.gap_inter, bytes);
+  next = seg ? now() + seg->latency_s + bytes / seg->bandwidth : now();
+}
+
 ORR_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm) {
   MpiScope scope("MPI_Send");
   Placement at(scope.rank(), {buf});
-  const MpiPath& p = path_of(scope.rank(), buf);
-  software(p.send(within_node(scope.rank(), dst, comm)));
+  MpiPath& p = path_of(scope.rank(), buf);
+  bool intra = within_node(scope.rank(), dst, comm);
+  software(p.send(intra));
+  pace(p, intra, count, dt);
   return rendezvous(p, count, dt) ? PMPI_Ssend(buf, count, dt, dst, tag, comm) : PMPI_Send(buf, count, dt, dst, tag, comm);
 }
 
@@ -223,8 +238,10 @@ ORR_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype dt, int dst, i
                          MPI_Request* rq) {
   MpiScope scope("MPI_Isend");
   Placement at(scope.rank(), {buf});
-  const MpiPath& p = path_of(scope.rank(), buf);
-  software(p.send(within_node(scope.rank(), dst, comm)));
+  MpiPath& p = path_of(scope.rank(), buf);
+  bool intra = within_node(scope.rank(), dst, comm);
+  software(p.send(intra));
+  pace(p, intra, count, dt);
   int rc = rendezvous(p, count, dt) ? PMPI_Issend(buf, count, dt, dst, tag, comm, rq)
                                     : PMPI_Isend(buf, count, dt, dst, tag, comm, rq);
   posted(scope.rank(), *rq, {buf});
@@ -254,8 +271,10 @@ ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, in
                             MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* st) {
   MpiScope scope("MPI_Sendrecv");
   Placement at(scope.rank(), {sbuf, rbuf});
-  const MpiPath& out = path_of(scope.rank(), sbuf);
-  software(out.send(within_node(scope.rank(), dst, comm)));
+  MpiPath& out = path_of(scope.rank(), sbuf);
+  bool intra = within_node(scope.rank(), dst, comm);
+  software(out.send(intra));
+  pace(out, intra, scount, stype);
   MPI_Request rq[2];
   MPI_Status sts[2];
   PMPI_Irecv(rbuf, rcount, rtype, src, rtag, comm, &rq[0]);

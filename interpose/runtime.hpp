@@ -193,6 +193,10 @@ struct MpiPath {
   double recv_intra_s = 0;
   double send(bool intra) const { return intra ? send_intra_s : send_overhead_s; }
   double recv(bool intra) const { return intra ? recv_intra_s : recv_overhead_s; }
+  // The least time from the start of a send of the rank to the start of its next (gaps.*),
+  // between nodes and within a node, and when its next send on each may start (mpi.cpp's pace).
+  Piecewise gap_inter, gap_intra;
+  double next_inter = 0, next_intra = 0;
 };
 
 struct Rank {

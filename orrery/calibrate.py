@@ -48,6 +48,7 @@ MEDIAN_TOLERANCE, P95_TOLERANCE = 0.05, 0.15  # per sweep, on |relative error|
 FEW_POINTS = 3  # a sweep with fewer sizes is compared, not fitted (e.g. nvbandwidth: one buffer size)
 OUTLIER = 0.5  # a point this far (relative) from a sweep's fit is left out of it, and the sweep refitted
 WINDOW = 64  # messages per iteration of osu_bw (and calibration/bench/osu_p2p bw)
+GAP_GAIN = 0.01  # a gap is kept where it cuts a path's mean (median + p95) |error| by this much
 
 
 @dataclass
@@ -283,6 +284,94 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
     return out
 
 
+def window_gap(metric: str, t: float, o: float, T: float, T_ack: float) -> float:
+    """The gap g (machine key gaps.*: from the start of a rank's send to the start of its next)
+    that gives a window of W messages its measured time per message t, with per-message
+    overhead o either side and a lone message's time T (T_ack: osu_bw's 4-byte acknowledgement).
+
+    osu_bw: the sender's sends start o, o + g, ..., o + (W - 1) g (g >= o); the last arrives
+    T - 2 o later; the receiver's acknowledgement takes T_ack, its receive overhead included,
+    less the o its send overhead adds: W t = (W - 1) g + T + T_ack - o. osu_bibw: each side posts
+    W receives (W o), then sends W messages g apart, the last arriving T - 2 o after it left:
+    W t = (W - 1) (o + g) + T."""
+    W = WINDOW
+    if metric == "bandwidth":
+        return (W * t - T - T_ack + o) / (W - 1)
+    return (W * t - T) / (W - 1) - o
+
+
+def _lone_time(overrides: dict, which: str, short: str, o: float, L: float, bandwidth: float, size: int) -> float:
+    """A lone message's time on a path: its message model (messages.*) where the fit has one,
+    else both overheads, the route's latency and the size at the path's bandwidth."""
+    model = overrides.get(f"messages.{which}_{short}")
+    if model is None:
+        return 2 * o + L + size / bandwidth
+    seg = next((g for g in model if "up_to" not in g or size <= g["up_to"]), model[-1])
+    return seg["latency"] + size / seg["bandwidth"]
+
+
+def _pick_gaps(machine_name: str, m: machines.Machine, repo: Path, pairs, fits, overrides: dict) -> dict:
+    """For each path with an osu_bw or osu_bibw window, whether a gap (gaps.*) reproduces its
+    sweeps better than the per-message overhead alone, simulator in the loop. Candidates: no
+    gap; a gap fitted (piecewise, breakpoints from the data) to what each window needs beside
+    the fitted overhead, and beside the overhead capped so that no measurement contradicts it
+    (a lone message no slower than osu_latency says, 2 o + the route's latency <= its time at
+    every size; without osu_latency, no window size faster than the overhead alone gives). A
+    gap is kept
+    only where it cuts the mean of the sweeps' median and 95th-percentile |error| by at least
+    GAP_GAIN. Updates `overrides`; returns the trials per path."""
+    by_kind = dict(fits)
+    result = {}
+    for path in ("inter-node", "intra-node"):
+        short = path.removesuffix("-node")
+        for buffers in ("D D", "H H"):
+            which = "device" if buffers == "D D" else "host"
+            windows = {metric: by_kind[(metric, path, buffers)] for metric in ("bandwidth", "bibw")
+                       if (metric, path, buffers) in by_kind}
+            if not windows:
+                continue
+            suffix = "" if path == "inter-node" else "_intra"
+            keys = (f"mpi.send_overhead_{which}{suffix}", f"mpi.recv_overhead_{which}{suffix}")
+            o_fit = overrides[keys[0]]
+            L = route_latency_between_nodes(m) if path == "inter-node" else route_latency_within_node(m, which)
+            bandwidth = next(iter(windows.values())).segments[-1].bandwidth_Bps
+            measured = {metric: _times(sw.unit, pts, metric) for sw, pts in pairs
+                        for metric, fit in windows.items() if sw.name == fit.sweep}
+            lone = by_kind.get(("latency", path, buffers))
+            if lone is not None:  # the largest overhead every measured lone message leaves room for
+                sweep, points = next((sw, pts) for sw, pts in pairs if sw.name == lone.sweep)
+                sizes, times = _times(sweep.unit, points, "latency")
+                cap = max(min((t - L - s / bandwidth) / 2 for s, t in zip(sizes, times)), 0.0)
+            else:  # the largest overhead that no window size contradicts (the smallest it gives)
+                cap = max(min(window_overhead(t if metric == "bandwidth" else None, t if metric == "bibw" else None,
+                                              None, L)
+                              for metric, (sizes, times) in measured.items() for t in times), 0.0)
+            overheads = [o_fit] + ([cap] if cap < o_fit else [])
+            sweeps = [(sw, pts) for sw, pts in pairs if sw.kind[1:] == (path, buffers)
+                      and sw.kind[0] in ("latency", "bandwidth", "bibw")]
+            candidates = {"none": {}}
+            for o in overheads:
+                for metric, fit in windows.items():
+                    sizes, times = measured[metric]
+                    ack = _lone_time(overrides, which, short, o, L, bandwidth, 4)
+                    need = [max(window_gap(metric, t, o, _lone_time(overrides, which, short, o, L, bandwidth, s), ack),
+                                o, 1e-9) for s, t in zip(sizes, times)]
+                    gap = piecewise_model(Fit("gap", fit_sweep(sizes, need)[0], 0.0, 0.0, []))
+                    name = f"{'osu_bw' if metric == 'bandwidth' else 'osu_bibw'}, o = {o * 1e6:.3f} us"
+                    candidates[name] = {keys[0]: o, keys[1]: o, f"gaps.{which}_{short}": gap}
+            validation.build_bench(repo)
+            scores = {}
+            for name, changes in candidates.items():
+                machine = machines.load(machine_name, as_set({**overrides, **changes}), measured_models=False)
+                results = [validation.compare(repo, machine, sw, pts) for sw, pts in sweeps]
+                scores[name] = float(np.mean([r.median_abs_error + r.p95_abs_error for r in results]))
+            best = min(scores, key=scores.get)
+            if scores["none"] - scores[best] >= GAP_GAIN:
+                overrides.update(candidates[best])
+            result[f"{which}_{short}"] = scores
+    return result
+
+
 SELECTORS = ("default", "ompi", "mpich", "mvapich2", "impi")
 
 
@@ -418,6 +507,7 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
     windows: dict[str, Window] = {}
     overrides = {**stack, **api, **_overrides(m, fits, windows)}
     eager_trials = _pick_eager_threshold(machine_name, m, repo, pairs, windows, overrides)
+    gap_trials = _pick_gaps(machine_name, m, repo, pairs, fits, overrides)
     trials, uncorrectable, uncorrected = {}, {}, {}
     if collectives:
         trials, uncorrectable, chosen, results = _pick_collective_selector(machine_name, repo, collectives, overrides)
@@ -437,6 +527,7 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
         "fits": [asdict(f) for _, f in fits],
         "not_fitted": skipped,
         "eager_threshold_trials": eager_trials,
+        "gap_trials": gap_trials,
         "collective_selector_trials": trials,
         "collective_selector_uncorrectable": uncorrectable,
         "collectives_before_correction": uncorrected,

@@ -209,6 +209,25 @@ class Messages(_Measured):
     host_inter: Piecewise | None = None
 
 
+class Gaps(_Measured):
+    """Measured gaps per path, piecewise in the message size (``orrery calibrate``
+    writes them from the osu_bw and osu_bibw windows where a per-message overhead
+    cannot give them): LogGP's g and G (Alexandrov et al., 1995). After a rank's
+    send of s bytes starts on the path, its next send there starts no sooner than
+    ``latency + s / bandwidth`` later; a send issued sooner waits in the call, as
+    a LogP sender stalls. A lone message is not delayed (its time is messages.*
+    or the route's), so a gap can be longer than a lone message's whole time, as
+    MPI libraries whose windows of small messages run slower than their one-way
+    latency show. Applies to MPI_Send, MPI_Isend and MPI_Sendrecv (the calls with
+    the per-path protocol)."""
+
+    section = "gaps"
+    device_intra: Piecewise | None = None
+    device_inter: Piecewise | None = None
+    host_intra: Piecewise | None = None
+    host_inter: Piecewise | None = None
+
+
 class CorrectionSegment(_Section):
     up_to: Annotated[Size, Field(ge=0)] | None = None  # the largest message (bytes) it covers; not the last
     extra: Annotated[Time, Field(ge=0)]                # added to each call of the collective in this range
@@ -252,6 +271,7 @@ class Machine(_Section):
     mpi: Mpi
     copies: Copies = Copies()
     messages: Messages = Messages()
+    gaps: Gaps = Gaps()
     collectives: Collectives = Collectives()
     sources: dict[str, str] = {}
 
@@ -323,12 +343,12 @@ def _apply_override(data: dict, key: str, value: object, source: str) -> None:
 
 
 #: Sections that hold measured models, written by `orrery calibrate` (which fits them afresh).
-MEASURED_MODELS = ("copies", "messages", "collectives")
+MEASURED_MODELS = ("copies", "messages", "gaps", "collectives")
 
 
 def load(name_or_path: str, overrides: list[str] = (), measured_models: bool = True) -> Machine:
     """Load a built-in machine by name or a description file, applying overrides; without
-    `measured_models`, the description's copies, messages and collectives sections are left
+    `measured_models`, the description's copies, messages, gaps and collectives sections are left
     out first (what a calibration starts from)."""
     path = Path(name_or_path)
     if name_or_path in builtin_names():

@@ -165,6 +165,8 @@ def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dic
            for direction, model in machine.copies if model is not None},
         **{f"orrery:message_model_{path}": piecewise_property((s.up_to, s.latency, s.bandwidth) for s in model)
            for path, model in machine.messages if model is not None},
+        **{f"orrery:message_gap_{path}": piecewise_property((s.up_to, s.latency, s.bandwidth) for s in model)
+           for path, model in machine.gaps if model is not None},
         # a correction is a segment whose latency is its extra time, with no size term
         **{f"orrery:collective_correction_{name}": piecewise_property((s.up_to, s.extra, INF) for s in model)
            for name, model in machine.collectives if model is not None},

@@ -130,8 +130,9 @@ _CLARIDEN = [
 # Alps clariden with Open MPI 5.0.8 over libfabric's LINKx provider (CXI between nodes, shared
 # memory within a node): osu_bw between and within nodes, osu_latency within a node.
 _LINKX = (("system", "clariden"), ("mpi_or_lib", "libfabric LINKx"))
-_NO_LONE_MESSAGE = ("no osu_latency between nodes for this stack: its rendezvous regime (8-32 KiB) has no "
-                    "lone-message model")
+_NO_LONE_MESSAGE = ("no osu_latency between nodes for this stack: a lone message takes the windows' model "
+                    "(2 o + L + size / bandwidth, a rendezvous handshake above the eager threshold), not a "
+                    "measured time")
 _CLARIDEN_LINKX = [
     osu_sweep(f"osu_{test} {b} {path} (Alps clariden GH200, Open MPI 5.0.8 LINKx)", _LINKX, path, b, test, note=note)
     for test, path, b, note in (
@@ -158,12 +159,12 @@ def _olivia(stack: str, select: tuple[tuple[str, str], ...], notes: dict[str, st
 
 
 _UCX_WINDOW = ("from 256 B to 4 KiB a window of osu_bibw takes 7 us per message and direction, longer than "
-               "osu_latency's whole one-way 3.8 us: no per-message overhead gives that, and the 5.5 us of the "
-               "smallest sizes overstates the larger ones")
+               "osu_latency's whole one-way 3.8 us: a per-message overhead cannot give that (it would slow the "
+               "lone message), a gap between a rank's sends (gaps.device_inter) does")
 _OLIVIA = {
     "olivia-cray-mpich-8": _olivia("Cray MPICH 8.1.32", (("mpi_or_lib", "Cray MPICH 8.1.32"),), {
-        "bibw": "its 8 KiB point, 4.5 times below its neighbours, is left out of the fit; at 32 KiB the window "
-                "runs 20 % slower than the fitted overheads and the NIC's rate give"}),
+        "bibw": "its 8 KiB point, 4.5 times below its neighbours, is left out of the fit; the window's slower "
+                "rate at 32 KiB is a gap between sends (gaps.device_inter)"}),
     "olivia-cray-mpich-9": _olivia("Cray MPICH 9.1.0", (("mpi_or_lib", "Cray MPICH 9.1.0"),)),
     "olivia-ompi-4-ucx": _olivia("Open MPI 4.1.6 + UCX 1.15", (("mpi_or_lib", "OpenMPI 4.1.6"),),
                                  {"latency": _UCX_WINDOW, "bibw": _UCX_WINDOW}),
@@ -178,10 +179,11 @@ _H100_PCIE_NODE = (("gpu", "H100 PCIe"),)
 _H100_PCIE = [
     osu_sweep("osu_bibw D D intra-node, GPUs on two sockets (2x H100 PCIe, Open MPI 4.1.6 + UCX)", _H100_PCIE_NODE,
               "intra-node", "D D", "bibw",
-              note="its smallest messages give the per-message overhead; above UCX's 1 KiB rendezvous "
-                   "threshold the rate jumps sixfold, and it levels at 15 GB/s each way, against the "
-                   "description's PCIe Gen5 x16 (53.8 GB/s): the sockets' peer-to-peer path (topology SYS) is not "
-                   "described"),
+              note="above UCX's 1 KiB rendezvous threshold the rate jumps sixfold: windows of smaller messages "
+                   "are slower by a gap between sends (gaps.device_intra), not a per-message overhead; the "
+                   "rate levels at 15 GB/s each way against the description's PCIe Gen5 x16 (53.8 GB/s), and "
+                   "the gap's size term holds back-to-back sends to it, but a lone message still crosses at "
+                   "the PCIe rate: the sockets' peer-to-peer path (topology SYS) is not described"),
     osu_sweep("osu_bibw D H intra-node (2x H100 PCIe, Open MPI 4.1.6 + UCX)", _H100_PCIE_NODE, "intra-node", "D H",
               "bibw", fit=False,
               note="compared, not fitted: about 1.4 GB/s both ways at every size above 32 KiB, a thirtieth of "
@@ -192,9 +194,10 @@ _H100_PCIE = [
 _A100_NV4 = [
     osu_sweep("osu_bw D D intra-node, A100 NV4 pair (EESSI test system, Open MPI)", (("gpu", "A100"),),
               "intra-node", "D D", "bw",
-              note="no osu_latency of the path: the per-message overhead comes from the smallest messages; "
-                   "from 128 B to 8 KiB the rate stalls (15.6 us per 8 KiB message), a protocol the "
-                   "description does not carry"),
+              note="no osu_latency of the path; from 128 B to 8 KiB the rate stalls (15.6 us per 8 KiB "
+                   "message), a gap between sends (gaps.device_intra); the time per message jumps between "
+                   "neighbouring sizes (1.7 us at 2 B, 1.0 us at 16 B; 1.0 us at 256 B, 2.9 us at 512 B), more "
+                   "than the fit's four segments follow"),
 ]
 SWEEPS: dict[str, list[Sweep]] = {"h100-pcie": _H100_PCIE, "h100-ib200": _H100_COPIES, "dgx-h100": _H100_COPIES, "gh200-slingshot": _GH200}
 # Other sets of a machine's shared sweeps (--sweeps NAME): one system and MPI stack each.

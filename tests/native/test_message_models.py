@@ -72,3 +72,39 @@ def test_ranks_sharing_a_gpu_keep_the_device_memory_rate(run_program, programs, 
     v = run_ok(run_program, programs, "send-recv", str(n), options=opts).values()
     g = h100.gpu
     assert v["rank 1 elapsed"] == pytest.approx(g.d2d_latency + (n + SMPI_ENVELOPE) / g.d2d_bandwidth, rel=REL)
+
+
+# Gaps (machine key gaps.*, LogGP's g and G): none after the 1-byte exchange that lines the
+# ranks up, 10 us + s / 1 GB/s after a larger send.
+GAPS = "[{up_to = 100, latency = 0, bandwidth = '1TB/s'}, {latency = '10us', bandwidth = '1GB/s'}]"
+
+
+@pytest.mark.parametrize("where, key, send_overhead, spaced", [
+    ("between nodes", "gaps.device_inter", "1us", "gap"),
+    ("between nodes", "gaps.device_inter", "20us", "overhead"),   # a gap shorter than the overhead adds nothing
+    ("between nodes", "gaps.device_intra", "1us", "overhead"),    # the other path's gap does not apply
+    ("within a node", "gaps.device_intra", "1us", "gap"),
+])
+def test_a_rank_s_sends_on_a_path_are_spaced_by_its_gap(run_program, programs, where, key, send_overhead, spaced):
+    """rank 0 issues 8 MPI_Isend of 1000 B back to back: each starts after its send overhead
+    o, and no sooner than gap(1000 B) = 10 us + 1000 B / 1 GB/s = 11 us after the one before."""
+    n = 1000
+    layout = (("--gpus-per-node", "1", "--ranks-per-node", "1") if where == "between nodes"
+              else ("--gpus-per-node", "2", "--ranks-per-node", "2"))
+    opts = (*layout, "--set", f"mpi.send_overhead_device={send_overhead}",
+            "--set", f"mpi.send_overhead_device_intra={send_overhead}", "--set", f"{key}={GAPS}")
+    v = run_ok(run_program, programs, "window", str(n), nodes=2 if where == "between nodes" else 1,
+               options=opts).values()
+    o = float(send_overhead.removesuffix("us")) * 1e-6
+    interval = 10e-6 + n / 1e9 if spaced == "gap" else o
+    assert v["rank 0 spacing"] == pytest.approx(7 * interval, rel=REL)
+    assert v["rank 1 spacing"] == pytest.approx(0.0, abs=1e-15)  # receives are not paced
+
+
+def test_a_lone_message_is_not_delayed_by_a_gap(run_program, programs):
+    """After the 1-byte exchange (no gap at that size) a 1 MB message takes its measured
+    one-way time, though its own size's gap would be 1 ms."""
+    n = 1_000_000
+    opts = ("--gpus-per-node", "1", "--ranks-per-node", "1", *OVERHEADS, *MODELS, "--set", f"gaps.device_inter={GAPS}")
+    v = run_ok(run_program, programs, "send-recv", str(n), nodes=2, options=opts).values()
+    assert v["rank 1 elapsed"] == pytest.approx(one_way(15e-6, 10e9, n), rel=REL)

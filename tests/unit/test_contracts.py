@@ -25,6 +25,10 @@ def test_every_gpu_property_the_shim_reads_is_generated():
     read.discard("orrery:message_model_")
     paths = re.search(r"kMessagePathNames\[MESSAGE_PATHS\] = \{([^}]*)\}", (SHIM / "engine.cpp").read_text())
     read |= {f"orrery:message_model_{p}" for p in re.findall(r'"(\w+)"', paths.group(1))}
+    # ... and gaps, one per path (the shim builds the key from the buffer kind and "_inter"/"_intra")
+    assert "orrery:message_gap_" in read
+    read.discard("orrery:message_gap_")
+    read |= {f"orrery:message_gap_{p}" for p in re.findall(r'"(\w+)"', paths.group(1))}
     # ... and collective corrections, one per collective (named by the .def's ORR_MPI_COLL entries)
     assert "orrery:collective_correction_" in read
     read.discard("orrery:collective_correction_")
@@ -33,7 +37,8 @@ def test_every_gpu_property_the_shim_reads_is_generated():
     fix = "[{extra = '2us'}]"
     one = "[{latency = '1us', bandwidth = '10GB/s'}]"
     m = machine.load("h100-ib200", [f"copies.{d}={one}" for d in ("H2D", "D2H", "D2D", "peer")] +
-                     [f"messages.{p}={one}" for p in ("device_intra", "device_inter", "host_intra", "host_inter")] +
+                     [f"{section}.{p}={one}" for section in ("messages", "gaps")
+                      for p in ("device_intra", "device_inter", "host_intra", "host_inter")] +
                      [f"collectives.{c.lower()}={fix}" for c in colls] + ["gpudirect.rdma=false", 'mpi.intra_node="nic"'])
     written = set(platform.gpu_properties(m, platform.Layout(1, 1, 1), 0, 0))
     assert read <= written, f"the shim reads properties the platform lacks: {read - written}"

@@ -218,6 +218,23 @@ int main(int argc, char** argv) {
     MPI_Isend(d, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[1]);
     MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
     printf("rank %d elapsed %.17g\n", rank, MPI_Wtime() - t1);
+  } else if (!strcmp(mode, "window")) {  // rank 0 sends a window of 8 messages to rank 1, as osu_bw
+    const int window = 8;
+    float* r;
+    CHECK(cudaMalloc(&r, n));
+    MPI_Sendrecv(d, 1, MPI_BYTE, rank ^ 1, 0, r, 1, MPI_BYTE, rank ^ 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Request rq[window];
+    double first = 0;
+    for (int w = 0; w < window; w++) {
+      if (rank == 0)
+        MPI_Isend(d, (int)n, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &rq[w]);
+      else
+        MPI_Irecv(r, (int)n, MPI_BYTE, 0, 7, MPI_COMM_WORLD, &rq[w]);
+      if (w == 0)
+        first = MPI_Wtime();
+    }
+    printf("rank %d spacing %.17g\n", rank, MPI_Wtime() - first);  // from the first call's return to the last's
+    MPI_Waitall(window, rq, MPI_STATUSES_IGNORE);
   } else if (!strcmp(mode, "collectives")) {  // collectives on device buffers
     float* r;
     CHECK(cudaMalloc(&r, n * size));
