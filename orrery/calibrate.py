@@ -186,11 +186,11 @@ def route_latency_within_node(m: machines.Machine, which: str) -> float:
 COPY_DIRECTIONS = {"H2D": "H2D", "D2H": "D2H", "D2D": "D2D", "peer": "peer"}
 
 
-def piecewise_model(fit: Fit, host_time: float = 0.0) -> list[dict[str, float]]:
-    """A machine's copies.* or messages.* model from a fit: its segments, less `host_time`
+def piecewise_model(segments: list[Segment], host_time: float = 0.0) -> list[dict[str, float]]:
+    """A machine's copies.*, messages.* or gaps.* model from fitted segments, less `host_time`
     (what the simulator charges on its own) from each latency."""
     model = [{"up_to": float(seg.size_to), "latency": max(seg.latency_s - host_time, 0.0),
-              "bandwidth": seg.bandwidth_Bps} for seg in fit.segments]
+              "bandwidth": seg.bandwidth_Bps} for seg in segments]
     del model[-1]["up_to"]  # the last segment covers every larger size
     return model
 
@@ -247,7 +247,7 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
             # buffers do not block the host: back to back, they queue on the GPU, which
             # the measured time per copy is
             host = m.overheads.memcpy + m.overheads.sync if path in ("H2D", "D2H") else 0.0
-            out[f"copies.{COPY_DIRECTIONS[path]}"] = piecewise_model(fit, host)
+            out[f"copies.{COPY_DIRECTIONS[path]}"] = piecewise_model(fit.segments, host)
             if path in ("H2D", "D2H"):
                 # the PCIe links must not be slower than any measured copy across them
                 fastest = max(seg.bandwidth_Bps for seg in fit.segments)
@@ -255,7 +255,7 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
         elif metric == "latency" and path in ("intra-node", "inter-node"):
             which = "device" if buffers == "D D" else "host"
             # osu_latency's one-way time, per-message overheads included (the shim subtracts them)
-            out[f"messages.{which}_{path.removesuffix('-node')}"] = piecewise_model(fit)
+            out[f"messages.{which}_{path.removesuffix('-node')}"] = piecewise_model(fit.segments)
     by_kind = dict(fits)
     for path in ("inter-node", "intra-node"):
         for buffers in ("D D", "H H"):
@@ -310,16 +310,26 @@ def _lone_time(overrides: dict, which: str, short: str, o: float, L: float, band
     return seg["latency"] + size / seg["bandwidth"]
 
 
+def _overhead_cap(lone: tuple[list[int], list[float]] | None, windows: dict[str, tuple[list[int], list[float]]],
+                  L: float, bandwidth: float) -> float:
+    """The largest per-message overhead o no measurement of a path contradicts: with its
+    osu_latency (sizes, seconds), a lone message no slower than measured, 2 o + L + size /
+    bandwidth <= T at every size; without it, no window size faster than the overhead alone
+    gives (window_overhead at that size's time per message)."""
+    if lone is not None:
+        return max(min((t - L - s / bandwidth) / 2 for s, t in zip(*lone)), 0.0)
+    return max(min(window_overhead(t if metric == "bandwidth" else None, t if metric == "bibw" else None, None, L)
+                   for metric, (_, times) in windows.items() for t in times), 0.0)
+
+
 def _pick_gaps(machine_name: str, m: machines.Machine, repo: Path, pairs, fits, overrides: dict) -> dict:
     """For each path with an osu_bw or osu_bibw window, whether a gap (gaps.*) reproduces its
     sweeps better than the per-message overhead alone, simulator in the loop. Candidates: no
     gap; a gap fitted (piecewise, breakpoints from the data) to what each window needs beside
-    the fitted overhead, and beside the overhead capped so that no measurement contradicts it
-    (a lone message no slower than osu_latency says, 2 o + the route's latency <= its time at
-    every size; without osu_latency, no window size faster than the overhead alone gives). A
-    gap is kept
-    only where it cuts the mean of the sweeps' median and 95th-percentile |error| by at least
-    GAP_GAIN. Updates `overrides`; returns the trials per path."""
+    the fitted overhead, and beside the largest overhead no measurement contradicts
+    (_overhead_cap). A gap is kept only where it cuts the mean of the path's sweeps' median
+    and 95th-percentile |error| by at least GAP_GAIN. Updates `overrides`; returns the trials
+    per path."""
     by_kind = dict(fits)
     result = {}
     for path in ("inter-node", "intra-node"):
@@ -338,14 +348,9 @@ def _pick_gaps(machine_name: str, m: machines.Machine, repo: Path, pairs, fits, 
             measured = {metric: _times(sw.unit, pts, metric) for sw, pts in pairs
                         for metric, fit in windows.items() if sw.name == fit.sweep}
             lone = by_kind.get(("latency", path, buffers))
-            if lone is not None:  # the largest overhead every measured lone message leaves room for
-                sweep, points = next((sw, pts) for sw, pts in pairs if sw.name == lone.sweep)
-                sizes, times = _times(sweep.unit, points, "latency")
-                cap = max(min((t - L - s / bandwidth) / 2 for s, t in zip(sizes, times)), 0.0)
-            else:  # the largest overhead that no window size contradicts (the smallest it gives)
-                cap = max(min(window_overhead(t if metric == "bandwidth" else None, t if metric == "bibw" else None,
-                                              None, L)
-                              for metric, (sizes, times) in measured.items() for t in times), 0.0)
+            lone_times = next((_times(sw.unit, pts, "latency") for sw, pts in pairs if lone and sw.name == lone.sweep),
+                              None)
+            cap = _overhead_cap(lone_times, measured, L, bandwidth)
             overheads = [o_fit] + ([cap] if cap < o_fit else [])
             sweeps = [(sw, pts) for sw, pts in pairs if sw.kind[1:] == (path, buffers)
                       and sw.kind[0] in ("latency", "bandwidth", "bibw")]
@@ -354,9 +359,10 @@ def _pick_gaps(machine_name: str, m: machines.Machine, repo: Path, pairs, fits, 
                 for metric, fit in windows.items():
                     sizes, times = measured[metric]
                     ack = _lone_time(overrides, which, short, o, L, bandwidth, 4)
+                    # a gap no longer than the overhead changes nothing: the fit is held to at least o
                     need = [max(window_gap(metric, t, o, _lone_time(overrides, which, short, o, L, bandwidth, s), ack),
                                 o, 1e-9) for s, t in zip(sizes, times)]
-                    gap = piecewise_model(Fit("gap", fit_sweep(sizes, need)[0], 0.0, 0.0, []))
+                    gap = piecewise_model(fit_sweep(sizes, need)[0])
                     name = f"{'osu_bw' if metric == 'bandwidth' else 'osu_bibw'}, o = {o * 1e6:.3f} us"
                     candidates[name] = {keys[0]: o, keys[1]: o, f"gaps.{which}_{short}": gap}
             validation.build_bench(repo)

@@ -41,9 +41,9 @@ def h100():
     return machine.load("h100-ib200")
 
 
-def sweep(bench, tmp_path, program, *args, nodes=1, gpus=1):
-    p = orrery("run", "--nodes", str(nodes), "--gpus-per-node", str(gpus), "--out", str(tmp_path / program),
-               "--", str(bench / program), *args)
+def sweep(bench, tmp_path, program, *args, nodes=1, gpus=1, options=()):
+    p = orrery("run", "--nodes", str(nodes), "--gpus-per-node", str(gpus), *options, "--out",
+               str(tmp_path / program / args[0]), "--", str(bench / program), *args)
     assert p.returncode == 0, p.stderr
     rows = [line.split() for line in p.stdout.splitlines() if line and line[0].isdigit()]
     assert p.stdout.splitlines()[0].startswith("# ")
@@ -129,3 +129,24 @@ def test_a_real_runtime_link_line_still_links_orrery_s_runtime(bench, tmp_path, 
     big = 64 << 20
     static = sweep(d, tmp_path, "memcpy_sweep", "h2d", "-m", f"{big}:{big}")
     assert static == sweep(bench, tmp_path / "shared", "memcpy_sweep", "h2d", "-m", f"{big}:{big}")
+
+
+def test_window_gap_gives_back_the_gap_the_osu_windows_ran_with(bench, tmp_path):
+    """On a machine with a per-message overhead of 1 us each side and a gap of 8 us between a
+    rank's sends (gaps.device_inter), small messages' osu_bw and osu_bibw windows run a
+    message per gap; calibrate.window_gap, given each window's time per message and
+    osu_latency's lone-message times, gives the 8 us back: the formulas the calibration fits
+    gaps with describe what the simulator does."""
+    from orrery import calibrate
+
+    o, gap = 1e-6, 8e-6
+    opts = ("--set", "mpi.send_overhead_device=1us", "--set", "mpi.recv_overhead_device=1us",
+            "--set", "gaps.device_inter=[{latency = '8us', bandwidth = '1000TB/s'}]")
+    sizes = "4,64,1024"
+    lat = sweep(bench, tmp_path, "osu_p2p", "latency", "D", "D", "-l", sizes, "-i", "10", nodes=2, options=opts)
+    bw = sweep(bench, tmp_path, "osu_p2p", "bw", "D", "D", "-l", sizes, "-i", "5", nodes=2, options=opts)
+    bibw = sweep(bench, tmp_path, "osu_p2p", "bibw", "D", "D", "-l", sizes, "-i", "5", nodes=2, options=opts)
+    for n in (64, 1024):
+        T, T_ack = lat[n] * 1e-6, lat[4] * 1e-6
+        assert calibrate.window_gap("bandwidth", n / (bw[n] * 1e6), o, T, T_ack) == pytest.approx(gap, rel=0.01), n
+        assert calibrate.window_gap("bibw", 2 * n / (bibw[n] * 1e6), o, T, T_ack) == pytest.approx(gap, rel=0.01), n

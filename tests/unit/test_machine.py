@@ -116,6 +116,8 @@ def test_semantic_checks():
     ("messages.host_inter=[{latency = '-1us', bandwidth = '1GB/s'}]", "messages.host_inter.0.latency",
      "a non-negative time"),
     ("collectives.alltoall=[{extra = '3 furlongs'}]", "collectives.alltoall.0.extra", "a time such as"),
+    ("gaps.device_inter=[{up_to = '4KiB', latency = '7us', bandwidth = '4GB/s'}]", "gaps.device_inter",
+     "the last segment covers every larger size and has no up_to"),
     ("copies.D2H=[{up_to = '2MB', latency = 0, bandwidth = 1e9}, {up_to = '1MB', latency = 0, bandwidth = 1e9}, "
      "{latency = 0, bandwidth = 1e9}]", "copies", "every segment but the last needs up_to, increasing"),
 ])
