@@ -1,0 +1,23 @@
+#!/bin/bash
+# The bundled Jacobi example on one real GPU, one rank: its kernel (the norm summed per warp,
+# then per block, as CUB's BlockReduce in the measured code's "make cub" build) against the
+# former one (a shared-memory atomic add per thread, in .jold/jacobi_atomic.cu, otherwise the
+# same file), at the grid sizes of the single-GPU rows examples/jacobi/fit.toml fits, printing
+# each run's time and final l2 norm. Same setup as measure.sh; writes into $OUT.
+set -u
+OUT=${OUT:-out/h200-jacobi}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/jacobi.txt") 2>&1
+date -u
+export OPAL_PREFIX=$PWD/.ompi PATH=$PWD/.ompi/bin:$PATH LD_LIBRARY_PATH=$PWD/.ompi/lib:${LD_LIBRARY_PATH:-}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+make -s -C examples/jacobi MPI_HOME="$PWD/.ompi" MPICXX="$PWD/.ompi/bin/mpicxx" || exit 1
+nvcc -O3 -std=c++17 -arch=sm_90 -I"$PWD/.ompi/include" -c -o /tmp/jacobi_atomic.o .jold/jacobi_atomic.cu &&
+  mpicxx -o /tmp/jacobi_atomic /tmp/jacobi_atomic.o -L/usr/local/cuda/lib64 -lcudart || exit 1
+for nx in 8192 16384 32768; do
+  for program in ./examples/jacobi/jacobi /tmp/jacobi_atomic; do
+    echo "== $program -nx $nx"
+    timeout 120 mpiexec -n 1 $program -nx $nx -ny $nx -niter 1000 -norm; echo "rc=$?"
+  done
+done
+date -u
