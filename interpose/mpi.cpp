@@ -44,9 +44,13 @@ class MpiScope {  // times one MPI call of the calling rank
  * stands where its data is: at its process in host memory (its host endpoint)
  * while the call at hand moves host buffers only and no pending request moves
  * device memory, and next to its GPU otherwise. Between calls it stands where
- * its pending requests want it. A rank with pending requests of both kinds
- * stands next to its GPU (its host-buffer messages then take the GPU's route):
- * each such call is counted and the run's summary warns of them. */
+ * its pending requests want it. A call that only posts requests (MPI_Isend,
+ * MPI_Irecv, non-blocking collectives) returns at once, so the only messages
+ * that can start during it are its own: it stands where its own buffers are.
+ * A rank with pending requests of both kinds stands next to its GPU between
+ * calls and in blocking calls (its host-buffer messages that start then take
+ * the GPU's route): each call made with both kinds in play is counted and the
+ * run's summary warns of them. */
 static bool is_device(const void* b) {
   const Allocation* a = b == MPI_IN_PLACE ? nullptr : find_allocation(b);
   return a && a->device;
@@ -63,18 +67,20 @@ static void settle(Rank& r) { stand(r, r.pending_device == 0 && r.pending_host >
 
 class Placement {  // for the length of one MPI call
  public:
-  Placement(Rank& r, std::initializer_list<const void*> buffers) : rank_(r) {
-    bool device = r.pending_device > 0;
-    bool data = r.pending_host > 0;
+  Placement(Rank& r, std::initializer_list<const void*> buffers, bool posting = false) : rank_(r) {
+    bool own_device = false;
     bool host = r.pending_host > 0;
     for (const void* b : buffers) {
-      device = device || is_device(b);
+      own_device = own_device || is_device(b);
       host = host || is_host_data(b);
-      data = true;
     }
+    bool device = own_device || r.pending_device > 0;
     if (device && host)
       r.stats.mixed_placements++;
-    stand(r, data && !device);
+    if (posting && buffers.size() > 0)
+      stand(r, !own_device);
+    else
+      stand(r, (buffers.size() > 0 || r.pending_host > 0) && !device);
   }
   ~Placement() { settle(rank_); }
 
@@ -145,7 +151,7 @@ class Correction {
 #define ORR_MPI_POST(name, params, args, buffers) \
   ORR_EXPORT int MPI_##name params {           \
     MpiScope scope("MPI_" #name);              \
-    Placement at(scope.rank(), {ORR_UNPAREN buffers}); \
+    Placement at(scope.rank(), {ORR_UNPAREN buffers}, true); \
     int rc = PMPI_##name args;                 \
     posted(scope.rank(), *rq, {ORR_UNPAREN buffers}); \
     return rc;                                 \
@@ -237,7 +243,7 @@ ORR_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype dt, int dst, in
 ORR_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
                          MPI_Request* rq) {
   MpiScope scope("MPI_Isend");
-  Placement at(scope.rank(), {buf});
+  Placement at(scope.rank(), {buf}, true);
   MpiPath& p = path_of(scope.rank(), buf);
   bool intra = within_node(scope.rank(), dst, comm);
   software(p.send(intra));
@@ -260,7 +266,7 @@ ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag,
 
 ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request* rq) {
   MpiScope scope("MPI_Irecv");
-  Placement at(scope.rank(), {buf});
+  Placement at(scope.rank(), {buf}, true);
   software(path_of(scope.rank(), buf).recv(within_node(scope.rank(), src, comm)));  // charged when posted
   int rc = PMPI_Irecv(buf, count, dt, src, tag, comm, rq);
   posted(scope.rank(), *rq, {buf});

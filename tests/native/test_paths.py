@@ -280,3 +280,22 @@ def test_host_messages_with_device_data_in_play_are_counted_and_warned(run_progr
         pure = run_ok(run_program, programs, mode, "4096", options=("--gpus-per-node", "2"))
         assert [x["mixed_placement_calls"] for x in pure.results["ranks"]] == [0, 0]
         assert "warning" not in pure.stdout
+
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_host_message_posted_with_device_data_pending_takes_the_host_route(run_program, programs, h100, nodes):
+    """Rank 0 has a device receive pending when it posts a host-buffer send whose receive is
+    posted already: the message starts during the post, so it leaves from rank 0's process, not
+    its GPU. Within a node through shared memory (not NVLink), between nodes from memory through
+    the NICs (not staged through host memory, as a device message without GPUDirect RDMA is)."""
+    n = 1_000_000
+    layout = (("--gpus-per-node", "2") if nodes == 1 else
+              ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false"))
+    v = run_ok(run_program, programs, "mixed-post", str(n), nodes=nodes, options=layout).values()
+    p, nic, f = h100.pcie, h100.nic, h100.fabric
+    expected = (wire(2 * platform.SHM_LATENCY, n, h100.node.host_memcpy_bandwidth, h100.mpi.eager_threshold_host)
+                if nodes == 1 else
+                wire(4 * p.latency + 2 * nic.latency + f.switch_latency, n, min(p.bandwidth, nic.bandwidth),
+                     h100.mpi.eager_threshold_host))
+    assert v["rank 1 arrived"] - v["rank 0 sent"] == pytest.approx(expected, rel=REL)

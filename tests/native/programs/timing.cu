@@ -197,6 +197,30 @@ int main(int argc, char** argv) {
     free(hs);
     free(hr);
     printf("rank %d done\n", rank);
+  } else if (!strcmp(mode, "mixed-post")) {  // with a device receive pending, rank 0 sends host data
+    // to rank 1, whose receive is posted already: the message starts as rank 0 posts it
+    const int peer = 1 - rank;
+    float* r;
+    CHECK(cudaMalloc(&r, n));
+    char* hs = (char*)malloc(n);
+    char* hr = (char*)malloc(n);
+    char go = 1;
+    MPI_Request rq[2];
+    if (rank == 0) {
+      MPI_Irecv(r, (int)n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq[0]);  // device memory, pending
+      MPI_Recv(&go, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);  // rank 1's receive is posted
+      printf("rank 0 sent %.17g\n", MPI_Wtime());
+      MPI_Isend(hs, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[1]);
+      MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+    } else if (rank == 1) {
+      MPI_Irecv(hr, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD, &rq[0]);
+      MPI_Send(&go, 1, MPI_BYTE, 0, 3, MPI_COMM_WORLD);
+      MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
+      printf("rank %d arrived %.17g\n", rank, MPI_Wtime());
+      MPI_Send(d, (int)n, MPI_BYTE, 0, 2, MPI_COMM_WORLD);
+    }
+    free(hs);
+    free(hr);
   } else if (!strcmp(mode, "sendrecv")) {  // device buffers between rank pairs (0,1), (2,3), ...
     const int peer = rank ^ 1;
     float* r;
