@@ -356,7 +356,7 @@ def _pick_gaps(machine_name: str, m: machines.Machine, repo: Path, pairs, fits, 
                       and sw.kind[0] in ("latency", "bandwidth", "bibw")]
             candidates = {"none": {}}
             for o in overheads:
-                for metric, fit in windows.items():
+                for metric in windows:
                     sizes, times = measured[metric]
                     ack = _lone_time(overrides, which, short, o, L, bandwidth, 4)
                     # a gap no longer than the overhead changes nothing: the fit is held to at least o
