@@ -103,7 +103,7 @@ def test_a_rank_s_sends_on_a_path_are_spaced_by_its_gap(run_program, programs, w
 
 def test_a_lone_message_is_not_delayed_by_a_gap(run_program, programs):
     """After the 1-byte exchange (no gap at that size) a 1 MB message takes its measured
-    one-way time, though its own size's gap would be 1 ms."""
+    one-way time: its own size's gap (1.01 ms) would only hold back a send after it."""
     n = 1_000_000
     opts = ("--gpus-per-node", "1", "--ranks-per-node", "1", *OVERHEADS, *MODELS, "--set", f"gaps.device_inter={GAPS}")
     v = run_ok(run_program, programs, "send-recv", str(n), nodes=2, options=opts).values()
