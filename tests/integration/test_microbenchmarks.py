@@ -150,3 +150,23 @@ def test_window_gap_gives_back_the_gap_the_osu_windows_ran_with(bench, tmp_path)
         T, T_ack = lat[n] * 1e-6, lat[4] * 1e-6
         assert calibrate.window_gap("bandwidth", n / (bw[n] * 1e6), o, T, T_ack) == pytest.approx(gap, rel=0.01), n
         assert calibrate.window_gap("bibw", 2 * n / (bibw[n] * 1e6), o, T, T_ack) == pytest.approx(gap, rel=0.01), n
+
+
+@pytest.mark.parametrize("machine_name", ["h100-ib200", "h100-pcie"])
+def test_the_calibration_s_route_latency_within_a_node_is_the_simulated_one(bench, tmp_path, machine_name):
+    """calibrate.route_latency_within_node, which the overhead fits within a node subtract, is
+    what a 1-byte osu_latency between GPUs 0 and 1 of a node takes with no per-message
+    overheads (and, on these built-ins, no measured message models): NVLink (h100-ib200), four
+    PCIe hops between cards behind their own switches (h100-pcie)."""
+    from orrery import calibrate, machine
+
+    m = machine.load(machine_name)
+    assert m.messages.device_intra is None
+    zero = [f"mpi.{side}_overhead_device{intra}=0" for side in ("send", "recv") for intra in ("", "_intra")]
+    p = orrery("run", "--machine", machine_name, "--gpus-per-node", "2", *[a for z in zero for a in ("--set", z)],
+               "--out", str(tmp_path / "run"), "--", str(bench / "osu_p2p"), "latency", "D", "D", "-l", "1",
+               "-i", "10")
+    assert p.returncode == 0, p.stderr
+    one_way = float(next(line.split()[1] for line in p.stdout.splitlines() if line.startswith("1 ")))
+    # the 1-byte message and SMPI's 16-byte envelope add under 0.01 us at these rates
+    assert one_way * 1e-6 == pytest.approx(calibrate.route_latency_within_node(m, "device"), abs=0.01e-6)
