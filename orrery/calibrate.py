@@ -173,9 +173,9 @@ def route_latency_between_nodes(m: machines.Machine) -> float:
 def route_latency_within_node(m: machines.Machine, which: str) -> float:
     """Latency of the route between the first two ranks of a node (GPUs 0 and 1, as the
     microbenchmarks run): through their NICs and leaf switch (mpi.intra_node = "nic"), or
-    NVLink between GPUs (without it, each GPU's PCIe link, and both switches' uplinks to the
-    root complex when the two GPUs are behind different switches), and shared memory between
-    processes."""
+    NVLink between GPUs (without it, each GPU's PCIe link, both switches' uplinks when the two
+    GPUs are behind different switches, and the link between their sockets when those differ),
+    and shared memory between processes."""
     if m.mpi.intra_node == "nic":
         if which == "device":
             return route_latency_between_nodes(m)
@@ -186,7 +186,8 @@ def route_latency_within_node(m: machines.Machine, which: str) -> float:
     if m.nvlink.topology != "none":
         return m.nvlink.latency
     apart = platform.switch_of_gpu(m, 0) != platform.switch_of_gpu(m, 1)
-    return (4 if apart else 2) * m.pcie.latency
+    sockets = platform.socket_of_gpu(m, 0) != platform.socket_of_gpu(m, 1)
+    return (4 if apart else 2) * m.pcie.latency + (m.node.socket_link_latency if sockets else 0.0)
 
 
 COPY_DIRECTIONS = {"H2D": "H2D", "D2H": "D2H", "D2D": "D2D", "peer": "peer"}

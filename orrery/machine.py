@@ -30,6 +30,16 @@ class Node(_Section):
     cpu_sockets: Count
     host_memory_bandwidth: Bandwidth
     host_memcpy_bandwidth: Bandwidth
+    # The link between two CPU sockets (xGMI, UPI) as PCIe traffic crosses it, per direction.
+    # Set both to give each socket its own root complex and host memory, the PCIe switches
+    # spread over the sockets in order; unset, the node has one root complex.
+    socket_link_bandwidth: Bandwidth | None = None
+    socket_link_latency: Time | None = None
+
+    @property
+    def sockets_modelled(self) -> int:
+        """How many root complexes the platform gives the node."""
+        return self.cpu_sockets if self.socket_link_bandwidth is not None else 1
 
 
 class Gpu(_Section):
@@ -297,6 +307,12 @@ class Machine(_Section):
             raise ValueError("fabric.levels = 3 is for fat-tree and rail-optimized fabrics, not dragonfly")
         if self.fabric.levels == 3 and self.fabric.leaves_per_pod is None:
             raise ValueError("fabric.leaves_per_pod is required for fabric.levels = 3")
+        if (self.node.socket_link_bandwidth is None) != (self.node.socket_link_latency is None):
+            raise ValueError("node.socket_link_bandwidth and node.socket_link_latency go together: set both or "
+                             "neither")
+        if self.node.socket_link_bandwidth is not None and self.host_link.kind != "pcie":
+            raise ValueError("node.socket_link_bandwidth is for GPUs on PCIe (host_link.kind = 'pcie'): "
+                             "an NVLink-C2C superchip has its own CPU")
         if self.host_link.kind == "nvlink-c2c" and (self.host_link.bandwidth is None or self.host_link.latency is None):
             raise ValueError("host_link.bandwidth and host_link.latency are required for host_link.kind = 'nvlink-c2c'")
         return self

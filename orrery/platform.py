@@ -12,6 +12,15 @@ platform is one zone routed by shortest path over these links::
   n-gpu{a} --nvl{a}-{b}-- n-gpu{b}            NVLink mesh
   n-gpu{g} --nvl{g}-- n-nvswitch              NVSwitch
   n-gpu{g} --c2c{g}-- n-root                  NVLink-C2C to host memory (Grace Hopper)
+  n-root --socket0-1-- n-root1                 CPU sockets, with node.socket_link_* set
+
+With ``node.socket_link_bandwidth`` and ``node.socket_link_latency`` set, each
+CPU socket has its own root complex (``n3-root``, ``n3-root1``, ...) and host
+memory (``n3-cpu``, ``n3-cpu-s1``, ...), the PCIe switches spread over the
+sockets in order, and traffic between devices or memory of two sockets
+crosses the link between them; a GPU's copies go to its own socket's memory
+and a rank's process sits on its GPU's socket. Unset, a node has one root
+complex.
 
 A PCIe switch (pcie.gpus_per_switch GPUs) is a core router with one port per
 device; the x16 links are between port and device, the links inside the
@@ -122,6 +131,27 @@ def rank_cpu_hosts(layout: Layout) -> list[str]:
     return [rank_cpu_host(r // layout.ranks_per_node, r % layout.ranks_per_node) for r in range(layout.ranks)]
 
 
+def root_complex(node: int, socket: int) -> str:
+    """A socket's PCIe root complex (a router; one per node unless node.socket_link_* are set)."""
+    return f"n{node}-root" if socket == 0 else f"n{node}-root{socket}"
+
+
+def socket_memory_host(node: int, socket: int) -> str:
+    """A socket's host memory: the other end of the host<->device copies of its GPUs."""
+    return cpu_host(node) if socket == 0 else f"n{node}-cpu-s{socket}"
+
+
+def socket_of_switch(machine: Machine, switch: int) -> int:
+    """The socket whose root complex a PCIe switch hangs off: the switches spread over the
+    modelled sockets in order (all on socket 0 with one root complex)."""
+    switches = -(-machine.node.gpus // machine.pcie.gpus_per_switch)
+    return switch * machine.node.sockets_modelled // switches
+
+
+def socket_of_gpu(machine: Machine, gpu: int) -> int:
+    return socket_of_switch(machine, switch_of_gpu(machine, gpu))
+
+
 def nic_of_gpu(machine: Machine, gpu: int) -> int:
     """The NIC a GPU shares its PCIe switch with (rails: GPU g <-> NIC g)."""
     return gpu * machine.nic.per_node // machine.node.gpus
@@ -132,7 +162,7 @@ def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dic
     g, o = machine.gpu, machine.overheads
     major, minor = g.compute_capability.split(".")
     return {
-        "orrery:cpu": cpu_host(node),
+        "orrery:cpu": socket_memory_host(node, socket_of_gpu(machine, gpu)),
         "orrery:node": str(node),
         "orrery:index": str(gpu),
         "orrery:gpus": ",".join(gpu_host(node, i) for i in range(layout.gpus_per_node)),
@@ -326,14 +356,19 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
             return dragonfly_router(m, leaf)
         return f"rail{nic}-{leaf}" if f.topology == "rail-optimized" else f"leaf{leaf}"
 
+    sockets = m.node.sockets_modelled
     for n in range(layout.nodes):
-        rootc = f"n{n}-root"
+        rootc = root_complex(n, 0)
         b.host(cpu_host(n))
+        for socket in range(1, sockets):
+            b.host(socket_memory_host(n, socket))
         for g in range(G):
             b.host(gpu_host(n, g), gpu_properties(m, layout, n, g))
             b.host(copy_engine_host(n, g))
             b.link(f"{copy_engine_host(n, g)}-link", copy_engine_host(n, g), gpu_host(n, g), COPY_ENGINE_LINK, 0.0)
         b.router(rootc)
+        for socket in range(1, sockets):
+            b.router(root_complex(n, socket))
         for local in range(layout.ranks_per_node):
             # A rank's process in host memory: host-buffer messages within the node are copies
             # through shared memory (two of them meet at the root complex), and between nodes
@@ -342,6 +377,7 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
             # shortest in hops, and hosts may be on the way).
             endpoint = rank_cpu_host(n, local)
             rail = nic_of_gpu(m, local % G)
+            home = root_complex(n, socket_of_gpu(m, local % G))  # the rank binds to its GPU's socket
             b.host(endpoint)
             if via_nic:
                 # mpi.intra_node = "nic": its only way out is its rail's NIC, even to a process
@@ -353,15 +389,23 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
                 continue
             b.router(f"{endpoint}-mem")
             b.link(f"{endpoint}-shm", endpoint, f"{endpoint}-mem", m.node.host_memcpy_bandwidth, SHM_LATENCY)
-            b.link(f"{endpoint}-mem", f"{endpoint}-mem", rootc, m.node.host_memory_bandwidth, 0.0)
+            b.link(f"{endpoint}-mem", f"{endpoint}-mem", home, m.node.host_memory_bandwidth, 0.0)
             b.router(f"{endpoint}-dma")
             b.link(f"{endpoint}-dma", endpoint, f"{endpoint}-dma", m.pcie.bandwidth, m.pcie.latency / 2)
             b.link(f"{endpoint}-nic", f"{endpoint}-dma", f"n{n}-nic{rail}-port", m.pcie.bandwidth,
                    m.pcie.latency / 2)
         b.link(f"n{n}-mem", cpu_host(n), rootc, m.node.host_memory_bandwidth, 0.0)
+        for socket in range(1, sockets):
+            b.link(f"n{n}-mem-s{socket}", socket_memory_host(n, socket), root_complex(n, socket),
+                   m.node.host_memory_bandwidth, 0.0)
+        for a in range(sockets):
+            for c in range(a + 1, sockets):
+                b.link(f"n{n}-socket{a}-{c}", root_complex(n, a), root_complex(n, c), m.node.socket_link_bandwidth,
+                       m.node.socket_link_latency)
         for s in switches:
             b.router(f"n{n}-pcie{s}")
-            b.link(f"n{n}-up{s}", rootc, f"n{n}-pcie{s}", m.pcie.bandwidth, m.pcie.latency)
+            b.link(f"n{n}-up{s}", root_complex(n, socket_of_switch(m, s)), f"n{n}-pcie{s}", m.pcie.bandwidth,
+                   m.pcie.latency)
         for g in range(G):
             if m.host_link.kind == "nvlink-c2c":
                 b.link(f"n{n}-c2c{g}", rootc, gpu_host(n, g), m.host_link.bandwidth, m.host_link.latency)
@@ -392,7 +436,8 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
                 # chunk per stage, and the first chunk's copy out of the GPU (or the last
                 # one's into it) is not overlapped: the link's latency, for a whole chunk
                 # (the shim scales it to a smaller message).
-                b.link(f"{nic}-sw", rootc, port, staging_bandwidth(m), staging_stage(m))
+                b.link(f"{nic}-sw", root_complex(n, socket_of_switch(m, switch_of_gpu(m, rail_gpus[0]))), port,
+                       staging_bandwidth(m), staging_stage(m))
             b.link(f"{nic}-ib", nic, leaf_switch(leaf_of_node(m, n), i), m.nic.bandwidth,
                    m.nic.latency + sw_lat / 2)
         if m.nvlink.topology == "mesh":

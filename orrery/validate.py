@@ -181,9 +181,9 @@ _H100_PCIE = [
               "intra-node", "D D", "bibw",
               note="above UCX's 1 KiB rendezvous threshold the rate jumps sixfold: windows of smaller messages "
                    "are slower by a gap between sends (gaps.device_intra), not a per-message overhead; the "
-                   "rate levels at 15 GB/s each way against the description's PCIe Gen5 x16 (53.8 GB/s), and "
-                   "the gap's size term holds back-to-back sends to it, but a lone message still crosses at "
-                   "the PCIe rate: the sockets' peer-to-peer path (topology SYS) is not described"),
+                   "rate levels at 15 GB/s each way, the link between the sockets (topology SYS) as PCIe "
+                   "peer-to-peer traffic gets it (node.socket_link_bandwidth, set from this sweep's 64 MiB "
+                   "point), against PCIe Gen5 x16's 53.8 GB/s"),
     osu_sweep("osu_bibw D H intra-node (2x H100 PCIe, Open MPI 4.1.6 + UCX)", _H100_PCIE_NODE, "intra-node", "D H",
               "bibw", fit=False,
               note="compared, not fitted: about 1.4 GB/s both ways at every size above 32 KiB, a thirtieth of "

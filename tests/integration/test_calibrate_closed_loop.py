@@ -309,7 +309,8 @@ def test_h100_pcie_per_message_overhead_within_a_node_comes_from_its_osu_bibw(tm
 
     assert set(overrides) == {"mpi.send_overhead_device_intra", "mpi.recv_overhead_device_intra", "gaps.device_intra"}
     m = machine.load("h100-pcie")
-    L = 4 * m.pcie.latency  # GPU, its switch's uplink, the other switch's uplink, the other GPU
+    # GPU, its switch's uplink, the link between the sockets, the other switch's uplink, the other GPU
+    L = 4 * m.pcie.latency + m.node.socket_link_latency
     with open(REPO / "calibration" / "data" / "measured" / "p2p_mpi.csv") as f:
         rows = [r for r in csv.DictReader(f) if r["gpu"] == "H100 PCIe" and r["metric"] == "bibw" and r["buffers"] == "D D"]
     per_message = [2 * int(r["message_bytes"]) / (float(r["bandwidth_MBps"]) * 1e6) for r in rows]

@@ -157,7 +157,7 @@ def test_the_calibration_s_route_latency_within_a_node_is_the_simulated_one(benc
     """calibrate.route_latency_within_node, which the overhead fits within a node subtract, is
     what a 1-byte osu_latency between GPUs 0 and 1 of a node takes with no per-message
     overheads (and, on these built-ins, no measured message models): NVLink (h100-ib200), four
-    PCIe hops between cards behind their own switches (h100-pcie)."""
+    PCIe hops and the sockets' link between cards on two sockets (h100-pcie)."""
     from orrery import calibrate, machine
 
     m = machine.load(machine_name)

@@ -26,11 +26,16 @@ def host_path(m):
 
 
 def peer_path(m):
-    """Latency and bandwidth between GPU 0 and GPU 1 of a node."""
+    """Latency and bandwidth between GPU 0 and GPU 1 of a node: NVLink, else PCIe through
+    their switch (or both switches' uplinks) and, on a machine that models its sockets (its
+    built-in puts one card on each), the link between the sockets."""
     if m.nvlink.topology != "none":
         return m.nvlink.latency, m.nvlink_pair_bandwidth
     same_switch = m.pcie.gpus_per_switch > 1
-    return (2 if same_switch else 4) * m.pcie.latency, m.pcie.bandwidth
+    latency, bandwidth = (2 if same_switch else 4) * m.pcie.latency, m.pcie.bandwidth
+    if m.node.socket_link_bandwidth is not None:
+        latency, bandwidth = latency + m.node.socket_link_latency, min(bandwidth, m.node.socket_link_bandwidth)
+    return latency, bandwidth
 
 
 @pytest.mark.parametrize("name", machine.builtin_names())
@@ -64,6 +69,19 @@ def test_two_gpus_behind_one_pcie_switch_share_its_uplink(run_program, programs)
     # apart: each at full rate on its own switch
     a_end, b_end = M + 2 * pl + N / bw, 2 * M + 2 * pl + N / bw
     assert apart["elapsed"] == pytest.approx(max(a_end + S, b_end) + S, rel=REL)
+
+
+def test_each_socket_s_gpu_copies_from_its_own_socket_s_memory(run_program, programs):
+    """h100-pcie models its two sockets, one card on each: copies to GPU 0 and GPU 1 at once
+    each run at the full PCIe rate from their own socket's memory (neither crosses the 15 GB/s
+    link between the sockets), as on their own switches."""
+    m = machine.load("h100-pcie")
+    M, S, pl, bw = m.overheads.memcpy, m.overheads.sync, m.pcie.latency, m.pcie.bandwidth
+    assert bw > m.node.socket_link_bandwidth
+    opts = ("--machine", "h100-pcie", "--gpus-per-node", "2", "--ranks-per-node", "1")
+    both = run_ok(run_program, programs, "h2d-two-gpus", str(N), "0", "1", options=opts).values()
+    a_end, b_end = M + 2 * pl + N / bw, 2 * M + 2 * pl + N / bw
+    assert both["elapsed"] == pytest.approx(max(a_end + S, b_end) + S, rel=REL)
 
 
 def test_two_gpus_on_one_nic_share_it_and_rails_do_not(run_program, programs):

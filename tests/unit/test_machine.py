@@ -109,6 +109,12 @@ def test_semantic_checks():
     data["sources"]["gpu.colour"] = "x"
     with pytest.raises(InputError, match="sources names 'gpu.colour'"):
         machine.validate(data, "test")
+    data = raw()
+    data["node"]["socket_link_bandwidth"] = "64GB/s"
+    with pytest.raises(InputError, match="node.socket_link_bandwidth and node.socket_link_latency go together"):
+        machine.validate(data, "test")
+    with pytest.raises(InputError, match="node.socket_link_bandwidth is for GPUs on PCIe"):
+        machine.load("gh200-slingshot", ["node.socket_link_bandwidth='64GB/s'", "node.socket_link_latency='0.1us'"])
 
 
 @pytest.mark.parametrize("override, key, expected", [

@@ -159,6 +159,30 @@ def test_messages_within_a_node_through_the_nic_start_at_endpoints_whose_one_way
     assert ("n0-cpu1", "n0-cpu1-mem") in edges and ("n0-gpu0", "n0-gpu1") in edges
 
 
+def test_modelled_sockets_have_their_own_root_complex_memory_and_devices():
+    """h100-pcie sets node.socket_link_*: socket 1 gets root complex n0-root1 and memory n0-cpu-s1,
+    PCIe switch 1 (GPU 1) hangs off it, GPU 1 copies to and from its memory, rank 1's process
+    sits on it, and the sockets' link joins the two roots. Without the keys, one root complex."""
+    m = machine.load("h100-pcie")
+    root, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
+    link = edges[("n0-root", "n0-root1")]
+    assert link.get("bandwidth") == f"{m.node.socket_link_bandwidth!r}Bps"
+    assert link.get("latency") == f"{m.node.socket_link_latency!r}s"
+    assert ("n0-root", "n0-pcie0") in edges and ("n0-root1", "n0-pcie1") in edges
+    assert ("n0-cpu-s1", "n0-root1") in edges and ("n0-cpu", "n0-root") in edges
+    assert ("n0-cpu1-mem", "n0-root1") in edges and ("n0-cpu0-mem", "n0-root") in edges
+    props = {h.get("id"): {p.get("id"): p.get("value") for p in h.iter("prop")} for h in root.iter("host")}
+    assert props["n0-gpu0"]["orrery:cpu"] == "n0-cpu" and props["n0-gpu1"]["orrery:cpu"] == "n0-cpu-s1"
+    # without GPUDirect RDMA, a NIC's staging goes through its own socket's root complex
+    staged = machine.load("h100-pcie", ["gpudirect.rdma=false", "nic.per_node=2"])
+    _, edges = routes(platform.platform_xml(staged, platform.Layout.for_machine(staged, 1)))
+    assert ("n0-root", "n0-nic0-port") in edges and ("n0-root1", "n0-nic1-port") in edges
+    one = machine.load("h100-ib200")
+    root, _ = routes(platform.platform_xml(one, platform.Layout.for_machine(one, 1)))
+    assert one.node.cpu_sockets == 2 and {r.get("id") for r in root.iter("router")} >= {"n0-root"}
+    assert not any(r.get("id").startswith("n0-root1") for r in root.iter("router"))
+
+
 def test_without_gpudirect_rdma_nics_hang_off_the_root_complex(h100):
     m = machine.load("h100-ib200", ["gpudirect.rdma=false"])
     _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
