@@ -190,6 +190,11 @@ def route_latency_within_node(m: machines.Machine, which: str) -> float:
     return (4 if apart else 2) * m.pcie.latency + (m.node.socket_link_latency if sockets else 0.0)
 
 
+def route_latency(m: machines.Machine, path: str, which: str) -> float:
+    """The route latency of a path ("inter-node" or "intra-node") for buffers `which`."""
+    return route_latency_between_nodes(m) if path == "inter-node" else route_latency_within_node(m, which)
+
+
 COPY_DIRECTIONS = {"H2D": "H2D", "D2H": "D2H", "D2D": "D2D", "peer": "peer"}
 
 
@@ -271,7 +276,7 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
             if bw is None and bibw is None:
                 continue
             g, b, T = (f.segments[0].latency_s if f else None for f in (bw, bibw, lone))
-            L = route_latency_between_nodes(m) if path == "inter-node" else route_latency_within_node(m, which)
+            L = route_latency(m, path, which)
             overhead = max(window_overhead(g, b, T, L), 0.0)
             # within a node the library may take another transport, with its own overheads
             suffix = "" if path == "inter-node" else "_intra"
@@ -350,7 +355,7 @@ def _pick_gaps(machine_name: str, m: machines.Machine, repo: Path, pairs, fits, 
             suffix = "" if path == "inter-node" else "_intra"
             keys = (f"mpi.send_overhead_{which}{suffix}", f"mpi.recv_overhead_{which}{suffix}")
             o_fit = overrides[keys[0]]
-            L = route_latency_between_nodes(m) if path == "inter-node" else route_latency_within_node(m, which)
+            L = route_latency(m, path, which)
             bandwidth = next(iter(windows.values())).segments[-1].bandwidth_Bps
             measured = {metric: _times(sw.unit, pts, metric) for sw, pts in pairs
                         for metric, fit in windows.items() if sw.name == fit.sweep}
@@ -373,16 +378,21 @@ def _pick_gaps(machine_name: str, m: machines.Machine, repo: Path, pairs, fits, 
                     name = f"{'osu_bw' if metric == 'bandwidth' else 'osu_bibw'}, o = {o * 1e6:.3f} us"
                     candidates[name] = {keys[0]: o, keys[1]: o, f"gaps.{which}_{short}": gap}
             validation.build_bench(repo)
-            scores = {}
-            for name, changes in candidates.items():
-                machine = machines.load(machine_name, as_set({**overrides, **changes}), measured_models=False)
-                results = [validation.compare(repo, machine, sw, pts) for sw, pts in sweeps]
-                scores[name] = float(np.mean([r.median_abs_error + r.p95_abs_error for r in results]))
+            scores = {name: _score(machine_name, repo, {**overrides, **changes}, sweeps)
+                      for name, changes in candidates.items()}
             best = min(scores, key=scores.get)
             if scores["none"] - scores[best] >= GAP_GAIN:
                 overrides.update(candidates[best])
             result[f"{which}_{short}"] = scores
     return result
+
+
+def _score(machine_name: str, repo: Path, overrides: dict, sweeps) -> float:
+    """How well the machine with these overrides reproduces the sweeps, simulator in the loop:
+    the mean over them of median + 95th-percentile |error| (build_bench first)."""
+    machine = machines.load(machine_name, as_set(overrides), measured_models=False)
+    results = [validation.compare(repo, machine, sw, pts) for sw, pts in sweeps]
+    return float(np.mean([r.median_abs_error + r.p95_abs_error for r in results]))
 
 
 SELECTORS = ("default", "ompi", "mpich", "mvapich2", "impi")
@@ -421,15 +431,10 @@ def _pick_eager_threshold(machine_name: str, m: machines.Machine, repo: Path, pa
         described = getattr(m.mpi, f"eager_threshold_{which}")
         candidates = sorted({float(seg.size_from) for seg in w.fit.segments[1:]} | {float(described)})
         validation.build_bench(repo)
-        scores = {}
-        for eager in candidates:
-            trial = {**overrides, threshold: eager, model: window_model(w.overhead, w.wire, w.bandwidth, eager)}
-            machine = machines.load(machine_name, as_set(trial), measured_models=False)
-            results = [validation.compare(repo, machine, sw, pts) for sw, pts in sweeps]
-            scores[str(int(eager))] = float(np.mean([r.median_abs_error + r.p95_abs_error for r in results]))
-        best = float(min(scores, key=scores.get))
-        overrides[threshold] = best
-        overrides[model] = window_model(w.overhead, w.wire, w.bandwidth, best)
+        trials = {eager: {threshold: eager, model: window_model(w.overhead, w.wire, w.bandwidth, eager)}
+                  for eager in candidates}
+        scores = {str(int(e)): _score(machine_name, repo, {**overrides, **t}, sweeps) for e, t in trials.items()}
+        overrides.update(trials[float(min(scores, key=scores.get))])
         result[which] = scores
     return result
 

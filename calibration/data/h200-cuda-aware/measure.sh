@@ -9,8 +9,7 @@ mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
 date -u
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-export OPAL_PREFIX=$PWD/.ompi PATH=$PWD/.ompi/bin:$PATH LD_LIBRARY_PATH=$PWD/.ompi/lib:${LD_LIBRARY_PATH:-}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source calibration/data/h200-cuda-aware/ompi_env.sh
 ompi_info --parsable --all | grep -E "mpi_built_with_cuda_support:value|^ompi:version:full"
 # mpi4py alone (not the MPICH wheel), so that it loads this Open MPI; the image's CuPy
 python3 -m venv /tmp/v && /tmp/v/bin/pip install -q --no-index --no-deps .whl/mpi4py-*.whl || exit 1
@@ -20,7 +19,7 @@ RUN="mpiexec -n 2 --bind-to none"
 $RUN /tmp/v/bin/python -c "import cupy, mpi4py; from mpi4py import MPI; print(MPI.COMM_WORLD.rank, 'cupy', cupy.__version__, 'mpi4py', mpi4py.__version__, MPI.Get_library_version().splitlines()[0])"
 
 echo "== microbenchmarks, real compilers"
-make -s -C calibration/bench -j8 MPI_HOME="$PWD/.ompi" MPICXX="$PWD/.ompi/bin/mpicxx" osu_p2p coll_sweep || exit 1
+make -s -C calibration/bench -j8 "${OMPI_MAKE[@]}" osu_p2p coll_sweep || exit 1
 for t in latency bw bibw; do
   for b in "D D" "H H"; do
     f="$OUT/osu_${t}_$(echo $b | tr -d ' ' | tr DH dh).txt"
@@ -30,7 +29,7 @@ done
 timeout 120 $RUN ./calibration/bench/coll_sweep allreduce D > "$OUT/coll_allreduce_d.txt"; echo "coll_sweep allreduce D rc=$?"
 
 echo "== the bundled Jacobi example, real compilers, one rank on the GPU"
-make -s -C examples/jacobi MPI_HOME="$PWD/.ompi" MPICXX="$PWD/.ompi/bin/mpicxx" || exit 1
+make -s -C examples/jacobi "${OMPI_MAKE[@]}" || exit 1
 for nx in 8192 16384; do
   timeout 120 mpiexec -n 1 ./examples/jacobi/jacobi -nx $nx -ny $nx -niter 1000; echo "jacobi -nx $nx rc=$?"
 done

@@ -22,9 +22,8 @@ OUT=${OUT:-out/h200-jacobi}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/jacobi.txt") 2>&1
 date -u
-export OPAL_PREFIX=$PWD/.ompi PATH=$PWD/.ompi/bin:$PATH LD_LIBRARY_PATH=$PWD/.ompi/lib:${LD_LIBRARY_PATH:-}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-make -s -C examples/jacobi MPI_HOME="$PWD/.ompi" MPICXX="$PWD/.ompi/bin/mpicxx" || exit 1
+source calibration/data/h200-cuda-aware/ompi_env.sh
+make -s -C examples/jacobi "${OMPI_MAKE[@]}" || exit 1
 nvcc -O3 -std=c++17 -arch=sm_90 -I"$PWD/.ompi/include" -c -o /tmp/jacobi_atomic.o .jold/jacobi_atomic.cu &&
   mpicxx -o /tmp/jacobi_atomic /tmp/jacobi_atomic.o -L/usr/local/cuda/lib64 -lcudart || exit 1
 for nx in 8192 16384 32768; do

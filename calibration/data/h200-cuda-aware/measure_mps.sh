@@ -7,13 +7,12 @@ OUT=${OUT:-out/h200-cuda-aware-mps}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log_mps.txt") 2>&1
 date -u
-export OPAL_PREFIX=$PWD/.ompi PATH=$PWD/.ompi/bin:$PATH LD_LIBRARY_PATH=$PWD/.ompi/lib:${LD_LIBRARY_PATH:-}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source calibration/data/h200-cuda-aware/ompi_env.sh
 command -v nvidia-cuda-mps-control || { echo "no nvidia-cuda-mps-control here"; exit 1; }
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 nvidia-cuda-mps-control -d; echo "mps daemon rc=$?"
-make -s -C calibration/bench -j8 MPI_HOME="$PWD/.ompi" MPICXX="$PWD/.ompi/bin/mpicxx" osu_p2p || exit 1
+make -s -C calibration/bench -j8 "${OMPI_MAKE[@]}" osu_p2p || exit 1
 RUN="mpiexec -n 2 --bind-to none"
 for t in latency bw bibw; do
   timeout 120 $RUN ./calibration/bench/osu_p2p $t D D -m 1:4194304 > "$OUT/osu_${t}_dd_mps.txt"; echo "osu_p2p $t D D (MPS) rc=$?"
