@@ -48,6 +48,7 @@ MEDIAN_TOLERANCE, P95_TOLERANCE = 0.05, 0.15  # per sweep, on |relative error|
 FEW_POINTS = 3  # a sweep with fewer sizes is compared, not fitted (e.g. nvbandwidth: one buffer size)
 OUTLIER = 0.5  # a point this far (relative) from a sweep's fit is left out of it, and the sweep refitted
 WINDOW = 64  # messages per iteration of osu_bw (and calibration/bench/osu_p2p bw)
+NO_SIZE_TERM = 1e20  # a fitted bandwidth (bytes/s) this high means the segment has no size term (_fit_line)
 GAP_GAIN = 0.01  # a gap is kept where it cuts a path's mean (median + p95) |error| by this much
 
 
@@ -207,12 +208,26 @@ def piecewise_model(segments: list[Segment], host_time: float = 0.0) -> list[dic
     return model
 
 
-def window_model(overhead: float, wire: float, bandwidth: float, eager: float) -> list[dict[str, float]]:
+def window_model(overhead: float, wire: float, rates: float | list[Segment], eager: float) -> list[dict[str, float]]:
     """A path's messages.* model from the osu_bw and osu_bibw windows: a lone message takes
     2 o + L + size / bandwidth, and at or above the eager threshold a rendezvous handshake
-    (request to send, clear to send) adds 2 L before the data."""
-    return [{"up_to": float(eager) - 1, "latency": 2 * overhead + wire, "bandwidth": bandwidth},
-            {"latency": 2 * overhead + 3 * wire, "bandwidth": bandwidth}]
+    (request to send, clear to send) adds 2 L before the data. The bandwidth is one rate, or
+    per size range the rate of the windows' fitted segments (`rates`)."""
+    segments = [Segment(0, 0, 0.0, rates)] if isinstance(rates, float | int) else rates
+    ends = sorted({float(seg.size_to) for seg in segments[:-1]} | {float(eager) - 1})
+    model = []
+    for end in ends:
+        seg = next((g for g in segments if end <= g.size_to), segments[-1])
+        model.append({"up_to": end, "latency": 2 * overhead + (3 if end >= eager else 1) * wire,
+                      "bandwidth": seg.bandwidth_Bps})
+    model.append({"latency": 2 * overhead + 3 * wire, "bandwidth": segments[-1].bandwidth_Bps})
+    return model
+
+
+def fastest_rate(fit: Fit) -> float:
+    """The fastest rate (bytes/s) a fitted sweep reaches: size over time at each segment's
+    largest size, where its rate peaks."""
+    return max(seg.size_to / predict(fit.segments, seg.size_to) for seg in fit.segments)
 
 
 @dataclass
@@ -283,6 +298,15 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
             out[f"mpi.send_overhead_{which}{suffix}"] = overhead
             out[f"mpi.recv_overhead_{which}{suffix}"] = overhead
             if path == "intra-node":
+                if which == "host" and m.mpi.intra_node == "direct":
+                    # between the processes of a node the message is a copy through shared memory,
+                    # the route's one link: as fast as the fastest window reached. Its rate
+                    # depends on the size (buffers in cache or not), so without osu_latency a lone
+                    # message takes the windows' model at the windows' rate for its size
+                    out["node.host_memcpy_bandwidth"] = max(fastest_rate(f) for f in (bw, bibw) if f)
+                    if not lone:
+                        out["messages.host_intra"] = window_model(overhead, L, (bw or bibw).segments,
+                                                                  m.mpi.eager_threshold_host)
                 continue
             if which == "device":
                 out["nic.bandwidth"] = (bw or bibw).segments[-1].bandwidth_Bps
@@ -603,7 +627,7 @@ def report(cal: dict, closed_loop: list[validation.SweepResult], kinds: list[tup
     lines = [f"calibration of {cal['machine']} from " + ", ".join(i["file"] for i in cal["inputs"])]
     for fit in cal["fits"]:
         segs = "; ".join(f"{s['size_from']}-{s['size_to']} B: {s['latency_s'] * 1e6:.3f} us" +
-                         (f" + size / {s['bandwidth_Bps'] / 1e9:.3f} GB/s" if s["bandwidth_Bps"] < 1e20 else
+                         (f" + size / {s['bandwidth_Bps'] / 1e9:.3f} GB/s" if s["bandwidth_Bps"] < NO_SIZE_TERM else
                           " (no size term)") for s in fit["segments"])
         lines.append(f"  fit {fit['sweep']}: {segs} (residual median {100 * fit['median_rel_residual']:.1f}%, "
                      f"max {100 * fit['max_rel_residual']:.1f}%)")

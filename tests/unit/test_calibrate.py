@@ -58,6 +58,37 @@ def test_osu_latency_and_osu_bibw_without_osu_bw_give_the_per_message_overhead()
     assert out["messages.device_inter"] == [{"latency": 2 * o + L, "bandwidth": 1e30}]
 
 
+def test_shared_memory_windows_set_the_copy_rate_and_a_lone_message_takes_their_rate_for_its_size():
+    """Within a node over shared memory (mpi.intra_node = "direct"), osu_bw H H without osu_latency:
+    the node's copy rate is the fastest rate the fitted window reaches (the route must not be
+    slower than any window), and a lone message takes 2 o + L (+ 2 L of handshake from the eager
+    threshold on) at the rate of the windows' segment for its size (in cache or not)."""
+    from orrery import machine as machines
+    from orrery import platform
+    W, o = calibrate.WINDOW, 0.5e-6
+    m = machines.load("gh200-slingshot", ['mpi.intra_node="direct"'], measured_models=False)
+    L = 2 * platform.SHM_LATENCY
+    g = ((W + 2) * o + 2 * L) / W  # osu_bw's time per small message with overhead o
+    window = calibrate.Fit("osu_bw", [calibrate.Segment(1, 128, g, 1e30),
+                                      calibrate.Segment(256, 262144, 0.4e-6, 70e9),
+                                      calibrate.Segment(524288, 1 << 22, 0.0, 25e9)], 0, 0, [])
+    out = calibrate._overrides(m, [(("bandwidth", "intra-node", "H H"), window)])
+    assert out["mpi.send_overhead_host_intra"] == pytest.approx(o, rel=1e-12)
+    # the fastest rate reached: at 256 KiB, 0.4 us + 256 KiB / 70 GB/s (not 1e30, the first segment's)
+    assert out["node.host_memcpy_bandwidth"] == pytest.approx(262144 / (0.4e-6 + 262144 / 70e9), rel=1e-12)
+    eager = m.mpi.eager_threshold_host
+    assert 128 < eager - 1 < 262144  # the threshold splits the middle segment
+    lone, handshake = 2 * o + L, 2 * o + 3 * L
+    assert out["messages.host_intra"] == [
+        {"up_to": 128.0, "latency": pytest.approx(lone), "bandwidth": 1e30},
+        {"up_to": eager - 1.0, "latency": pytest.approx(lone), "bandwidth": 70e9},
+        {"up_to": 262144.0, "latency": pytest.approx(handshake), "bandwidth": 70e9},
+        {"latency": pytest.approx(handshake), "bandwidth": 25e9}]
+    # through the NIC within a node, the copy rate is not what the windows measured
+    nic = machines.load("gh200-slingshot", measured_models=False)
+    assert "node.host_memcpy_bandwidth" not in calibrate._overrides(nic, [(("bandwidth", "intra-node", "H H"), window)])
+
+
 @pytest.mark.parametrize("given", [("g", "b", "T"), ("g", "b"), ("g", "T"), ("g", "L"), ("b", "T"), ("b", "L")])
 def test_every_combination_of_osu_windows_recovers_the_per_message_overhead(given):
     """From the window model's own figures (o = 0.9 us, L = 1.5 us), whichever of osu_bw (g),
