@@ -5,9 +5,10 @@
 
 rewrites orrery/machines/NAME.toml so that it ships calibrated: every scalar
 override of calibration/NAME/calibration.json replaces the parameter's value
-in its section, the measured models (copies, messages, collectives) are
-written between the file's BEGIN/END markers, and each such parameter's
-source names the calibration (where it does not already). Nothing else in
+in its section, the measured models (copies, messages, gaps, collectives)
+are written between the file's BEGIN/END markers, each such parameter's
+source names the calibration (where it does not already), and the source of
+a measured model the calibration no longer has is removed. Nothing else in
 the file changes. tests/unit/test_calibrate.py checks that the built-in
 equals its raw description plus the committed calibration.
 """
@@ -50,6 +51,10 @@ def sync(name: str, repo: Path = REPO) -> str:
             text = text.rstrip("\n") + f'\n"{key}" = {json.dumps(cited)}\n'
         elif not source.group(1).startswith("fitted:"):
             text = text[:source.start(1)] + cited + text[source.end(1):]
+    # the measured models are written anew: the source of one the calibration no longer has goes
+    measured = "|".join(machine.MEASURED_MODELS)
+    text = re.sub(rf'^"((?:{measured})\.\w+)" = .*\n', lambda m: "" if m.group(1) not in overrides else m.group(0),
+                  text, flags=re.M)
     block = "\n\n".join(f"[{section}]\n" + "\n".join(lines) for section, lines in models.items())
     generated = f"{BEGIN}\n{block}\n{END}\n"
     if BEGIN in text:

@@ -775,15 +775,19 @@ void install_message_factors() {
  * Piecewise like the copy and message models: a segment's latency is the extra time
  * of a call in its size range (orrery/platform.py writes no size term). */
 
-double collective_correction(const char* name, double bytes) {
-  static std::map<std::string, Piecewise> models;  // by lower-case collective name, each read once
+double collective_correction(const char* name, double bytes, bool device) {
+  static std::map<std::string, Piecewise> models;  // by key (lower-case collective name), each read once
+  auto model = [&](const std::string& key) -> const Piecewise& {
+    auto it = models.find(key);
+    if (it == models.end())
+      it = models.emplace(key, piecewise(rank_self(name).host, "orrery:collective_correction_" + key)).first;
+    return it->second;
+  };
   std::string key = name;
   for (char& c : key)
     c = (char)tolower((unsigned char)c);
-  auto it = models.find(key);
-  if (it == models.end())
-    it = models.emplace(key, piecewise(rank_self(name).host, "orrery:collective_correction_" + key)).first;
-  const Segment* seg = segment_for(it->second, bytes);
+  const Piecewise& own = model(key + (device ? "_device" : "_host"));  // the buffers' kind first
+  const Segment* seg = segment_for(own.empty() ? model(key) : own, bytes);
   return seg ? seg->latency_s : 0.0;
 }
 

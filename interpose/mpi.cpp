@@ -56,6 +56,12 @@ static bool is_device(const void* b) {
   return a && a->device;
 }
 static bool is_host_data(const void* b) { return b && b != MPI_IN_PLACE && !is_device(b); }
+static bool any_device(std::initializer_list<const void*> buffers) {
+  for (const void* b : buffers)
+    if (is_device(b))
+      return true;
+  return false;
+}
 
 static void stand(Rank& r, bool at_process) {
   sg4::Host* where = at_process && r.cpu ? r.cpu : r.device_end;
@@ -93,9 +99,7 @@ class Placement {  // for the length of one MPI call
 static void posted(Rank& r, MPI_Request rq, std::initializer_list<const void*> buffers) {
   if (rq == MPI_REQUEST_NULL)
     return;
-  bool device = false;
-  for (const void* b : buffers)
-    device = device || is_device(b);
+  bool device = any_device(buffers);
   r.requests[(const void*)rq] = Rank::Pending{now(), device};
   (device ? r.pending_device : r.pending_host)++;
 }
@@ -110,7 +114,8 @@ static void completed(Rank& r, MPI_Request rq) {
 
 /* A blocking collective's measured correction (machine key collectives.*, fitted by
  * orrery calibrate where the point-to-point model misses a collective): the call
- * takes the extra time of its size range longer, waited out before it returns. */
+ * takes the extra time of its size range longer, waited out before it returns; a
+ * call with a device buffer takes the device correction, others the host one. */
 static double message_bytes(int count, MPI_Datatype type) {
   int size = 0;
   PMPI_Type_size(type, &size);
@@ -119,7 +124,8 @@ static double message_bytes(int count, MPI_Datatype type) {
 
 class Correction {
  public:
-  Correction(const char* name, double bytes) : extra_(collective_correction(name, bytes)) {}
+  Correction(const char* name, double bytes, std::initializer_list<const void*> buffers)
+      : extra_(collective_correction(name, bytes, any_device(buffers))) {}
   ~Correction() {
     if (extra_ > 0)
       sg4::this_actor::sleep_for(extra_);
@@ -145,7 +151,7 @@ class Correction {
   ORR_EXPORT int MPI_##name params {           \
     MpiScope scope("MPI_" #name);              \
     Placement at(scope.rank(), {ORR_UNPAREN buffers}); \
-    Correction fix(#name, message_bytes size); \
+    Correction fix(#name, message_bytes size, {ORR_UNPAREN buffers}); \
     return PMPI_##name args;                   \
   }
 #define ORR_MPI_POST(name, params, args, buffers) \

@@ -86,7 +86,7 @@ const Segment* segment_for(const Piecewise& model, double bytes);  // nullptr fo
  * handshakes, staging fill (engine.cpp). */
 void install_message_factors();
 /* The extra time of a blocking collective (collectives.*; 0 without a correction). */
-double collective_correction(const char* name, double bytes);
+double collective_correction(const char* name, double bytes, bool device);
 
 struct Gpu {
   sg4::Host* host = nullptr;  // executes kernels and memsets

@@ -554,10 +554,12 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
     if collectives:
         trials, uncorrectable, chosen, results = _pick_collective_selector(machine_name, repo, collectives, overrides)
         overrides["mpi.collective_selector"] = chosen
-        # where the point-to-point model with the best algorithms still misses a collective
+        # where the point-to-point model with the best algorithms still misses a collective: one
+        # correction per collective and kind of buffers
         for (sweep, _), result in zip(collectives, results[chosen]):
             if result.median_abs_error > MEDIAN_TOLERANCE or result.p95_abs_error > P95_TOLERANCE:
-                overrides[f"collectives.{sweep.kind[1]}"] = collective_corrections(result)
+                which = "device" if sweep.kind[2] == "D" else "host"
+                overrides[f"collectives.{sweep.kind[1]}_{which}"] = collective_corrections(result)
                 uncorrected[sweep.name] = {"median_abs_error": result.median_abs_error,
                                            "p95_abs_error": result.p95_abs_error}
     cal = {

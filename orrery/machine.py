@@ -253,17 +253,36 @@ class Collectives(_Measured):
     its message size (count x type size, OSU's figure) falls in the range. An
     added time (not a factor) leaves the ranks' relative timing alone, so it
     does not compound over iterations. It can only add time: a collective the
-    model makes too slow stays so, and calibration reports it."""
+    model makes too slow stays so, and calibration reports it. A key NAME_device
+    or NAME_host applies to calls on device or host buffers (an MPI library's
+    collectives take other ways for each: staging, CUDA IPC, GPUDirect) and
+    stands before NAME, which applies to both."""
 
     section = "collectives"
     bcast: Corrections | None = None
+    bcast_device: Corrections | None = None
+    bcast_host: Corrections | None = None
     reduce: Corrections | None = None
+    reduce_device: Corrections | None = None
+    reduce_host: Corrections | None = None
     allreduce: Corrections | None = None
+    allreduce_device: Corrections | None = None
+    allreduce_host: Corrections | None = None
     gather: Corrections | None = None
+    gather_device: Corrections | None = None
+    gather_host: Corrections | None = None
     scatter: Corrections | None = None
+    scatter_device: Corrections | None = None
+    scatter_host: Corrections | None = None
     allgather: Corrections | None = None
+    allgather_device: Corrections | None = None
+    allgather_host: Corrections | None = None
     alltoall: Corrections | None = None
+    alltoall_device: Corrections | None = None
+    alltoall_host: Corrections | None = None
     reduce_scatter_block: Corrections | None = None
+    reduce_scatter_block_device: Corrections | None = None
+    reduce_scatter_block_host: Corrections | None = None
 
 
 class Machine(_Section):

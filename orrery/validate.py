@@ -81,6 +81,16 @@ def osu_sweep(name: str, select: tuple[tuple[str, str], ...], path: str, buffers
                  "message_bytes", value, unit, program, kind=(_METRIC_KIND[test], path, buffers), **layout, **extra)
 
 
+def osu_alltoall(where: str, select: tuple[tuple[str, str], ...], buffers: str, **extra) -> Sweep:
+    """An osu_alltoall sweep of collectives.csv (8 ranks on 2 GH200 nodes; `buffers` "H" or "D"),
+    reproduced by coll_sweep."""
+    benchmark = "OSU osu_alltoall" + (" -d cuda" if buffers == "D" else "")
+    return Sweep(f"osu_alltoall{' -d cuda' if buffers == 'D' else ''}, 8 ranks on 2 nodes ({where})",
+                 "collectives.csv", select + (("benchmark", f"={benchmark}"),), "message_bytes", "time_us", "us",
+                 ("coll_sweep", "alltoall", buffers, "-i", "3"), nodes=2, gpus_per_node=4,
+                 kind=("collective_latency", "alltoall", buffers), **extra)
+
+
 _SANTIS = (("system", "santis"),)
 # Latency between nodes: Alps clariden (the same GH200 nodes and Slingshot-11), with the
 # same MPI as the santis sweeps (Open MPI 5 container, libfabric CXI).
@@ -102,13 +112,11 @@ _GH200 = [
     osu_sweep("osu_latency D D intra-node (Alps santis GH200)", _SANTIS, "intra-node", "D D", "latency",
               note="the measured runs crossed the NIC (libfabric CXI), not NVLink: the machine's "
                    "mpi.intra_node = \"nic\" routes them so"),
-    Sweep("osu_alltoall -d cuda, 8 ranks on 2 nodes (Alps santis GH200, Open MPI 5)", "collectives.csv",
-          (("system", "santis"), ("benchmark", "osu_alltoall -d cuda")), "message_bytes", "time_us", "us",
-          ("coll_sweep", "alltoall", "D", "-i", "3"), nodes=2, gpus_per_node=4,
-          kind=("collective_latency", "alltoall", "D")),
+    *(osu_alltoall("Alps santis GH200, Open MPI 5", _SANTIS, b) for b in ("D", "H")),
 ]
 # Alps clariden with Open MPI 5 over libfabric CXI alone: its osu_bw runs (Open MPI 5.0.8rc1)
 # and its osu_latency runs between nodes (the earlier Open MPI 5 container above).
+_CLARIDEN_COLL = (("system", "clariden"),)
 _CLARIDEN_BW = (("system", "clariden"), ("raw_file", "osu-ompi_README@cce0170"),
                 ("mpi_or_lib", "Open MPI 5.0.8rc1 (container), libfabric CXI"))
 _CLARIDEN = [
@@ -126,6 +134,15 @@ _CLARIDEN = [
               "bw"),
     osu_sweep("osu_bw H H intra-node (Alps clariden GH200, Open MPI 5.0.8 CXI)", _CLARIDEN_BW, "intra-node", "H H",
               "bw"),
+    *(osu_alltoall("Alps clariden GH200, Open MPI 5.0.8 CXI", _CLARIDEN_COLL + (
+        ("library", "=Open MPI 5.0.8rc1 (container), libfabric CXI"),), b)
+      for b in ("D", "H")),
+    # the earlier Open MPI 5 container's runs (its osu_latency is above): one correction per collective
+    # and buffer kind is fitted, to the Open MPI 5.0.8 runs, and these are compared with it
+    *(osu_alltoall("Alps clariden GH200, Open MPI 5", _CLARIDEN_COLL + (("raw_file", "osu-ompi_README@fe26e83"),), b,
+                   fit=False, note="compared, not fitted: the earlier Open MPI 5 container's run; the correction "
+                                   "is fitted to the Open MPI 5.0.8 one")
+      for b in ("D", "H")),
 ]
 # Alps clariden with Open MPI 5.0.8 over libfabric's LINKx provider (CXI between nodes, shared
 # memory within a node): osu_bw between and within nodes, osu_latency within a node.
@@ -144,12 +161,16 @@ _CLARIDEN_LINKX = [
                                     "segment's rate, but from 512 KiB to 4 MiB the time per message grows faster "
                                     "than the size, which no segment with a non-negative latency follows"),
         ("latency", "intra-node", "D D", "implausible as printed (about 3 us up to 2 MiB, over 700 GB/s), as the "
-                                         "shared data's README says"))]
-# Alps clariden with MPICH 4.2.1 over libfabric CXI: osu_latency between nodes only.
+                                         "shared data's README says"))] + [
+    osu_alltoall("Alps clariden GH200, Open MPI 5.0.8 LINKx", _CLARIDEN_COLL + (("library", "LINKx"),), b)
+    for b in ("D", "H")]
+# Alps clariden with MPICH 4.2.1 over libfabric CXI: osu_latency between nodes, osu_alltoall.
 _CLARIDEN_MPICH = (("system", "clariden"), ("mpi_or_lib", "MPICH 4.2.1"))
 _CLARIDEN_MPICH_SWEEPS = [
     osu_sweep(f"osu_latency {b} inter-node (Alps clariden GH200, MPICH 4.2.1 CXI)", _CLARIDEN_MPICH, "inter-node", b,
-              "latency") for b in ("D D", "H H")]
+              "latency") for b in ("D D", "H H")] + [
+    osu_alltoall("Alps clariden GH200, MPICH 4.2.1 CXI", _CLARIDEN_COLL + (("library", "MPICH 4.2.1"),), b)
+    for b in ("D", "H")]
 
 
 def _olivia(stack: str, select: tuple[tuple[str, str], ...], notes: dict[str, str] = {}) -> list[Sweep]:

@@ -135,19 +135,27 @@ def test_collective_algorithms_are_chosen_from_the_measured_library(tmp_path):
     chosen = cal["overrides"]["mpi.collective_selector"]
     assert left[chosen] == min(left.values())
     assert trials[chosen] == min(trials[s] for s in left if round(left[s], 6) == round(left[chosen], 6))
-    # the point-to-point model alone misses the measured alltoall: a per-size-range correction adds
-    # the measured time the simulation lacks, and the report keeps the figure before it
-    (name, before), = cal["collectives_before_correction"].items()
-    assert name.startswith("osu_alltoall") and before["median_abs_error"] == pytest.approx(trials[chosen], rel=1e-12)
-    fix = cal["overrides"]["collectives.alltoall"]
-    assert all(seg["extra"] >= 0 for seg in fix) and "up_to" not in fix[-1]
+    # the point-to-point model alone misses the measured alltoall, on device and on host buffers
+    # (santis): a per-size-range correction for each kind of buffers adds the measured time the
+    # simulation lacks, and the report keeps the figures before it
+    before = cal["collectives_before_correction"]
+    assert sorted(before) == ["osu_alltoall -d cuda, 8 ranks on 2 nodes (Alps santis GH200, Open MPI 5)",
+                              "osu_alltoall, 8 ranks on 2 nodes (Alps santis GH200, Open MPI 5)"]
+    assert trials[chosen] == pytest.approx(statistics.mean(b["median_abs_error"] for b in before.values()), rel=1e-12)
     closed = json.loads((tmp_path / "closed-loop" / "validation.json").read_text())["sweeps"]
-    alltoall = next(s for s in closed if s["name"].startswith("osu_alltoall"))
-    for m, sim in zip(alltoall["measured"], alltoall["simulated"]):
-        assert sim == pytest.approx(m, rel=1e-3) or sim > m  # matched wherever the model was not slower
-    if left[chosen] == 0:
-        assert alltoall["max_abs_error"] < 1e-3
-    assert alltoall["median_abs_error"] < before["median_abs_error"]
+    for name, which in zip(sorted(before), ("device", "host")):
+        fix = cal["overrides"][f"collectives.alltoall_{which}"]
+        assert all(seg["extra"] >= 0 for seg in fix) and "up_to" not in fix[-1]
+        alltoall = next(s for s in closed if s["name"] == name)
+        for m, sim in zip(alltoall["measured"], alltoall["simulated"]):
+            assert sim == pytest.approx(m, rel=1e-3) or sim > m  # matched wherever the model was not slower
+        if left[chosen] == 0:
+            assert alltoall["max_abs_error"] < 1e-3
+        assert alltoall["median_abs_error"] < before[name]["median_abs_error"]
+    # the two kinds need different corrections: one for both would leave one of them off
+    device, host = (cal["overrides"][f"collectives.alltoall_{w}"] for w in ("device", "host"))
+    assert device[0]["extra"] != pytest.approx(host[0]["extra"], rel=0.05)
+    assert "collectives.alltoall" not in cal["overrides"]
     assert "collective correction for osu_alltoall" in c.stdout
     # the committed calibration (and so the shipped gh200-slingshot description) is what this produces
     committed = json.loads((REPO / "calibration" / "gh200-slingshot" / "calibration.json").read_text())
@@ -225,10 +233,17 @@ def test_clariden_calibration_matches_every_clariden_sweep_and_is_committed(tmp_
     produced = json.loads((tmp_path / "calibration.json").read_text())
     assert produced == json.loads((REPO / "calibration" / "gh200-clariden" / "calibration.json").read_text())
     sweeps = json.loads((tmp_path / "closed-loop" / "validation.json").read_text())["sweeps"]
-    assert len(sweeps) == 7 and any("osu_latency D D inter-node (Alps clariden" in s["name"] for s in sweeps)
+    assert len(sweeps) == 11 and any("osu_latency D D inter-node (Alps clariden" in s["name"] for s in sweeps)
+    # the earlier Open MPI 5 container's osu_alltoall runs are compared with the correction fitted
+    # to Open MPI 5.0.8's, and said to be off; every other sweep is within the targets
+    earlier = [s for s in sweeps if "osu_alltoall" in s["name"] and s["name"].endswith("(Alps clariden GH200, Open MPI 5)")]
+    assert len(earlier) == 2
+    for s in earlier:
+        assert f"NOT MATCHED: {s['name']}" in p.stdout
     for s in sweeps:
-        assert s["median_abs_error"] <= 0.05 and s["p95_abs_error"] <= 0.15, s["name"]
-    assert "NOT MATCHED" not in p.stdout
+        if s not in earlier:
+            assert s["median_abs_error"] <= 0.05 and s["p95_abs_error"] <= 0.15, s["name"]
+            assert f"NOT MATCHED: {s['name']}" not in p.stdout
     # the same sweeps through `orrery validate` with the committed file give the same figures
     v = orrery("validate", "--machine", "gh200-slingshot", "--sweeps", "clariden", "--calibration",
                str(REPO / "calibration" / "gh200-clariden" / "calibration.json"), "--out", str(tmp_path / "v"),

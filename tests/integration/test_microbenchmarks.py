@@ -101,6 +101,28 @@ def test_collective_sweep_broadcast_between_two_gpus(bench, tmp_path, h100):
         assert out[1024] <= out[4096], coll  # more data never costs less
 
 
+def test_a_collective_correction_of_one_kind_of_buffers_applies_to_calls_on_them(bench, tmp_path):
+    """collectives.alltoall_device applies to alltoalls on device buffers and _host to those on
+    host buffers, each before collectives.alltoall, which applies to both: coll_sweep's time per
+    call grows by the correction of its buffers' kind, and by nothing for the other kind's."""
+    size, runs = 4096, iter(range(100))
+
+    def alltoall(buffers: str, *sets: str) -> float:
+        options = [x for s in sets for x in ("--set", s)]
+        out = sweep(bench, tmp_path / str(next(runs)), "coll_sweep", "alltoall", buffers, "-m", f"{size}:{size}",
+                    "-i", "3", gpus=4, options=options)
+        return out[size]  # us per call
+
+    five, seven = "[{extra = '5us'}]", "[{extra = '7us'}]"
+    for buffers, own, other in (("D", "alltoall_device", "alltoall_host"), ("H", "alltoall_host", "alltoall_device")):
+        plain = alltoall(buffers)
+        assert alltoall(buffers, f"collectives.{other}={five}") == pytest.approx(plain, abs=1e-3), buffers
+        assert alltoall(buffers, f"collectives.{own}={five}") == pytest.approx(plain + 5, abs=1e-3), buffers
+        assert alltoall(buffers, f"collectives.alltoall={seven}") == pytest.approx(plain + 7, abs=1e-3), buffers
+        assert alltoall(buffers, f"collectives.alltoall={seven}", f"collectives.{own}={five}") == \
+            pytest.approx(plain + 5, abs=1e-3), buffers
+
+
 @pytest.mark.skipif(Path("/dev/nvidia0").exists(), reason="a GPU is present: the real runtime would not fail")
 def test_bench_builds_unchanged_for_a_real_cluster_and_names_a_failing_cuda_call(tmp_path):
     """The same Makefile with the real compilers (the MPICH wheel's mpicxx, the real CUDA

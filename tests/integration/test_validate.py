@@ -71,8 +71,9 @@ def test_gh200_as_shipped_matches_the_gh200_sweeps(tmp_path):
     p = orrery("validate", "--machine", "gh200-slingshot", "--out", str(tmp_path), cwd=REPO)
     assert p.returncode == 0, p.stderr
     sweeps = {s["name"]: s for s in json.loads((tmp_path / "validation.json").read_text())["sweeps"]}
-    # every santis point-to-point sweep, within a node too (through the NIC: mpi.intra_node = "nic")
-    assert sum("santis" in name for name in sweeps) == 8
+    # every santis sweep: point-to-point, within a node too (through the NIC: mpi.intra_node = "nic"),
+    # and osu_alltoall on device and on host buffers
+    assert sum("santis" in name for name in sweeps) == 9
     assert {"osu_bw D D intra-node (Alps santis GH200)", "osu_bw H H intra-node (Alps santis GH200)"} <= set(sweeps)
     for name, s in sweeps.items():
         if "clariden" in name and "D D" in name:

@@ -179,10 +179,10 @@ def test_gh200_built_in_carries_its_committed_calibration():
     shipped = machine.load("gh200-slingshot")
     rebuilt = machine.load("gh200-slingshot", calibrate.load(committed, "gh200-slingshot"), measured_models=False)
     assert shipped.parameters() == rebuilt.parameters()
-    assert shipped.messages.device_inter is not None and shipped.collectives.alltoall is not None
+    assert shipped.messages.device_inter is not None and shipped.collectives.alltoall_device is not None
     # a calibration starts from the description without its measured models
     raw = machine.load("gh200-slingshot", measured_models=False)
-    assert raw.messages.device_inter is None and raw.collectives.alltoall is None
+    assert raw.messages.device_inter is None and raw.collectives.alltoall_device is None
 
 
 def test_sync_builtin_writes_a_calibration_into_the_description(tmp_path):
@@ -212,3 +212,11 @@ def test_sync_builtin_writes_a_calibration_into_the_description(tmp_path):
     assert [s.bandwidth for s in m.copies.D2H] == [45e9, 2e10] and m.copies.D2H[0].up_to == 2e6
     assert m.sources["copies.D2H"].startswith("fitted: calibration/h100-ib200/calibration.json")
     assert m.sources["pcie.bandwidth"].startswith("fitted: calibration/h100-ib200/calibration.json")
+    # a later calibration without that model: the model and its source go (every parameter keeps
+    # exactly one source), the other values stay
+    del overrides["copies.D2H"]
+    overrides["copies.H2D"] = [{"latency": 2e-6, "bandwidth": 50e9}]
+    (tmp_path / "calibration" / "h100-ib200" / "calibration.json").write_text(json.dumps({"overrides": overrides}))
+    m = machine.load(sync.sync("h100-ib200", tmp_path))
+    assert m.copies.D2H is None and "copies.D2H" not in m.sources and m.copies.H2D[0].bandwidth == 50e9
+    assert set(m.parameters()) == set(m.sources)

@@ -29,17 +29,17 @@ def test_every_gpu_property_the_shim_reads_is_generated():
     assert "orrery:message_gap_" in read
     read.discard("orrery:message_gap_")
     read |= {f"orrery:message_gap_{p}" for p in re.findall(r'"(\w+)"', paths.group(1))}
-    # ... and collective corrections, one per collective (named by the .def's ORR_MPI_COLL entries)
+    # ... and collective corrections, per collective (named by the .def's ORR_MPI_COLL entries) and kind
     assert "orrery:collective_correction_" in read
     read.discard("orrery:collective_correction_")
     colls = re.findall(r"^ORR_MPI_COLL\((\w+),", (SHIM / "mpi_api.def").read_text(), re.M)
-    read |= {f"orrery:collective_correction_{c.lower()}" for c in colls}
+    read |= {f"orrery:collective_correction_{c.lower()}{kind}" for c in colls for kind in ("", "_device", "_host")}
     fix = "[{extra = '2us'}]"
     one = "[{latency = '1us', bandwidth = '10GB/s'}]"
     m = machine.load("h100-ib200", [f"copies.{d}={one}" for d in ("H2D", "D2H", "D2D", "peer")] +
                      [f"{section}.{p}={one}" for section in ("messages", "gaps")
                       for p in ("device_intra", "device_inter", "host_intra", "host_inter")] +
-                     [f"collectives.{c.lower()}={fix}" for c in colls] + ["gpudirect.rdma=false", 'mpi.intra_node="nic"'])
+                     [f"collectives.{c.lower()}{kind}={fix}" for c in colls for kind in ("", "_device", "_host")] + ["gpudirect.rdma=false", 'mpi.intra_node="nic"'])
     written = set(platform.gpu_properties(m, platform.Layout(1, 1, 1), 0, 0))
     assert read <= written, f"the shim reads properties the platform lacks: {read - written}"
     assert "orrery:node" in read

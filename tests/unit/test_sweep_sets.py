@@ -42,6 +42,26 @@ def test_every_shared_point_to_point_row_belongs_to_a_sweep_of_one_set():
         assert len(per_set) == len(set(per_set)), f"row {i} is in two sweeps of one set: {h}"
 
 
+def test_every_shared_mpi_collective_row_belongs_to_a_sweep_of_one_set():
+    """Each MPI collective run of collectives.csv (the OSU rows: osu_alltoall on santis and on
+    clariden's four MPI stacks, device and host buffers) is reproduced by exactly one sweep."""
+    with (MEASURED / "collectives.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["benchmark"].startswith("OSU ")]
+    assert len(rows) == 210
+    homes = {i: [] for i in range(len(rows))}
+    for name, set_name, sweeps in every_sweep():
+        for sweep in sweeps:
+            if sweep.file == "collectives.csv":
+                for i, row in enumerate(rows):
+                    if validate.selects(sweep, row):
+                        homes[i].append((name, set_name, sweep.name))
+    missing = sorted({(rows[i]["system"][:30], rows[i]["library"][:40], rows[i]["benchmark"])
+                      for i, h in homes.items() if not h})
+    assert not missing, f"shared collective rows no sweep reproduces: {missing}"
+    twice = {i: h for i, h in homes.items() if len(h) > 1}
+    assert not twice, f"rows in two sweeps: {twice}"
+
+
 @pytest.mark.parametrize("name, set_name", sorted(validate.SET_DESCRIPTION))
 def test_each_set_s_description_changes_its_machine(name, set_name):
     """A set's statement of its MPI stack or hardware (SET_DESCRIPTION) loads as overrides of
