@@ -6,7 +6,7 @@ example with a full-size problem per GPU (16384 x 16384 floats, two arrays:
 invocation, the same MPI calls without CUDA under bare SMPI on the same
 platform (bench/jacobi_mpi_only.c): the ratio is Orrery's overhead.
 
-    .venv/bin/python bench/scale.py [--gpus 8 64 256 1024] [--iterations 10] [--machine NAME]
+    .venv/bin/python bench/scale.py [--gpus 8 64 256 1024] [--iterations 10] [--machine NAME] [--set K=V ...]
 
 Prints a Markdown table (paste it into bench/README.md). Wall times are of
 this machine; run nothing else meanwhile.
@@ -45,6 +45,8 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, nargs="+", default=[8, 64, 256, 1024])
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--machine", default="h100-ib200", help="a built-in machine (default h100-ib200)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a machine parameter in both runs, as orrery run --set (repeatable)")
     a = ap.parse_args()
     sys.path.insert(0, str(REPO))
     from orrery import machine, platform
@@ -55,7 +57,8 @@ def main() -> None:
                     f"MPICXX={ORRERY} mpicxx"], check=True)
     bare = work / "jacobi_mpi_only"
     subprocess.run(["smpicc", "-O2", str(REPO / "bench/jacobi_mpi_only.c"), "-o", str(bare)], check=True)
-    m = machine.load(a.machine)
+    m = machine.load(a.machine, a.set)
+    overrides = [x for kv in a.set for x in ("--set", kv)]
     print("| simulated GPUs | iterations | Orrery wall (s) | Orrery peak RSS (GiB) | bare SMPI wall (s) "
           "| bare SMPI peak RSS (GiB) | wall ratio |")
     print("|---|---|---|---|---|---|---|")
@@ -63,7 +66,7 @@ def main() -> None:
         nodes = gpus // m.node.gpus
         args = ["-nx", str(NX), "-ny", str(NX * gpus), "-niter", str(a.iterations)]
         out = work / f"o{gpus}"
-        w_orr, rss_orr, _ = timed([ORRERY, "run", "--machine", a.machine, "--nodes", str(nodes), "--costs",
+        w_orr, rss_orr, _ = timed([ORRERY, "run", "--machine", a.machine, *overrides, "--nodes", str(nodes), "--costs",
                                    str(REPO / "examples/jacobi/costs.toml"), "--out", str(out), "--",
                                    str(REPO / "examples/jacobi/jacobi"), *args])
         layout = platform.Layout.for_machine(m, nodes)
