@@ -42,7 +42,7 @@ from . import measurements, platform
 from . import validate as validation
 from .errors import InputError
 
-FORMAT_VERSION = 3  # 2: copies.* models among the overrides; 3: gaps.* too
+FORMAT_VERSION = 3  # 2: copies.* models among the overrides; 3: gaps.* and collectives.NAME_device/_host too
 READABLE_VERSIONS = (1, 2, 3)  # version 1 files only hold scalar overrides, read alike
 MEDIAN_TOLERANCE, P95_TOLERANCE = 0.05, 0.15  # per sweep, on |relative error|
 FEW_POINTS = 3  # a sweep with fewer sizes is compared, not fitted (e.g. nvbandwidth: one buffer size)
