@@ -122,6 +122,12 @@ static double message_bytes(int count, MPI_Datatype type) {
   return (double)count * size;
 }
 
+static int comm_size(MPI_Comm comm) {
+  int n = 1;
+  PMPI_Comm_size(comm, &n);
+  return n;
+}
+
 class Correction {
  public:
   Correction(const char* name, double bytes, std::initializer_list<const void*> buffers)

@@ -480,7 +480,8 @@ def collective_corrections(result: validation.SweepResult) -> list[dict[str, flo
     return model
 
 
-def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | None, sweep_set: str | None = None):
+def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | None, sweep_set: str | None = None,
+            collective_layout: tuple[int, int] | None = None):
     """(sweep, points in the sweep's unit, files) from input files, or the built-in sweeps."""
     if inputs:
         pairs, skipped = [], []
@@ -492,9 +493,12 @@ def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | N
                                          "--p2p-path intra-node or inter-node: OSU output does not say "
                                          "whether its two ranks shared a node")
                     series.path = p2p_path
-                found = validation.sweep_for(series)
+                found = validation.sweep_for(series, collective_layout)
                 if found:
                     pairs.append(found)
+                elif series.metric == "collective_latency" and measurements.collective_of(series.benchmark) is None:
+                    skipped.append(f"{series.benchmark} ({f}): not an MPI collective calibration/bench/coll_sweep "
+                                   "runs (NCCL's collectives are not MPI's): not fitted")
                 else:
                     skipped.append(f"{series.benchmark} {series.metric} {series.path} ({f})")
         return pairs, [Path(f) for f in inputs], skipped
@@ -508,11 +512,11 @@ def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | N
 
 
 def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: str | None = None,
-              sweep_set: str | None = None) -> tuple[dict, list]:
+              sweep_set: str | None = None, collective_layout: tuple[int, int] | None = None) -> tuple[dict, list]:
     """The calibration file's content, and the (sweep, points) pairs the closed loop checks."""
     stack: dict[str, object] = dict(validation.set_description(machine_name, sweep_set))
     m = machines.load(machine_name, as_set(stack), measured_models=False)
-    pairs, files, skipped = _series(machine_name, repo, list(inputs), p2p_path, sweep_set)
+    pairs, files, skipped = _series(machine_name, repo, list(inputs), p2p_path, sweep_set, collective_layout)
     fits = []
     collectives = []
     api: dict[str, float] = {}  # measured host costs of API calls: the machine's overheads, as they are
@@ -566,7 +570,10 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
         "orrery_calibration": FORMAT_VERSION,
         "machine": m.name,
         "command": f"orrery calibrate --machine {machine_name}" + (f" --sweeps {sweep_set}" if sweep_set else "") +
-                   "".join(f" --input {shown(f)}" for f in inputs),
+                   "".join(f" --input {shown(f)}" for f in inputs) +
+                   (f" --p2p-path {p2p_path}" if inputs and p2p_path else "") +
+                   (f" --collective-layout {collective_layout[0]}x{collective_layout[1]}"
+                    if inputs and collective_layout else ""),
         "inputs": [{"file": shown(f), "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in files],
         "fits": [asdict(f) for _, f in fits],
         "not_fitted": skipped,

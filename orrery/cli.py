@@ -102,7 +102,14 @@ def _calibrate_command(a: argparse.Namespace) -> int:
     out = Path(a.out)
     if a.sweeps and a.input:
         raise InputError("--sweeps", None, a.sweeps, "either --sweeps (a set of the shared measurements) or --input files")
-    cal, pairs = calibrate.calibrate(a.machine, repo, [Path(f) for f in a.input], a.p2p_path, a.sweeps)
+    layout = None
+    if a.collective_layout:
+        parts = a.collective_layout.lower().split("x")
+        if len(parts) != 2 or not all(x.isdigit() and int(x) > 0 for x in parts):
+            raise InputError("--collective-layout", None, a.collective_layout,
+                             "NODESxGPUS, two positive whole numbers (e.g. 2x4: 8 ranks, 4 on each of 2 nodes)")
+        layout = (int(parts[0]), int(parts[1]))
+    cal, pairs = calibrate.calibrate(a.machine, repo, [Path(f) for f in a.input], a.p2p_path, a.sweeps, layout)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "calibration.json"
     path.write_text(json.dumps(cal, indent=1) + "\n")
@@ -193,6 +200,9 @@ def parser() -> argparse.ArgumentParser:
                                                   "instead of its default one (" + SWEEP_SETS + ")")
     c.add_argument("--p2p-path", choices=["intra-node", "inter-node"],
                    help="where the two ranks of raw OSU output ran (the output does not say)")
+    c.add_argument("--collective-layout", metavar="NODESxGPUS",
+                   help="how many nodes and ranks (GPUs) per node ran raw OSU collective output, e.g. 2x4 "
+                        "(the output does not say; the harness's CSV does)")
     c.set_defaults(func=_calibrate_command)
 
     f = sub.add_parser("fit", help="fit a program's cost parameters to its measured run times, simulator in the loop")

@@ -48,6 +48,8 @@ class Series:
     sizes: list[int] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
+    ranks: int | None = None  # how many ranks and nodes ran it, where the file says
+    nodes: int | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -83,9 +85,33 @@ def _measurement_csv(path: Path, text: str) -> list[Series]:
             raise InputError(f"{path}:{i}", "unit", unit, f"one of {', '.join(UNITS)} (a value without a unit)")
         key = (row["benchmark"], row["metric"], row["path"], row["buffers"])
         s = series.setdefault(key, Series(str(path), *key, unit=unit))
+        for column in ("ranks", "nodes"):
+            if (row.get(column) or "").strip():
+                n = int(_number(row[column], str(path), i, column))
+                if getattr(s, column) not in (None, n):
+                    raise InputError(f"{path}:{i}", column, n, f"{getattr(s, column)}, as in the series' earlier rows "
+                                                               "(one series, one layout)")
+                setattr(s, column, n)
         size = int(_number(row["size_bytes"], str(path), i, "size_bytes"))
         s.add(size, _number(row["value"], str(path), i, "value"), unit, i)
     return list(series.values())
+
+
+# MPI collectives by the words OSU's titles (and calibration/bench/coll_sweep's) use for them,
+# and the harness's names: the name calibration/bench/coll_sweep takes
+_COLLECTIVES = (("all-to-all", "alltoall"), ("alltoall", "alltoall"), ("allreduce", "allreduce"),
+                ("allgather", "allgather"), ("broadcast", "bcast"), ("bcast", "bcast"),
+                ("reduce_scatter", "reduce_scatter"), ("reduce-scatter", "reduce_scatter"),
+                ("reduce scatter", "reduce_scatter"))
+
+
+def collective_of(benchmark: str) -> str | None:
+    """The MPI collective a series measured (coll_sweep's name for it), from its benchmark's
+    name or title; None for what is not an MPI collective there (e.g. nccl-tests)."""
+    low = benchmark.lower()
+    if "nccl" in low:
+        return None
+    return next((name for words, name in _COLLECTIVES if words in low), None)
 
 
 _OSU_HEADER = re.compile(r"^#\s*Size\s+(Avg Latency|Latency|Bandwidth|Bi-Bandwidth)\s*\(?\s*(\S*?)\s*\)?\s*$")
@@ -111,6 +137,14 @@ def _osu(path: Path, text: str) -> list[Series]:
                 "Avg Latency": "collective_latency", "Latency": "latency",
                 "Bandwidth": "bibw" if "Bi-Directional" in title else "bandwidth", "Bi-Bandwidth": "bibw"}[kind]
             s = Series(str(path), title.lstrip("# ").strip(), metric, direction, buffers, unit=unit)
+            if metric == "collective_latency":
+                # OSU's CUDA collectives say so in their title; calibration/bench/coll_sweep's
+                # title also says how many ranks ran it
+                s.buffers = "D" if "MPI-CUDA" in title else "H"
+                ranks = re.search(r", (\d+) ranks", title)
+                if ranks:
+                    s.ranks = int(ranks.group(1))
+                    s.path = f"{s.ranks} ranks"
             continue
         if s is None or not ln.strip() or ln.startswith("#"):
             continue

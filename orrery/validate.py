@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import machine as machines
-from . import platform
+from . import measurements, platform
 from .costs import Costs
 from .errors import InputError, OrreryError
 from .run import RunOptions, run
@@ -365,10 +365,46 @@ def compare(repo: Path, m: machines.Machine, sweep: Sweep, points: list[tuple[in
                        statistics.median(abs_err), percentile(abs_err, 0.95), max(abs_err))
 
 
-def sweep_for(series) -> tuple[Sweep, list[tuple[int, float]]] | None:
+# coll_sweep's collectives, and the machine key (collectives.*) of the MPI call each makes
+COLLECTIVE_CALL = {"allreduce": "allreduce", "allgather": "allgather", "alltoall": "alltoall", "bcast": "bcast",
+                   "reduce_scatter": "reduce_scatter_block"}
+
+
+def collective_layout(series, layout: tuple[int, int] | None) -> dict[str, int]:
+    """Nodes and GPUs (ranks) per node of a collective series: what its file says (the harness's
+    CSV, coll_sweep's title), else `layout` (orrery calibrate --collective-layout NODESxGPUS)."""
+    where = series.source + (f":{series.lines[0]}" if series.lines else "")
+    if series.ranks is not None and series.nodes is not None:
+        nodes, ranks = series.nodes, series.ranks
+    elif layout is None:
+        raise InputError(where, None, series.benchmark,
+                         "--collective-layout NODESxGPUS (e.g. 2x4): the output does not say how many ranks ran "
+                         "the collective on how many nodes")
+    else:
+        nodes, ranks = layout[0], layout[0] * layout[1]
+        if series.ranks is not None and series.ranks != ranks:
+            raise InputError(where, "ranks", series.ranks, f"{ranks} ranks, as --collective-layout "
+                                                           f"{layout[0]}x{layout[1]} says")
+    if nodes < 1 or ranks % nodes:
+        raise InputError(where, "nodes", nodes, f"a number of nodes that divides the {ranks} ranks evenly")
+    return {"nodes": nodes, "gpus_per_node": ranks // nodes}
+
+
+def sweep_for(series, layout: tuple[int, int] | None = None) -> tuple[Sweep, list[tuple[int, float]]] | None:
     """The microbenchmark that reproduces a measured series (orrery.measurements.Series), with its
-    points in the benchmark's unit; None where calibration/bench has no counterpart yet."""
+    points in the benchmark's unit; None where calibration/bench has no counterpart yet. A
+    collective's layout is the file's, or `layout` (nodes, GPUs per node)."""
     metric, path, buffers = series.metric, series.path, series.buffers
+    if metric == "collective_latency":
+        coll = measurements.collective_of(series.benchmark)
+        if coll is None or buffers not in ("H", "D"):
+            return None
+        where = collective_layout(series, layout)
+        kind = "device" if buffers == "D" else "host"
+        sweep = Sweep(f"{series.benchmark}, {kind} buffers, {where['nodes'] * where['gpus_per_node']} ranks on "
+                      f"{where['nodes']} nodes ({Path(series.source).name})", "", (), "", "", "us",
+                      ("coll_sweep", coll, buffers, "-i", "3"), kind=(metric, COLLECTIVE_CALL[coll], buffers), **where)
+        return sweep, [(s, v * 1e6) for s, v in zip(series.sizes, series.values)]
     if metric in ("latency", "bandwidth", "bibw") and path in ("intra-node", "inter-node") and buffers in ("H H", "D D"):
         test = {"latency": "latency", "bandwidth": "bw", "bibw": "bibw"}[metric]
         args, layout = osu_run(test, path, buffers, "5")

@@ -141,21 +141,25 @@ class Harness:
                     self.add(f"window{WINDOW}", metric, path, buffers, n,
                              n * WINDOW * self.iters * factor / elapsed / 1e6, "MB/s", notes)
 
+    def _collective_ops(self, count, f_s, f_r):
+        """Each collective on `count` floats, as OSU sizes it: what a rank contributes, or for a
+        reduce-scatter the whole vector (each rank gets its share)."""
+        share = max(count // self.size, 1)
+        return {
+            "allreduce": lambda: self.comm.Allreduce(f_s[:count], f_r[:count]),
+            "allgather": lambda: self.comm.Allgather(f_s[:count], f_r[:count * self.size]),
+            "alltoall": lambda: self.comm.Alltoall(f_s[:count * self.size], f_r[:count * self.size]),
+            "bcast": lambda: self.comm.Bcast(f_s[:count], root=0),
+            "reduce_scatter": lambda: self.comm.Reduce_scatter_block(f_s[:share * self.size], f_r[:share]),
+        }
+
     def collectives(self, alloc, sync, buffers, notes):
         for n in self.sizes:
             if n < 4:  # one float at least: smaller sizes would repeat the 4-byte row
                 continue
             count = n // 4
             sbuf, rbuf = alloc(4 * count * self.size), alloc(4 * count * self.size)
-            f_s, f_r = sbuf.view(np.float32), rbuf.view(np.float32)
-            ops = {
-                "allreduce": lambda: self.comm.Allreduce(f_s[:count], f_r[:count]),
-                "allgather": lambda: self.comm.Allgather(f_s[:count], f_r[:count * self.size]),
-                "alltoall": lambda: self.comm.Alltoall(f_s[:count * self.size], f_r[:count * self.size]),
-                "bcast": lambda: self.comm.Bcast(f_s[:count], root=0),
-                "reduce_scatter": lambda: self.comm.Reduce_scatter_block(f_s[:count * self.size], f_r[:count]),
-            }
-            for name, op in ops.items():
+            for name, op in self._collective_ops(count, sbuf.view(np.float32), rbuf.view(np.float32)).items():
                 self.comm.Barrier()
                 for it in range(self.iters + self.warmup):
                     if it == self.warmup:

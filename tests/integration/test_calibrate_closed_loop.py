@@ -123,6 +123,40 @@ def test_calibration_recovers_the_shared_memory_copy_rate_within_a_node(tmp_path
     assert "NOT MATCHED" not in c.stdout
 
 
+def test_calibration_fits_a_collective_correction_from_osu_output(tmp_path):
+    """Closed loop on a collective: coll_sweep's osu_alltoall output (device buffers, 8 ranks on
+    2 nodes) from a machine whose alltoall on device buffers takes 20 us more than SMPI's default
+    algorithms give, fitted back from the file: the layout must be stated (OSU output does not
+    say it), the selector trials score the default algorithms' error at 20 us over the measured
+    time, and the chosen algorithms with their correction reproduce every size."""
+    bench = REPO / "calibration" / "bench"
+    subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], check=True)
+    p = orrery("run", "--nodes", "2", "--gpus-per-node", "4", "--set", "collectives.alltoall_device=[{extra = '20us'}]",
+               "--out", str(tmp_path / "made"), "--", str(bench / "coll_sweep"), "alltoall", "D",
+               "-m", "1:65536", "-i", "3")
+    assert p.returncode == 0, p.stderr
+    osu = tmp_path / "osu_alltoall.txt"
+    osu.write_text("\n".join(line for line in p.stdout.splitlines() if line[:1] == "#" or line[:1].isdigit()) + "\n")
+    measured = {int(a): float(b) for a, b in (line.split() for line in osu.read_text().splitlines() if line[0] != "#")}
+    c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(osu), "--out", str(tmp_path / "cal"), cwd=REPO)
+    assert c.returncode == 2 and "--collective-layout NODESxGPUS" in c.stderr
+    c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(osu), "--collective-layout", "2x3",
+               "--out", str(tmp_path / "cal"), cwd=REPO)
+    assert c.returncode == 2 and "key 'ranks': got 8, expected 6 ranks, as --collective-layout 2x3 says" in c.stderr
+    c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(osu), "--collective-layout", "2x4",
+               "--out", str(tmp_path / "cal"), cwd=REPO)
+    assert c.returncode == 0, c.stderr
+    cal = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    assert cal["command"].endswith("--collective-layout 2x4")
+    assert cal["collective_selector_trials"]["default"] == pytest.approx(
+        statistics.median(20 / t for t in measured.values()), rel=1e-3)
+    assert cal["collective_selector_uncorrectable"]["default"] == 0.0
+    assert "collectives.alltoall_device" in cal["overrides"] and "collectives.alltoall_host" not in cal["overrides"]
+    (closed,) = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
+    assert closed["sizes"] == sorted(measured) and closed["max_abs_error"] < 1e-3
+    assert "NOT MATCHED" not in c.stdout
+
+
 def test_collective_algorithms_are_chosen_from_the_measured_library(tmp_path):
     """gh200-slingshot: osu_alltoall is matched by choosing among the MPI libraries' algorithm
     choices the one a correction can match best, with the least correction, then correcting it."""

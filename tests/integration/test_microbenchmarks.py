@@ -123,6 +123,18 @@ def test_a_collective_correction_of_one_kind_of_buffers_applies_to_calls_on_them
             pytest.approx(plain + 5, abs=1e-3), buffers
 
 
+def test_a_reduce_scatter_s_correction_is_chosen_by_the_whole_vector(bench, tmp_path):
+    """OSU's size for a reduce-scatter is the whole vector reduced: with 4 ranks, 8 KiB is 2 KiB a
+    rank, so a correction of 5 us up to 4 KiB and 9 us above applies 9 us."""
+    size = 8192
+    plain = sweep(bench, tmp_path / "plain", "coll_sweep", "reduce_scatter", "H", "-m", f"{size}:{size}", "-i", "3",
+                  gpus=4)
+    fixed = sweep(bench, tmp_path / "fixed", "coll_sweep", "reduce_scatter", "H", "-m", f"{size}:{size}", "-i", "3",
+                  gpus=4, options=("--set", "collectives.reduce_scatter_block=[{up_to = '4KiB', extra = '5us'}, "
+                                             "{extra = '9us'}]"))
+    assert fixed[size] == pytest.approx(plain[size] + 9, abs=1e-3)
+
+
 @pytest.mark.skipif(Path("/dev/nvidia0").exists(), reason="a GPU is present: the real runtime would not fail")
 def test_bench_builds_unchanged_for_a_real_cluster_and_names_a_failing_cuda_call(tmp_path):
     """The same Makefile with the real compilers (the MPICH wheel's mpicxx, the real CUDA

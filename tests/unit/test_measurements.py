@@ -89,6 +89,43 @@ def test_osu_output(tmp_path):
     assert s.sizes == [1, 2, 4] and s.values == [1.5e6, 3e6, 6e6] and s.lines == [4, 5, 6]
 
 
+OSU_ALLTOALL_CUDA = """# OSU MPI-CUDA All-to-All Personalized Exchange Latency Test v7.5
+# Datatype: MPI_CHAR.
+# Size       Avg Latency(us)
+1                      22.07
+2                      21.89
+"""
+
+
+def test_osu_collective_output_says_which_collective_and_which_buffers(tmp_path):
+    """OSU's collectives name the collective and, with -d cuda, MPI-CUDA in their title; coll_sweep's
+    title also gives the rank count. nccl-tests' are not MPI collectives."""
+    (s,) = measurements.load(write(tmp_path, "a2a.txt", OSU_ALLTOALL_CUDA))
+    assert (s.metric, s.buffers, s.ranks, s.path) == ("collective_latency", "D", None, "")
+    assert measurements.collective_of(s.benchmark) == "alltoall"
+    assert s.sizes == [1, 2] and s.values == pytest.approx([22.07e-6, 21.89e-6])
+    host = OSU_ALLTOALL_CUDA.replace("MPI-CUDA All-to-All Personalized Exchange", "Allreduce")
+    (s,) = measurements.load(write(tmp_path, "ar.txt", host))
+    assert (s.buffers, measurements.collective_of(s.benchmark)) == ("H", "allreduce")
+    ours = "# OSU MPI reduce_scatter Latency Test (Orrery calibration/bench/coll_sweep), 8 ranks\n" \
+           "# Size       Avg Latency(us)\n4   9.5\n"
+    (s,) = measurements.load(write(tmp_path, "rs.txt", ours))
+    assert (s.buffers, s.ranks, s.path, measurements.collective_of(s.benchmark)) == \
+        ("H", 8, "8 ranks", "reduce_scatter")
+    assert measurements.collective_of("OSU MPI Broadcast Latency Test v7.5") == "bcast"
+    assert measurements.collective_of("nccl-tests all_reduce_perf") is None
+
+
+def test_measurement_csv_carries_a_collective_s_ranks_and_nodes(tmp_path):
+    header = "benchmark,metric,path,buffers,size_bytes,value,unit,ranks,nodes,notes\n"
+    rows = "alltoall,collective_latency,8 ranks,D,4,20.5,us,8,2,\nalltoall,collective_latency,8 ranks,D,8,20.7,us,8,2,\n"
+    (s,) = measurements.load(write(tmp_path, "h.csv", header + rows))
+    assert (s.ranks, s.nodes, s.buffers) == (8, 2, "D")
+    p = write(tmp_path, "mixed.csv", header + rows + "alltoall,collective_latency,8 ranks,D,16,21,us,8,4,\n")
+    with pytest.raises(InputError, match=rf"{p}:4: key 'nodes': got 4, expected 2, as in the series' earlier rows"):
+        measurements.load(p)
+
+
 def test_bandwidth_test_output(tmp_path):
     h2d, d2h = measurements.load(write(tmp_path, "bt.txt", BANDWIDTH_TEST))
     assert (h2d.path, h2d.sizes, h2d.values) == ("H2D", [1000, 2000], [0.5e9, 1.0e9])
