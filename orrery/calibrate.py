@@ -497,8 +497,9 @@ def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | N
                 if found:
                     pairs.append(found)
                 elif series.metric == "collective_latency" and measurements.collective_of(series.benchmark) is None:
-                    skipped.append(f"{series.benchmark} ({f}): not an MPI collective calibration/bench/coll_sweep "
-                                   "runs (NCCL's collectives are not MPI's): not fitted")
+                    skipped.append(f"{series.benchmark} ({f}): not a blocking MPI collective calibration/bench/"
+                                   "coll_sweep runs (nccl-tests' are NCCL's; OSU's non-blocking and v-variants have "
+                                   "no counterpart there): not fitted")
                 else:
                     skipped.append(f"{series.benchmark} {series.metric} {series.path} ({f})")
         return pairs, [Path(f) for f in inputs], skipped

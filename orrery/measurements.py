@@ -98,20 +98,23 @@ def _measurement_csv(path: Path, text: str) -> list[Series]:
 
 
 # MPI collectives by the words OSU's titles (and calibration/bench/coll_sweep's) use for them,
-# and the harness's names: the name calibration/bench/coll_sweep takes
-_COLLECTIVES = (("all-to-all", "alltoall"), ("alltoall", "alltoall"), ("allreduce", "allreduce"),
-                ("allgather", "allgather"), ("broadcast", "bcast"), ("bcast", "bcast"),
-                ("reduce_scatter", "reduce_scatter"), ("reduce-scatter", "reduce_scatter"),
-                ("reduce scatter", "reduce_scatter"))
+# and the harness's names: the name calibration/bench/coll_sweep takes. Whole words only, so
+# that the v-variants (All-to-Allv, Allgatherv) and Reduce_scatter_block are not taken for them
+_COLLECTIVES = {"all-to-all": "alltoall", "alltoall": "alltoall", "allreduce": "allreduce",
+                "allgather": "allgather", "broadcast": "bcast", "bcast": "bcast", "reduce_scatter": "reduce_scatter",
+                "reduce-scatter": "reduce_scatter"}
+_COLLECTIVE_WORD = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, _COLLECTIVES)) + r")(?![\w-])")
 
 
 def collective_of(benchmark: str) -> str | None:
-    """The MPI collective a series measured (coll_sweep's name for it), from its benchmark's
-    name or title; None for what is not an MPI collective there (e.g. nccl-tests)."""
+    """The blocking MPI collective a series measured (coll_sweep's name for it), from its
+    benchmark's name or title; None for anything else: nccl-tests (NCCL is not MPI), OSU's
+    non-blocking collectives, collectives coll_sweep does not run."""
     low = benchmark.lower()
-    if "nccl" in low:
+    if "nccl" in low or "non-blocking" in low:
         return None
-    return next((name for words, name in _COLLECTIVES if words in low), None)
+    found = _COLLECTIVE_WORD.search(low)
+    return _COLLECTIVES[found.group(1)] if found else None
 
 
 _OSU_HEADER = re.compile(r"^#\s*Size\s+(Avg Latency|Latency|Bandwidth|Bi-Bandwidth)\s*\(?\s*(\S*?)\s*\)?\s*$")

@@ -113,7 +113,11 @@ def test_osu_collective_output_says_which_collective_and_which_buffers(tmp_path)
     assert (s.buffers, s.ranks, s.path, measurements.collective_of(s.benchmark)) == \
         ("H", 8, "8 ranks", "reduce_scatter")
     assert measurements.collective_of("OSU MPI Broadcast Latency Test v7.5") == "bcast"
-    assert measurements.collective_of("nccl-tests all_reduce_perf") is None
+    assert measurements.collective_of("OSU MPI Reduce-Scatter Latency Test") == "reduce_scatter"
+    for other in ("nccl-tests all_reduce_perf", "OSU MPI All-to-Allv Personalized Exchange Latency Test v7.5",
+                  "OSU MPI Allgatherv Latency Test", "OSU MPI Non-blocking Allreduce Latency Test",
+                  "OSU MPI Reduce_scatter_block Latency Test", "OSU MPI Gather Latency Test"):
+        assert measurements.collective_of(other) is None, other
 
 
 def test_measurement_csv_carries_a_collective_s_ranks_and_nodes(tmp_path):
