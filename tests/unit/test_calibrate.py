@@ -99,6 +99,21 @@ def test_every_combination_of_osu_windows_recovers_the_per_message_overhead(give
     assert calibrate.window_overhead(g, b, T, L if "L" in given else float("nan")) == pytest.approx(o, rel=1e-12)
 
 
+def test_nccl_tests_and_non_blocking_osu_collectives_load_but_are_not_fitted(tmp_path):
+    """Collectives coll_sweep cannot reproduce are listed as not fitted, saying why, not dropped
+    silently nor taken for an MPI collective."""
+    from test_measurements import NCCL, OSU_ALLTOALL_CUDA
+
+    nccl = tmp_path / "nccl.txt"
+    nccl.write_text(NCCL)
+    nonblocking = tmp_path / "ia2a.txt"
+    nonblocking.write_text(OSU_ALLTOALL_CUDA.replace("MPI-CUDA All-to-All", "MPI-CUDA Non-blocking All-to-All"))
+    pairs, _, skipped = calibrate._series("h100-ib200", Path("."), [nccl, nonblocking], None, None, (2, 4))
+    assert pairs == [] and len(skipped) == 2
+    assert all("not a blocking MPI collective calibration/bench/coll_sweep runs" in s for s in skipped)
+    assert skipped[0].startswith("nccl-tests all_reduce_perf") and "Non-blocking" in skipped[1]
+
+
 def test_fit_input_errors():
     with pytest.raises(InputError, match="at least 3 points"):
         calibrate.fit_piecewise([1, 2], [1e-6, 2e-6])
