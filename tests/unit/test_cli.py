@@ -54,3 +54,12 @@ def test_machine_export_writes_the_platform(tmp_path):
     p = orrery("machine", "export", "dgx-h100", "--format", "xml", "--nodes", "2")
     assert p.returncode == 0
     assert p.stdout.startswith("<?xml") and 'id="n1-gpu7"' in p.stdout and 'id="rail7-0"' in p.stdout
+
+
+@pytest.mark.parametrize("layout", ["2", "2x", "x4", "0x4", "2x4.5", "two by four"])
+def test_calibrate_collective_layout_must_be_nodes_x_gpus(tmp_path, layout):
+    p = orrery("calibrate", "--machine", "h100-ib200", "--input", str(tmp_path / "none.txt"),
+               "--collective-layout", layout, "--out", str(tmp_path / "o"))
+    assert p.returncode == 2
+    assert f"--collective-layout: got '{layout}', expected NODESxGPUS, two positive whole numbers" in p.stderr
+    assert not (tmp_path / "o").exists()  # nothing half-written
