@@ -127,6 +127,12 @@ static int comm_size(MPI_Comm comm) {
   PMPI_Comm_size(comm, &n);
   return n;
 }
+static int total_count(const int* counts, MPI_Comm comm) {  // a reduce-scatter's whole vector
+  int total = 0;
+  for (int i = 0, n = comm_size(comm); i < n; i++)
+    total += counts[i];
+  return total;
+}
 
 class Correction {
  public:

@@ -280,6 +280,9 @@ class Collectives(_Measured):
     alltoall: Corrections | None = None
     alltoall_device: Corrections | None = None
     alltoall_host: Corrections | None = None
+    reduce_scatter: Corrections | None = None
+    reduce_scatter_device: Corrections | None = None
+    reduce_scatter_host: Corrections | None = None
     reduce_scatter_block: Corrections | None = None
     reduce_scatter_block_device: Corrections | None = None
     reduce_scatter_block_host: Corrections | None = None

@@ -367,7 +367,7 @@ def compare(repo: Path, m: machines.Machine, sweep: Sweep, points: list[tuple[in
 
 # coll_sweep's collectives, and the machine key (collectives.*) of the MPI call each makes
 COLLECTIVE_CALL = {"allreduce": "allreduce", "allgather": "allgather", "alltoall": "alltoall", "bcast": "bcast",
-                   "reduce_scatter": "reduce_scatter_block"}
+                   "reduce_scatter": "reduce_scatter"}
 
 
 def collective_layout(series, layout: tuple[int, int] | None) -> dict[str, int]:

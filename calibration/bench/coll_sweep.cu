@@ -2,7 +2,9 @@
 // benchmarks (osu_allreduce, ...): average latency per call over all ranks.
 //   coll_sweep allreduce|allgather|alltoall|bcast|reduce_scatter [H|D] [-m MIN:MAX | -l S1,...] [-i ITERS]
 // Sizes are per message as OSU counts them: the buffer of allreduce and bcast, each
-// rank's block for allgather and alltoall.
+// rank's block for allgather and alltoall, the whole vector of reduce_scatter (shared
+// among the ranks as osu_reduce_scatter does: MPI_Reduce_scatter, one element each to
+// the first ranks when there are fewer elements than ranks).
 #include <mpi.h>
 
 #include "cuda_check.h"
@@ -50,6 +52,9 @@ int main(int argc, char** argv) {
     const bool as_bytes = bytes < sizeof(float);
     const int count = as_bytes ? (int)bytes : (int)(bytes / sizeof(float));
     MPI_Datatype type = as_bytes ? MPI_BYTE : MPI_FLOAT;
+    std::vector<int> shares(size);  // reduce_scatter: each rank's part of the vector, as OSU's
+    for (int r = 0; r < size; r++)
+      shares[r] = count < size ? (r < count ? 1 : 0) : count / size + (r < count % size ? 1 : 0);
     MPI_Barrier(MPI_COMM_WORLD);
     double start = MPI_Wtime();
     for (int it = 0; it < iters; it++) {
@@ -57,7 +62,7 @@ int main(int argc, char** argv) {
       else if (!strcmp(coll, "allgather")) MPI_Allgather(sbuf, count, type, rbuf, count, type, MPI_COMM_WORLD);
       else if (!strcmp(coll, "alltoall")) MPI_Alltoall(sbuf, count, type, rbuf, count, type, MPI_COMM_WORLD);
       else if (!strcmp(coll, "bcast")) MPI_Bcast(sbuf, count, type, 0, MPI_COMM_WORLD);
-      else MPI_Reduce_scatter_block(sbuf, rbuf, count / size > 0 ? count / size : 1, type, as_bytes ? MPI_BOR : MPI_SUM, MPI_COMM_WORLD);
+      else MPI_Reduce_scatter(sbuf, rbuf, shares.data(), type, as_bytes ? MPI_BOR : MPI_SUM, MPI_COMM_WORLD);
     }
     double mine = (MPI_Wtime() - start) * 1e6 / iters, avg = 0;
     MPI_Reduce(&mine, &avg, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);

@@ -143,14 +143,16 @@ class Harness:
 
     def _collective_ops(self, count, f_s, f_r):
         """Each collective on `count` floats, as OSU sizes it: what a rank contributes, or for a
-        reduce-scatter the whole vector (each rank gets its share)."""
-        share = max(count // self.size, 1)
+        reduce-scatter the whole vector, shared among the ranks as osu_reduce_scatter does (one
+        element each to the first ranks when there are fewer elements than ranks)."""
+        n = self.size
+        shares = [(1 if r < count else 0) if count < n else count // n + (1 if r < count % n else 0) for r in range(n)]
         return {
             "allreduce": lambda: self.comm.Allreduce(f_s[:count], f_r[:count]),
-            "allgather": lambda: self.comm.Allgather(f_s[:count], f_r[:count * self.size]),
-            "alltoall": lambda: self.comm.Alltoall(f_s[:count * self.size], f_r[:count * self.size]),
+            "allgather": lambda: self.comm.Allgather(f_s[:count], f_r[:count * n]),
+            "alltoall": lambda: self.comm.Alltoall(f_s[:count * n], f_r[:count * n]),
             "bcast": lambda: self.comm.Bcast(f_s[:count], root=0),
-            "reduce_scatter": lambda: self.comm.Reduce_scatter_block(f_s[:share * self.size], f_r[:share]),
+            "reduce_scatter": lambda: self.comm.Reduce_scatter(f_s[:sum(shares)], f_r[:shares[self.rank]], shares),
         }
 
     def collectives(self, alloc, sync, buffers, notes):

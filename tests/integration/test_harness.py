@@ -60,7 +60,7 @@ def test_host_sweeps_without_a_gpu(tmp_path):
     assert {name: (sw.program[:3], sw.nodes, sw.gpus_per_node, sw.kind) for name, sw in found.items()} == {
         name: (("coll_sweep", name, "H"), 1, 2, ("collective_latency", call, "H"))
         for name, call in (("allreduce", "allreduce"), ("allgather", "allgather"), ("alltoall", "alltoall"),
-                           ("bcast", "bcast"), ("reduce_scatter", "reduce_scatter_block"))}
+                           ("bcast", "bcast"), ("reduce_scatter", "reduce_scatter"))}
 
 
 def test_harness_refuses_a_single_rank(tmp_path):
@@ -87,3 +87,31 @@ def test_harness_asks_the_mpi_library_whether_it_takes_device_buffers():
     aware, why = p.stdout.splitlines()
     assert aware == "False"
     assert "libmpi" in why and "is not CUDA-aware (MPIX_Query_cuda_support() = 0)" in why
+
+
+def test_the_harness_s_output_calibrates_a_machine(tmp_path):
+    """End to end on a real MPI: the harness's CSV (host buffers, 2 ranks on this machine) goes
+    through `orrery calibrate` as it is. Each of its five collectives is reproduced on the layout
+    its rows state and gets a host-buffer correction where the model is faster than measured (a
+    correction can only add time: every size is then matched or the model is the slower)."""
+    p, out = harness(tmp_path, "--sizes", "4:1024", "--iters", "20", "--warmup", "2")
+    assert p.returncode == 0, p.stderr
+    from conftest import orrery
+
+    c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(out), "--out", str(tmp_path / "cal"), cwd=REPO)
+    assert c.returncode == 0, c.stderr
+    import json
+
+    cal = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    corrections = {k for k in cal["overrides"] if k.startswith("collectives.")}
+    assert corrections <= {f"collectives.{c}_host" for c in ("allreduce", "allgather", "alltoall", "bcast",
+                                                              "reduce_scatter")}
+    sweeps = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
+    colls = [s for s in sweeps if "host buffers, 2 ranks on 1 nodes" in s["name"]]
+    assert sorted(s["name"].split(",")[0] for s in colls) == ["allgather", "allreduce", "alltoall", "bcast",
+                                                              "reduce_scatter"]
+    for s in colls:
+        for m, sim in zip(s["measured"], s["simulated"]):
+            # coll_sweep prints microseconds to two decimals, as OSU: the correction comes from one such
+            # figure and the closed loop prints another, 0.01 us at most between them and the measured
+            assert sim >= m - 0.01 - 1e-9, s["name"]

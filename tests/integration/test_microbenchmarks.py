@@ -130,7 +130,7 @@ def test_a_reduce_scatter_s_correction_is_chosen_by_the_whole_vector(bench, tmp_
     plain = sweep(bench, tmp_path / "plain", "coll_sweep", "reduce_scatter", "H", "-m", f"{size}:{size}", "-i", "3",
                   gpus=4)
     fixed = sweep(bench, tmp_path / "fixed", "coll_sweep", "reduce_scatter", "H", "-m", f"{size}:{size}", "-i", "3",
-                  gpus=4, options=("--set", "collectives.reduce_scatter_block=[{up_to = '4KiB', extra = '5us'}, "
+                  gpus=4, options=("--set", "collectives.reduce_scatter=[{up_to = '4KiB', extra = '5us'}, "
                                              "{extra = '9us'}]"))
     assert fixed[size] == pytest.approx(plain[size] + 9, abs=1e-3)
 
