@@ -117,7 +117,10 @@ def collective_of(benchmark: str) -> str | None:
     return _COLLECTIVES[found.group(1)] if found else None
 
 
-_OSU_HEADER = re.compile(r"^#\s*Size\s+(Avg Latency|Latency|Bandwidth|Bi-Bandwidth)\s*\(?\s*(\S*?)\s*\)?\s*$")
+# the first value column's name and unit; later columns (osu_* -f's Min/Max/Iterations, Messages/s,
+# --validation's Pass/Fail) are left out
+_OSU_HEADER = re.compile(r"^#\s*Size\s+(Avg Latency|Latency|Bandwidth|Bi-Bandwidth)\s*(?:\(\s*([^)\s]*)\s*\)|(\S*))"
+                         r"(?:\s.*)?$")
 
 
 def _osu(path: Path, text: str) -> list[Series]:
@@ -133,7 +136,7 @@ def _osu(path: Path, text: str) -> list[Series]:
     for i, ln in enumerate(lines, start=1):
         m = _OSU_HEADER.match(ln)
         if m:
-            kind, unit = m.group(1), m.group(2)
+            kind, unit = m.group(1), m.group(2) or m.group(3) or ""
             if not unit:
                 raise InputError(f"{path}:{i}", "unit", ln.strip(), "a unit in the column header, e.g. Latency (us)")
             metric = "copy_bandwidth" if copy else {

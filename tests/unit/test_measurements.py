@@ -120,6 +120,21 @@ def test_osu_collective_output_says_which_collective_and_which_buffers(tmp_path)
         assert measurements.collective_of(other) is None, other
 
 
+def test_osu_output_with_more_columns_takes_the_first_value(tmp_path):
+    """osu_* -f adds Min, Max and Iterations columns, --validation a Pass/Fail one, osu_mbw_mr
+    Messages/s: the figure is the first value column, as without them."""
+    full = ("# OSU MPI All-to-All Personalized Exchange Latency Test v7.5\n"
+            "# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations\n"
+            "1                      22.07             21.50             22.90        1000\n"
+            "2                      21.89             21.40             22.60        1000\n")
+    (s,) = measurements.load(write(tmp_path, "full.txt", full))
+    assert (s.metric, s.unit, s.sizes) == ("collective_latency", "us", [1, 2])
+    assert s.values == pytest.approx([22.07e-6, 21.89e-6])
+    checked = "# OSU MPI Latency Test v7.5\n# Size          Latency (us)        Validation\n1   1.50   Pass\n"
+    (s,) = measurements.load(write(tmp_path, "checked.txt", checked))
+    assert (s.metric, s.values) == ("latency", pytest.approx([1.5e-6]))
+
+
 def test_measurement_csv_carries_a_collective_s_ranks_and_nodes(tmp_path):
     header = "benchmark,metric,path,buffers,size_bytes,value,unit,ranks,nodes,notes\n"
     rows = "alltoall,collective_latency,8 ranks,D,4,20.5,us,8,2,\nalltoall,collective_latency,8 ranks,D,8,20.7,us,8,2,\n"
