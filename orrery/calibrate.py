@@ -224,10 +224,13 @@ def window_model(overhead: float, wire: float, rates: float | list[Segment], eag
     return model
 
 
-def fastest_rate(fit: Fit) -> float:
-    """The fastest rate (bytes/s) a fitted sweep reaches: size over time at each segment's
-    largest size, where its rate peaks."""
-    return max(seg.size_to / predict(fit.segments, seg.size_to) for seg in fit.segments)
+def fastest_rate(segments: list[Segment]) -> float:
+    """The least rate (bytes/s) a route must allow for fitted segments to keep their bandwidth:
+    the fastest of the segments whose size term counts (at their largest size no shorter than
+    their latency: a segment of small sizes with a slight slope says nothing of the route), else
+    the fastest rate the fit reaches."""
+    counted = [seg.bandwidth_Bps for seg in segments if seg.size_to / seg.bandwidth_Bps >= seg.latency_s]
+    return max(counted) if counted else max(seg.size_to / predict(segments, seg.size_to) for seg in segments)
 
 
 @dataclass
@@ -277,8 +280,7 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
             out[f"copies.{COPY_DIRECTIONS[path]}"] = piecewise_model(fit.segments, host)
             if path in ("H2D", "D2H"):
                 # the PCIe links must not be slower than any measured copy across them
-                fastest = max(seg.bandwidth_Bps for seg in fit.segments)
-                out["pcie.bandwidth"] = max(out.get("pcie.bandwidth", 0.0), fastest)
+                out["pcie.bandwidth"] = max(out.get("pcie.bandwidth", 0.0), fastest_rate(fit.segments))
         elif metric == "latency" and path in ("intra-node", "inter-node"):
             which = "device" if buffers == "D D" else "host"
             # osu_latency's one-way time, per-message overheads included (the shim subtracts them)
@@ -300,10 +302,10 @@ def _overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]]
             if path == "intra-node":
                 if which == "host" and m.mpi.intra_node == "direct":
                     # between the processes of a node the message is a copy through shared memory,
-                    # the route's one link: as fast as the fastest window reached. Its rate
+                    # the route's one link, as fast as the windows' fastest segment. Its rate
                     # depends on the size (buffers in cache or not), so without osu_latency a lone
                     # message takes the windows' model at the windows' rate for its size
-                    out["node.host_memcpy_bandwidth"] = max(fastest_rate(f) for f in (bw, bibw) if f)
+                    out["node.host_memcpy_bandwidth"] = max(fastest_rate(f.segments) for f in (bw, bibw) if f)
                     if not lone:
                         out["messages.host_intra"] = window_model(overhead, L, (bw or bibw).segments,
                                                                   m.mpi.eager_threshold_host)
