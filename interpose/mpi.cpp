@@ -74,12 +74,10 @@ static void settle(Rank& r) { stand(r, r.pending_device == 0 && r.pending_host >
 class Placement {  // for the length of one MPI call
  public:
   Placement(Rank& r, std::initializer_list<const void*> buffers, bool posting = false) : rank_(r) {
-    bool own_device = false;
+    bool own_device = any_device(buffers);
     bool host = r.pending_host > 0;
-    for (const void* b : buffers) {
-      own_device = own_device || is_device(b);
+    for (const void* b : buffers)
       host = host || is_host_data(b);
-    }
     bool device = own_device || r.pending_device > 0;
     if (device && host)
       r.stats.mixed_placements++;
@@ -112,10 +110,6 @@ static void completed(Rank& r, MPI_Request rq) {
   r.requests.erase(it);
 }
 
-/* A blocking collective's measured correction (machine key collectives.*, fitted by
- * orrery calibrate where the point-to-point model misses a collective): the call
- * takes the extra time of its size range longer, waited out before it returns; a
- * call with a device buffer takes the device correction, others the host one. */
 static double message_bytes(int count, MPI_Datatype type) {
   int size = 0;
   PMPI_Type_size(type, &size);
@@ -134,6 +128,10 @@ static int total_count(const int* counts, MPI_Comm comm) {  // a reduce-scatter'
   return total;
 }
 
+/* A blocking collective's measured correction (machine key collectives.*, fitted by
+ * orrery calibrate where the point-to-point model misses a collective): the call
+ * takes the extra time of its size range longer, waited out before it returns; a
+ * call with a device buffer takes the device correction, others the host one. */
 class Correction {
  public:
   Correction(const char* name, double bytes, std::initializer_list<const void*> buffers)
@@ -226,9 +224,7 @@ static bool within_node(const Rank& r, int peer, MPI_Comm comm) {
 }
 
 static bool rendezvous(const MpiPath& p, int count, MPI_Datatype dt) {
-  int size = 0;
-  PMPI_Type_size(dt, &size);
-  return (double)count * size >= p.eager_threshold;
+  return message_bytes(count, dt) >= p.eager_threshold;
 }
 
 static void software(double seconds) {

@@ -76,7 +76,6 @@ def _machine_command(a: argparse.Namespace) -> int:
 
 
 def _validate_command(a: argparse.Namespace) -> int:
-
     repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
     out = Path(a.out)
     overrides = list(a.set)

@@ -136,15 +136,16 @@ class Mpi(_Section):
     # which MPI library's choice of collective algorithms SMPI reproduces
     collective_selector: Literal["default", "ompi", "mpich", "mvapich2", "impi"]
 
+    # how messages between two ranks of one node travel: "direct" (NVLink, PCIe peer to peer,
+    # shared memory) or "nic" (out through the NIC and back, as with only a network provider,
+    # e.g. libfabric CXI without its shared-memory and GPU IPC paths)
+    intra_node: Literal["direct", "nic"] = "direct"
+
     def overhead(self, side: str, kind: str, intra: bool) -> float:
         """Per-message software time of the sender (side "send") or receiver ("recv") for
         host or device buffers (kind), within a node or between nodes."""
         within = getattr(self, f"{side}_overhead_{kind}_intra") if intra else None
         return getattr(self, f"{side}_overhead_{kind}") if within is None else within
-    # how messages between two ranks of one node travel: "direct" (NVLink, PCIe peer to peer,
-    # shared memory) or "nic" (out through the NIC and back, as with only a network provider,
-    # e.g. libfabric CXI without its shared-memory and GPU IPC paths)
-    intra_node: Literal["direct", "nic"] = "direct"
 
 
 class GpuDirect(_Section):

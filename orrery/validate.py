@@ -365,11 +365,6 @@ def compare(repo: Path, m: machines.Machine, sweep: Sweep, points: list[tuple[in
                        statistics.median(abs_err), percentile(abs_err, 0.95), max(abs_err))
 
 
-# coll_sweep's collectives, and the machine key (collectives.*) of the MPI call each makes
-COLLECTIVE_CALL = {"allreduce": "allreduce", "allgather": "allgather", "alltoall": "alltoall", "bcast": "bcast",
-                   "reduce_scatter": "reduce_scatter"}
-
-
 def collective_layout(series, layout: tuple[int, int] | None) -> dict[str, int]:
     """Nodes and GPUs (ranks) per node of a collective series: what its file says (the harness's
     CSV, coll_sweep's title), else `layout` (orrery calibrate --collective-layout NODESxGPUS)."""
@@ -393,7 +388,8 @@ def collective_layout(series, layout: tuple[int, int] | None) -> dict[str, int]:
 def sweep_for(series, layout: tuple[int, int] | None = None) -> tuple[Sweep, list[tuple[int, float]]] | None:
     """The microbenchmark that reproduces a measured series (orrery.measurements.Series), with its
     points in the benchmark's unit; None where calibration/bench has no counterpart yet. A
-    collective's layout is the file's, or `layout` (nodes, GPUs per node)."""
+    collective's layout is the file's, or `layout` (nodes, GPUs per node); coll_sweep's name for
+    it is also its machine key (collectives.NAME_*)."""
     metric, path, buffers = series.metric, series.path, series.buffers
     if metric == "collective_latency":
         coll = measurements.collective_of(series.benchmark)
@@ -403,7 +399,7 @@ def sweep_for(series, layout: tuple[int, int] | None = None) -> tuple[Sweep, lis
         kind = "device" if buffers == "D" else "host"
         sweep = Sweep(f"{series.benchmark}, {kind} buffers, {where['nodes'] * where['gpus_per_node']} ranks on "
                       f"{where['nodes']} nodes ({Path(series.source).name})", "", (), "", "", "us",
-                      ("coll_sweep", coll, buffers, "-i", "3"), kind=(metric, COLLECTIVE_CALL[coll], buffers), **where)
+                      ("coll_sweep", coll, buffers, "-i", "3"), kind=(metric, coll, buffers), **where)
         return sweep, [(s, v * 1e6) for s, v in zip(series.sizes, series.values)]
     if metric in ("latency", "bandwidth", "bibw") and path in ("intra-node", "inter-node") and buffers in ("H H", "D D"):
         test = {"latency": "latency", "bandwidth": "bw", "bibw": "bibw"}[metric]
