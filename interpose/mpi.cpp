@@ -39,17 +39,25 @@ class MpiScope {  // times one MPI call of the calling rank
 };
 }  // namespace
 
-/* Where a rank's messages start and end. SimGrid routes a message from the
- * host of its sender to the host of its receiver when the two match, so a rank
- * stands where its data is: at its process in host memory (its host endpoint)
- * while the call at hand moves host buffers only and no pending request moves
- * device memory, and next to its GPU otherwise. Between calls it stands where
- * its pending requests want it. A call that only posts requests (MPI_Isend,
- * MPI_Irecv, non-blocking collectives) returns at once, so the only messages
- * that can start during it are its own: it stands where its own buffers are.
- * A rank with pending requests of both kinds stands next to its GPU between
- * calls and in blocking calls (its host-buffer messages that start then take
- * the GPU's route): each call made with both kinds in play is counted and the
+/* Where a rank's messages start and end. SimGrid routes a message between the
+ * hosts its two ends are pinned to, and an end not pinned at the host where its
+ * actor stands when the two sides match. Orrery pins each point-to-point
+ * message's ends where its data is: at the rank's process in host memory (its
+ * host endpoint) for a host buffer, next to its GPU for a device buffer. A
+ * request still waiting for its match when its post returns has its own end
+ * pinned then (pin_request); one that matched during the post started there,
+ * and the posting call stands at its own buffers. So a rank's point-to-point
+ * messages take their buffers' routes whatever else it has pending, and a
+ * blocking MPI_Send is posted and waited on for its eager message, which can
+ * start after the call returns, to be pinned too.
+ * The messages inside collectives are SMPI's own and not pinned: a blocking
+ * collective's messages start in the call, which stands at its buffers (next to
+ * the GPU if any is device memory); a non-blocking collective's start whenever
+ * its peers post theirs, so a call without buffers (a wait, a barrier) and the
+ * time between calls stand where pending non-blocking collectives want it. A call
+ * that stands elsewhere than where a pending non-blocking collective of the other
+ * kind of buffers wants it, or a collective on buffers of both kinds, sends some
+ * messages along the other kind's route: each such call is counted and the
  * run's summary warns of them. */
 static bool is_device(const void* b) {
   const Allocation* a = b == MPI_IN_PLACE ? nullptr : find_allocation(b);
@@ -63,8 +71,10 @@ static bool any_device(std::initializer_list<const void*> buffers) {
   return false;
 }
 
+static sg4::Host* end_of(const Rank& r, bool device) { return device || !r.cpu ? r.device_end : r.cpu; }
+
 static void stand(Rank& r, bool at_process) {
-  sg4::Host* where = at_process && r.cpu ? r.cpu : r.device_end;
+  sg4::Host* where = end_of(r, !at_process);
   if (sg4::this_actor::get_host() != where)
     sg4::this_actor::set_host(where);
 }
@@ -73,18 +83,16 @@ static void settle(Rank& r) { stand(r, r.pending_device == 0 && r.pending_host >
 
 class Placement {  // for the length of one MPI call
  public:
-  Placement(Rank& r, std::initializer_list<const void*> buffers, bool posting = false) : rank_(r) {
-    bool own_device = any_device(buffers);
-    bool host = r.pending_host > 0;
+  /* `pinned`: the call pins its messages' ends itself (point-to-point), so buffers of both
+   * kinds in it send nothing along the wrong route. */
+  Placement(Rank& r, std::initializer_list<const void*> buffers, bool pinned = false) : rank_(r) {
+    bool own_device = any_device(buffers), own_host = false;
     for (const void* b : buffers)
-      host = host || is_host_data(b);
-    bool device = own_device || r.pending_device > 0;
-    if (device && host)
+      own_host = own_host || is_host_data(b);
+    bool at_process = buffers.size() > 0 ? !own_device : r.pending_device == 0 && r.pending_host > 0;
+    if ((at_process ? r.pending_device : r.pending_host) > 0 || (own_device && own_host && !pinned))
       r.stats.mixed_placements++;
-    if (posting && buffers.size() > 0)
-      stand(r, !own_device);
-    else
-      stand(r, (buffers.size() > 0 || r.pending_host > 0) && !device);
+    stand(r, at_process);
   }
   ~Placement() { settle(rank_); }
 
@@ -92,21 +100,79 @@ class Placement {  // for the length of one MPI call
   Rank& rank_;
 };
 
+/* SimGrid's one-sided comms (s4u::Comm::sendto_init) pin a comm's ends with the kernel's
+ * CommImpl::set_source and set_destination. SMPI's comms are kernel comms without an s4u
+ * handle, so the shim calls those two methods on them directly: under the Itanium C++ ABI a
+ * member function takes its object as first argument, and linking against the symbols
+ * checks that libsimgrid has them. */
+namespace simgrid::kernel::activity {
+class CommImpl;
+}
+using simgrid::kernel::activity::CommImpl;
+void* comm_set_source(CommImpl* comm, sg4::Host* from) __asm__("_ZN7simgrid6kernel8activity8CommImpl10set_sourceEPNS_3s4u4HostE");
+void* comm_set_destination(CommImpl* comm, sg4::Host* to) __asm__("_ZN7simgrid6kernel8activity8CommImpl15set_destinationEPNS_3s4u4HostE");
+
+/* The SMPI mailbox a world rank receives in: "SMPI-<pid of its actor>", its actor named by its
+ * rank (smpirun's deployment). The table is built by the first rank that needs it; building
+ * makes simcalls, during which other ranks may come and build their own: the first one done
+ * is kept (a function-local static would see its initialiser re-entered). */
+static sg4::Mailbox* mailbox_of(int world_rank) {
+  static std::vector<sg4::Mailbox*> boxes;
+  if (boxes.empty()) {
+    std::vector<sg4::Mailbox*> b;
+    for (const sg4::ActorPtr& a : sg4::Engine::get_instance()->get_all_actors()) {
+      char* end = nullptr;
+      long rank = strtol(a->get_cname(), &end, 10);
+      if (end == a->get_cname() || *end || rank < 0)
+        continue;
+      if ((size_t)rank >= b.size())
+        b.resize(rank + 1, nullptr);
+      b[rank] = sg4::Mailbox::by_name("SMPI-" + std::to_string(a->get_pid()));
+    }
+    if (boxes.empty())
+      boxes = std::move(b);
+  }
+  if (world_rank < 0 || (size_t)world_rank >= boxes.size() || !boxes[world_rank])
+    fatal("no SMPI mailbox for rank %d", world_rank);
+  return boxes[world_rank];
+}
+
+/* Pins this rank's end of request `rq` where its buffer is (`device`): a receive's destination
+ * (queued in this rank's own mailbox), a send's source (queued in its receiver's). A request
+ * not queued has matched during its post and started from where the post stood. The mailbox
+ * names and iprobe's visiting are SimGrid 3.32's; tests/native/test_paths.py fails when a
+ * pin is missed. */
+static void pin_request(const Rank& r, MPI_Request rq, bool receive, int receiver_world, bool device) {
+  if (rq == MPI_REQUEST_NULL || receiver_world < 0)
+    return;
+  sg4::Host* where = end_of(r, device);
+  // kernel MailboxImpl::iprobe: type 1 visits the queued receives, type 0 the queued sends;
+  // the match function is shown each one's SMPI request and comm, and matches none
+  mailbox_of(receiver_world)->iprobe(receive ? 1 : 0, [&](void*, void* request, CommImpl* comm) {
+    if (request == (void*)rq)
+      receive ? comm_set_destination(comm, where) : comm_set_source(comm, where);
+    return false;
+  }, nullptr);
+}
+
 /* A non-blocking request counts as communication from its post until the
- * wait or test that sees it complete. */
-static void posted(Rank& r, MPI_Request rq, std::initializer_list<const void*> buffers) {
+ * wait or test that sees it complete. One whose ends are not pinned (a
+ * non-blocking collective's) decides where the rank stands meanwhile. */
+static void posted(Rank& r, MPI_Request rq, std::initializer_list<const void*> buffers, bool pinned) {
   if (rq == MPI_REQUEST_NULL)
     return;
   bool device = any_device(buffers);
-  r.requests[(const void*)rq] = Rank::Pending{now(), device};
-  (device ? r.pending_device : r.pending_host)++;
+  r.requests[(const void*)rq] = Rank::Pending{now(), device, !pinned};
+  if (!pinned)
+    (device ? r.pending_device : r.pending_host)++;
 }
 static void completed(Rank& r, MPI_Request rq) {
   auto it = r.requests.find((const void*)rq);
   if (it == r.requests.end())
     return;
   r.stats.comm.add(it->second.posted, now());
-  (it->second.device ? r.pending_device : r.pending_host)--;
+  if (it->second.places)
+    (it->second.device ? r.pending_device : r.pending_host)--;
   r.requests.erase(it);
 }
 
@@ -167,9 +233,9 @@ class Correction {
 #define ORR_MPI_POST(name, params, args, buffers) \
   ORR_EXPORT int MPI_##name params {           \
     MpiScope scope("MPI_" #name);              \
-    Placement at(scope.rank(), {ORR_UNPAREN buffers}, true); \
+    Placement at(scope.rank(), {ORR_UNPAREN buffers}); \
     int rc = PMPI_##name args;                 \
-    posted(scope.rank(), *rq, {ORR_UNPAREN buffers}); \
+    posted(scope.rank(), *rq, {ORR_UNPAREN buffers}, false); \
     return rc;                                 \
   }
 #include "mpi_api.def"
@@ -205,26 +271,27 @@ static int node_of(int world_rank) {
   auto it = nodes.find(world_rank);
   return it == nodes.end() ? -1 : it->second;
 }
-static bool within_node(const Rank& r, int peer, MPI_Comm comm) {
-  if (peer < 0)  // MPI_ANY_SOURCE, MPI_PROC_NULL
-    return false;
-  int world = peer;
-  if (comm != MPI_COMM_WORLD) {
-    int inter = 0;
-    MPI_Group group, everyone;
-    PMPI_Comm_test_inter(comm, &inter);
-    inter ? PMPI_Comm_remote_group(comm, &group) : PMPI_Comm_group(comm, &group);
-    PMPI_Comm_group(MPI_COMM_WORLD, &everyone);
-    PMPI_Group_translate_ranks(group, 1, &peer, everyone, &world);
-    PMPI_Group_free(&group);
-    PMPI_Group_free(&everyone);
-  }
+/* A rank of comm as a rank of MPI_COMM_WORLD; negative for MPI_ANY_SOURCE, MPI_PROC_NULL. */
+static int world_of(int peer, MPI_Comm comm) {
+  if (peer < 0 || comm == MPI_COMM_WORLD)
+    return peer;
+  int inter = 0, world = MPI_UNDEFINED;
+  MPI_Group group, everyone;
+  PMPI_Comm_test_inter(comm, &inter);
+  inter ? PMPI_Comm_remote_group(comm, &group) : PMPI_Comm_group(comm, &group);
+  PMPI_Comm_group(MPI_COMM_WORLD, &everyone);
+  PMPI_Group_translate_ranks(group, 1, &peer, everyone, &world);
+  PMPI_Group_free(&group);
+  PMPI_Group_free(&everyone);
+  return world == MPI_UNDEFINED ? -1 : world;
+}
+static bool within_node(const Rank& r, int world_peer) {
   int here = node_of(r.id);
-  return here >= 0 && world >= 0 && node_of(world) == here;
+  return here >= 0 && world_peer >= 0 && node_of(world_peer) == here;
 }
 
-static bool rendezvous(const MpiPath& p, int count, MPI_Datatype dt) {
-  return message_bytes(count, dt) >= p.eager_threshold;
+static bool rendezvous(const MpiPath& p, double bytes) {
+  return bytes >= p.eager_threshold;
 }
 
 static void software(double seconds) {
@@ -235,77 +302,180 @@ static void software(double seconds) {
 /* The path's gap (machine key gaps.*, LogGP's g and G): after a send of s bytes starts,
  * the rank's next send on the path starts no sooner than gap(s) later; the caller waits
  * until then, as a LogP sender stalls. */
-static void pace(MpiPath& p, bool intra, int count, MPI_Datatype dt) {
+static void pace(MpiPath& p, bool intra, double bytes) {
   double& next = intra ? p.next_intra : p.next_inter;
   if (now() < next)
     sg4::this_actor::sleep_for(next - now());
-  double bytes = message_bytes(count, dt);
   const Segment* seg = segment_for(intra ? p.gap_intra : p.gap_inter, bytes);
   next = seg ? now() + seg->latency_s + bytes / seg->bandwidth : now();
 }
 
-ORR_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm) {
-  MpiScope scope("MPI_Send");
-  Placement at(scope.rank(), {buf});
-  MpiPath& p = path_of(scope.rank(), buf);
-  bool intra = within_node(scope.rank(), dst, comm);
+/* A send's software overhead and gap on its path, charged before it is posted. */
+static void before_send(Rank& r, const void* buf, double bytes, int to_world) {
+  MpiPath& p = path_of(r, buf);
+  bool intra = within_node(r, to_world);
   software(p.send(intra));
-  pace(p, intra, count, dt);
-  return rendezvous(p, count, dt) ? PMPI_Ssend(buf, count, dt, dst, tag, comm) : PMPI_Send(buf, count, dt, dst, tag, comm);
+  pace(p, intra, bytes);
 }
 
+/* Posts a send and pins its source: synchronous when asked (MPI_Ssend, MPI_Issend) or at or
+ * above its path's eager threshold. */
+static int post_send(Rank& r, const void* buf, int count, MPI_Datatype dt, int dst, int to_world, int tag,
+                     MPI_Comm comm, MPI_Request* rq, bool synchronous = false) {
+  stand(r, !is_device(buf));
+  bool sync = synchronous || rendezvous(path_of(r, buf), message_bytes(count, dt));
+  int rc = sync ? PMPI_Issend(buf, count, dt, dst, tag, comm, rq) : PMPI_Isend(buf, count, dt, dst, tag, comm, rq);
+  pin_request(r, *rq, false, to_world, is_device(buf));
+  return rc;
+}
+
+/* Posts a receive and pins its destination. */
+static int post_recv(Rank& r, void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm,
+                     MPI_Request* rq) {
+  stand(r, !is_device(buf));
+  int rc = PMPI_Irecv(buf, count, dt, src, tag, comm, rq);
+  pin_request(r, *rq, true, r.id, is_device(buf));
+  return rc;
+}
+
+static int blocking_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
+                         MPI_Comm comm, bool synchronous) {
+  MpiScope scope(name);
+  Placement at(scope.rank(), {buf}, true);
+  int to = world_of(dst, comm);
+  before_send(scope.rank(), buf, message_bytes(count, dt), to);
+  MPI_Request rq;
+  int rc = post_send(scope.rank(), buf, count, dt, dst, to, tag, comm, &rq, synchronous);
+  return rc == MPI_SUCCESS ? PMPI_Wait(&rq, MPI_STATUS_IGNORE) : rc;
+}
+static int nonblocking_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
+                            MPI_Comm comm, MPI_Request* rq, bool synchronous) {
+  MpiScope scope(name);
+  Placement at(scope.rank(), {buf}, true);
+  int to = world_of(dst, comm);
+  before_send(scope.rank(), buf, message_bytes(count, dt), to);
+  int rc = post_send(scope.rank(), buf, count, dt, dst, to, tag, comm, rq, synchronous);
+  posted(scope.rank(), *rq, {buf}, true);
+  return rc;
+}
+
+ORR_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm) {
+  return blocking_send("MPI_Send", buf, count, dt, dst, tag, comm, false);
+}
+ORR_EXPORT int MPI_Ssend(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm) {
+  return blocking_send("MPI_Ssend", buf, count, dt, dst, tag, comm, true);
+}
 ORR_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
                          MPI_Request* rq) {
-  MpiScope scope("MPI_Isend");
-  Placement at(scope.rank(), {buf}, true);
-  MpiPath& p = path_of(scope.rank(), buf);
-  bool intra = within_node(scope.rank(), dst, comm);
-  software(p.send(intra));
-  pace(p, intra, count, dt);
-  int rc = rendezvous(p, count, dt) ? PMPI_Issend(buf, count, dt, dst, tag, comm, rq)
-                                    : PMPI_Isend(buf, count, dt, dst, tag, comm, rq);
-  posted(scope.rank(), *rq, {buf});
-  return rc;
+  return nonblocking_send("MPI_Isend", buf, count, dt, dst, tag, comm, rq, false);
+}
+ORR_EXPORT int MPI_Issend(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
+                          MPI_Request* rq) {
+  return nonblocking_send("MPI_Issend", buf, count, dt, dst, tag, comm, rq, true);
 }
 
 ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* st) {
   MpiScope scope("MPI_Recv");
-  Placement at(scope.rank(), {buf});
+  Placement at(scope.rank(), {buf}, true);
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE ? &own : st;
   int rc = PMPI_Recv(buf, count, dt, src, tag, comm, status);
-  software(path_of(scope.rank(), buf).recv(within_node(scope.rank(), status->MPI_SOURCE, comm)));
+  software(path_of(scope.rank(), buf).recv(within_node(scope.rank(), world_of(status->MPI_SOURCE, comm))));
   return rc;
 }
 
 ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request* rq) {
   MpiScope scope("MPI_Irecv");
   Placement at(scope.rank(), {buf}, true);
-  software(path_of(scope.rank(), buf).recv(within_node(scope.rank(), src, comm)));  // charged when posted
-  int rc = PMPI_Irecv(buf, count, dt, src, tag, comm, rq);
-  posted(scope.rank(), *rq, {buf});
+  software(path_of(scope.rank(), buf).recv(within_node(scope.rank(), world_of(src, comm))));  // charged when posted
+  int rc = post_recv(scope.rank(), buf, count, dt, src, tag, comm, rq);
+  posted(scope.rank(), *rq, {buf}, true);
   return rc;
 }
 
 ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
                             MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* st) {
   MpiScope scope("MPI_Sendrecv");
-  Placement at(scope.rank(), {sbuf, rbuf});
-  MpiPath& out = path_of(scope.rank(), sbuf);
-  bool intra = within_node(scope.rank(), dst, comm);
-  software(out.send(intra));
-  pace(out, intra, scount, stype);
+  Placement at(scope.rank(), {sbuf, rbuf}, true);
+  int to = world_of(dst, comm);
+  before_send(scope.rank(), sbuf, message_bytes(scount, stype), to);
   MPI_Request rq[2];
   MPI_Status sts[2];
-  PMPI_Irecv(rbuf, rcount, rtype, src, rtag, comm, &rq[0]);
-  if (rendezvous(out, scount, stype))
-    PMPI_Issend(sbuf, scount, stype, dst, stag, comm, &rq[1]);
-  else
-    PMPI_Isend(sbuf, scount, stype, dst, stag, comm, &rq[1]);
+  post_recv(scope.rank(), rbuf, rcount, rtype, src, rtag, comm, &rq[0]);
+  post_send(scope.rank(), sbuf, scount, stype, dst, to, stag, comm, &rq[1]);
   int rc = PMPI_Waitall(2, rq, sts);
   if (st != MPI_STATUS_IGNORE)
     *st = sts[0];
-  software(path_of(scope.rank(), rbuf).recv(within_node(scope.rank(), sts[0].MPI_SOURCE, comm)));
+  software(path_of(scope.rank(), rbuf).recv(within_node(scope.rank(), world_of(sts[0].MPI_SOURCE, comm))));
+  return rc;
+}
+
+/* Persistent requests: each MPI_Start posts the request as MPI_Isend or MPI_Irecv would,
+ * overheads, gap and pinned end included. Its send mode is fixed when it is made. */
+static int persistent_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
+                           MPI_Comm comm, MPI_Request* rq, bool synchronous) {
+  MpiScope scope(name);
+  Rank& r = scope.rank();
+  double bytes = message_bytes(count, dt);
+  synchronous = synchronous || rendezvous(path_of(r, buf), bytes);
+  int rc = synchronous ? PMPI_Ssend_init(buf, count, dt, dst, tag, comm, rq)
+                       : PMPI_Send_init(buf, count, dt, dst, tag, comm, rq);
+  if (rc == MPI_SUCCESS)
+    r.persistent[(const void*)*rq] = Rank::Persistent{buf, bytes, world_of(dst, comm), true};
+  return rc;
+}
+ORR_EXPORT int MPI_Send_init(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
+                             MPI_Request* rq) {
+  return persistent_send("MPI_Send_init", buf, count, dt, dst, tag, comm, rq, false);
+}
+ORR_EXPORT int MPI_Ssend_init(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
+                              MPI_Request* rq) {
+  return persistent_send("MPI_Ssend_init", buf, count, dt, dst, tag, comm, rq, true);
+}
+ORR_EXPORT int MPI_Recv_init(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm,
+                             MPI_Request* rq) {
+  MpiScope scope("MPI_Recv_init");
+  int rc = PMPI_Recv_init(buf, count, dt, src, tag, comm, rq);
+  if (rc == MPI_SUCCESS)
+    scope.rank().persistent[(const void*)*rq] = Rank::Persistent{buf, message_bytes(count, dt), world_of(src, comm), false};
+  return rc;
+}
+
+static int start(Rank& r, MPI_Request* rq) {
+  auto it = r.persistent.find((const void*)*rq);
+  if (it == r.persistent.end())
+    return PMPI_Start(rq);  // a request SMPI made (none is started this way by programs)
+  const Rank::Persistent& p = it->second;
+  if (p.send)
+    before_send(r, p.buf, p.bytes, p.peer_world);
+  else
+    software(path_of(r, p.buf).recv(within_node(r, p.peer_world)));
+  stand(r, !is_device(p.buf));
+  int rc = PMPI_Start(rq);
+  pin_request(r, *rq, !p.send, p.send ? p.peer_world : r.id, is_device(p.buf));
+  posted(r, *rq, {p.buf}, true);
+  return rc;
+}
+ORR_EXPORT int MPI_Start(MPI_Request* rq) {
+  MpiScope scope("MPI_Start");
+  auto it = scope.rank().persistent.find((const void*)*rq);
+  Placement at(scope.rank(), {it == scope.rank().persistent.end() ? nullptr : it->second.buf}, true);
+  return start(scope.rank(), rq);
+}
+ORR_EXPORT int MPI_Startall(int n, MPI_Request rqs[]) {
+  MpiScope scope("MPI_Startall");
+  Placement at(scope.rank(), {}, true);
+  int rc = MPI_SUCCESS;
+  for (int i = 0; i < n && rc == MPI_SUCCESS; i++)
+    rc = start(scope.rank(), &rqs[i]);
+  return rc;
+}
+ORR_EXPORT int MPI_Request_free(MPI_Request* rq) {
+  MpiScope scope("MPI_Request_free");
+  MPI_Request handle = *rq;
+  int rc = PMPI_Request_free(rq);
+  completed(scope.rank(), handle);
+  scope.rank().persistent.erase((const void*)handle);
   return rc;
 }
 

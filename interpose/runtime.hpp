@@ -218,9 +218,17 @@ struct Rank {
   struct Pending {
     double posted;  // simulated time of the post
     bool device;    // moves device memory
+    bool places;    // its ends are not pinned: it decides where the rank stands (mpi.cpp)
   };
   std::map<const void*, Pending> requests;  // pending non-blocking MPI requests
-  int pending_device = 0, pending_host = 0;
+  struct Persistent {  // what MPI_Start needs of a persistent request (mpi.cpp)
+    const void* buf;
+    double bytes;
+    int peer_world;    // its destination or source in MPI_COMM_WORLD (negative: any, none)
+    bool send;
+  };
+  std::map<const void*, Persistent> persistent;
+  int pending_device = 0, pending_host = 0;  // of the requests that place the rank
   Stats stats;
 };
 

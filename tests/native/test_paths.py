@@ -284,21 +284,74 @@ def test_dragonfly_global_link_is_shared(run_program, programs, h100):
             wire(latency, n, 10e9 / 2, h100.mpi.eager_threshold_device), rel=REL)
 
 
-def test_host_messages_with_device_data_in_play_are_counted_and_warned(run_program, programs):
-    """A rank stands at one host at a time: MPI calls that move host buffers while device
-    buffers are in play (pending or in the same call) send those host-buffer messages along
-    the GPU's route. Each such call is counted, and the run says so: never silent."""
+def host_message(m, n: int, nodes: int) -> float:
+    """An n-byte host-buffer message alone: within a node through shared memory, between nodes
+    from memory through the NICs."""
+    p, nic, f = m.pcie, m.nic, m.fabric
+    if nodes == 1:
+        return wire(2 * platform.SHM_LATENCY, n, m.node.host_memcpy_bandwidth, m.mpi.eager_threshold_host)
+    return wire(4 * p.latency + 2 * nic.latency + f.switch_latency, n, min(p.bandwidth, nic.bandwidth),
+                m.mpi.eager_threshold_host)
+
+
+def staged_message(m, n: int) -> float:
+    """An n-byte device message between nodes without GPUDirect RDMA (derived in
+    test_without_gpudirect_rdma_messages_detour_through_the_root_complex)."""
+    o, chunk, p = m.overheads.memcpy, m.gpudirect.staging_chunk, m.pcie
+    fill = o + min(chunk, n + SMPI_ENVELOPE) / p.bandwidth
+    control = gpudirect_latency(m) + 2 * p.latency
+    return control + 2 * fill + 2 * control + (n + SMPI_ENVELOPE) / min(p.bandwidth, m.nic.bandwidth)
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_rank_waiting_on_host_and_device_receives_gets_each_message_by_its_own_route(
+        run_program, programs, h100, nodes):
+    """Rank 0 waits on a host and a device receive at once; rank 1 sends into them after both
+    are posted. Each receive's end is pinned where its buffer is, so the host message ends
+    at rank 0's process and the device message at its GPU: within a node through shared
+    memory and NVLink, between nodes through the NICs from memory and staged through host
+    memory (GPUDirect RDMA off, so that the two routes differ)."""
+    n = 1_000_000
+    layout = (("--gpus-per-node", "2") if nodes == 1 else
+              ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false"))
+    r = run_ok(run_program, programs, "mixed-wait", str(n), nodes=nodes, options=layout)
+    v = r.values()
+    assert v["rank 1 host"] == pytest.approx(host_message(h100, n, nodes), rel=REL)
+    device = (wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
+              if nodes == 1 else staged_message(h100, n))
+    assert v["rank 1 device"] == pytest.approx(device, rel=REL)
+    assert [x["mixed_placement_calls"] for x in r.results["ranks"]] == [0, 0]
+
+
+def test_persistent_requests_are_pinned_at_each_start(run_program, programs, h100):
+    """The same exchange as above with persistent requests (MPI_Recv_init, MPI_Send_init,
+    MPI_Ssend_init, MPI_Startall, MPI_Start), started twice: each start pins its message's
+    end where its buffer is, so both rounds take the host and the device routes."""
+    n = 1_000_000
+    r = run_ok(run_program, programs, "mixed-persistent", str(n), options=("--gpus-per-node", "2"))
+    v = r.values()
+    device = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
+    for round in (0, 1):
+        assert v[f"rank 1 host {round}"] == pytest.approx(host_message(h100, n, 1), rel=REL)
+        assert v[f"rank 1 device {round}"] == pytest.approx(device, rel=REL)
+    assert r.results["ranks"][1]["mpi"]["MPI_Start"]["count"] == 4
+    assert r.results["ranks"][0]["mpi"]["MPI_Startall"]["count"] == 2
+
+
+def test_only_collectives_over_both_kinds_of_buffers_are_counted_and_warned(run_program, programs):
+    """Point-to-point messages are pinned to their buffers' ends, whatever else is pending and
+    whatever the other buffer of a Sendrecv is: none of those calls is counted. A collective's
+    messages are SMPI's own and follow where the rank stands: a device exchange made while a
+    non-blocking collective on host buffers is pending, and an allreduce from a host into a
+    device buffer, send some of them along the other kind's route. Each such call is counted,
+    and the run says so: never silent."""
     r = run_ok(run_program, programs, "mixed", "4096", options=("--gpus-per-node", "2"))
-    # per rank: the device Irecv and Isend posted beside pending host requests, the Waitall
-    # over both kinds, and the Sendrecv from a host to a device buffer; the host-only and
-    # device-only Sendrecvs after them are not counted
-    assert [x["mixed_placement_calls"] for x in r.results["ranks"]] == [4, 4]
-    assert "warning: 8 MPI calls on 2 ranks moved host buffers while device buffers were in play" in r.stdout
+    assert [x["mixed_placement_calls"] for x in r.results["ranks"]] == [2, 2]
+    assert "warning: 4 MPI calls on 2 ranks had collectives over host and device buffers in play" in r.stdout
     for mode in ("sendrecv-host", "isend"):
         pure = run_ok(run_program, programs, mode, "4096", options=("--gpus-per-node", "2"))
         assert [x["mixed_placement_calls"] for x in pure.results["ranks"]] == [0, 0]
         assert "warning" not in pure.stdout
-
 
 
 @pytest.mark.parametrize("nodes", [1, 2])
@@ -311,9 +364,4 @@ def test_a_host_message_posted_with_device_data_pending_takes_the_host_route(run
     layout = (("--gpus-per-node", "2") if nodes == 1 else
               ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false"))
     v = run_ok(run_program, programs, "mixed-post", str(n), nodes=nodes, options=layout).values()
-    p, nic, f = h100.pcie, h100.nic, h100.fabric
-    expected = (wire(2 * platform.SHM_LATENCY, n, h100.node.host_memcpy_bandwidth, h100.mpi.eager_threshold_host)
-                if nodes == 1 else
-                wire(4 * p.latency + 2 * nic.latency + f.switch_latency, n, min(p.bandwidth, nic.bandwidth),
-                     h100.mpi.eager_threshold_host))
-    assert v["rank 1 arrived"] - v["rank 0 sent"] == pytest.approx(expected, rel=REL)
+    assert v["rank 1 arrived"] - v["rank 0 sent"] == pytest.approx(host_message(h100, n, nodes), rel=REL)

@@ -56,8 +56,9 @@ def test_readme_lists_exactly_the_supported_calls():
     cuda = [n for n in re.findall(r"^ORR_CUDA\((\w+),", (SHIM / "cuda_api.def").read_text(), re.M)
             if not n.startswith("__")]
     mpi = ["MPI_" + n for n in re.findall(r"^ORR_MPI(?:_POST|_DATA|_COLL)?\((\w+),", (SHIM / "mpi_api.def").read_text(), re.M)]
-    mpi += ["MPI_Send", "MPI_Isend", "MPI_Recv", "MPI_Irecv", "MPI_Sendrecv",  # written out in mpi.cpp
-            "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Test", "MPI_Testall"]
+    mpi += ["MPI_Send", "MPI_Ssend", "MPI_Isend", "MPI_Issend", "MPI_Recv", "MPI_Irecv",  # written out in mpi.cpp
+            "MPI_Sendrecv", "MPI_Send_init", "MPI_Ssend_init", "MPI_Recv_init", "MPI_Start", "MPI_Startall",
+            "MPI_Request_free", "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Test", "MPI_Testall"]
     section = readme.split("### Supported CUDA calls", 1)[1].split("## Machines", 1)[0]
     listed = set(re.findall(r"\b(cuda[A-Z]\w+|MPI_\w+)\b", section))
     listed -= {"cudaGraphCreate", "cudaErrorMemoryAllocation"}

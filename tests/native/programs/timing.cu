@@ -179,13 +179,13 @@ int main(int argc, char** argv) {
     printf("rank %d nonblocking %.17g\n", rank, MPI_Wtime() - t2);
     free(hs);
     free(hr);
-  } else if (!strcmp(mode, "mixed")) {  // a host and a device message pending at once, then host only
+  } else if (!strcmp(mode, "mixed")) {  // host and device buffers in play at once
     const int peer = rank ^ 1;
     float* r;
     CHECK(cudaMalloc(&r, n));
     char* hs = (char*)malloc(n);
     char* hr = (char*)malloc(n);
-    MPI_Request rq[4];
+    MPI_Request rq[4];  // point-to-point requests of both kinds pending together
     MPI_Irecv(hr, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[0]);
     MPI_Isend(hs, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[1]);
     MPI_Irecv(r, (int)n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq[2]);
@@ -194,6 +194,13 @@ int main(int argc, char** argv) {
     MPI_Sendrecv(hs, (int)n, MPI_BYTE, peer, 3, hr, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Sendrecv(d, (int)n, MPI_BYTE, peer, 4, r, (int)n, MPI_BYTE, peer, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Sendrecv(hs, (int)n, MPI_BYTE, peer, 5, r, (int)n, MPI_BYTE, peer, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    // collectives: a non-blocking one on host buffers pending during a device exchange, then
+    // one from a host to a device buffer
+    MPI_Request c;
+    MPI_Iallreduce(hs, hr, (int)n / 4, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &c);
+    MPI_Sendrecv(d, (int)n, MPI_BYTE, peer, 6, r, (int)n, MPI_BYTE, peer, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Wait(&c, MPI_STATUS_IGNORE);
+    MPI_Allreduce(hs, r, (int)n / 4, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     free(hs);
     free(hr);
     printf("rank %d done\n", rank);
@@ -218,6 +225,70 @@ int main(int argc, char** argv) {
       MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
       printf("rank %d arrived %.17g\n", rank, MPI_Wtime());
       MPI_Send(d, (int)n, MPI_BYTE, 0, 2, MPI_COMM_WORLD);
+    }
+    free(hs);
+    free(hr);
+  } else if (!strcmp(mode, "mixed-wait")) {  // rank 0 waits on a host and a device receive at once;
+    // rank 1 sends into them once both are posted, the host message first
+    const int peer = 1 - rank;
+    float* r;
+    CHECK(cudaMalloc(&r, n));
+    char* hs = (char*)malloc(n);
+    char* hr = (char*)malloc(n);
+    char go = 1;
+    if (rank == 0) {
+      MPI_Request rq[2];
+      MPI_Irecv(hr, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[0]);
+      MPI_Irecv(r, (int)n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq[1]);
+      MPI_Send(&go, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
+      MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+    } else if (rank == 1) {
+      MPI_Recv(&go, 1, MPI_BYTE, 0, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      // at or above the eager thresholds each send is synchronous: it returns as its message arrives
+      const double t0 = MPI_Wtime();
+      MPI_Send(hs, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+      const double t1 = MPI_Wtime();
+      MPI_Send(d, (int)n, MPI_BYTE, 0, 2, MPI_COMM_WORLD);
+      printf("rank 1 host %.17g\n", t1 - t0);
+      printf("rank 1 device %.17g\n", MPI_Wtime() - t1);
+    }
+    free(hs);
+    free(hr);
+  } else if (!strcmp(mode, "mixed-persistent")) {  // mixed-wait with persistent requests, twice
+    const int peer = 1 - rank;
+    float* r;
+    CHECK(cudaMalloc(&r, n));
+    char* hs = (char*)malloc(n);
+    char* hr = (char*)malloc(n);
+    char go = 1;
+    MPI_Request rq[2];
+    if (rank == 0) {
+      MPI_Recv_init(hr, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[0]);
+      MPI_Recv_init(r, (int)n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq[1]);
+    } else if (rank == 1) {
+      MPI_Send_init(hs, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD, &rq[0]);
+      MPI_Ssend_init(d, (int)n, MPI_BYTE, 0, 2, MPI_COMM_WORLD, &rq[1]);
+    }
+    for (int round = 0; round < 2 && rank < 2; round++) {
+      if (rank == 0) {
+        MPI_Startall(2, rq);
+        MPI_Send(&go, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
+        MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+      } else {
+        MPI_Recv(&go, 1, MPI_BYTE, 0, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        const double t0 = MPI_Wtime();
+        MPI_Start(&rq[0]);
+        MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
+        const double t1 = MPI_Wtime();
+        MPI_Start(&rq[1]);
+        MPI_Wait(&rq[1], MPI_STATUS_IGNORE);
+        printf("rank 1 host %d %.17g\n", round, t1 - t0);
+        printf("rank 1 device %d %.17g\n", round, MPI_Wtime() - t1);
+      }
+    }
+    if (rank < 2) {
+      MPI_Request_free(&rq[0]);
+      MPI_Request_free(&rq[1]);
     }
     free(hs);
     free(hr);
