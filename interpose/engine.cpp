@@ -9,6 +9,8 @@
  * cross the platform's PCIe, NVLink or device-memory links). */
 #include "runtime.hpp"
 
+#include <dlfcn.h>
+
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 
 #include <algorithm>
@@ -282,6 +284,10 @@ Rank& rank_self(const char* function) {
   static bool hooked = false;  // once per simulation, not once per rank
   if (!hooked) {
     hooked = true;
+    // every message's ends are pinned where its rank posted it (interpose/smpi_pins.cpp)
+    if (!dlsym(RTLD_DEFAULT, "orrery_smpi_pins"))
+      fatal("liborrery_smpi.so is not loaded: MPI messages would take routes from wherever their ranks "
+            "stand when they match; run programs with `orrery run`, which preloads it into SMPI");
     sg4::Engine::on_simulation_end_cb(write_report);
     install_message_copy();
     install_message_factors();

@@ -20,11 +20,14 @@
 
 using namespace orrery;
 
+static void stand(Rank& r, bool at_process);
+
 namespace {
-class MpiScope {  // times one MPI call of the calling rank
+class MpiScope {  // times one MPI call of the calling rank, which then stands next to its GPU again
  public:
   explicit MpiScope(const char* name) : rank_(rank_self(name)), name_(name), t0_(now()) {}
   ~MpiScope() {
+    stand(rank_, false);
     Tally& t = rank_.stats.mpi[name_];
     t.count++;
     t.time_s += now() - t0_;
@@ -39,26 +42,19 @@ class MpiScope {  // times one MPI call of the calling rank
 };
 }  // namespace
 
-/* Where a rank's messages start and end. SimGrid routes a message between the
- * hosts its two ends are pinned to, and an end not pinned at the host where its
- * actor stands when the two sides match. Orrery pins each point-to-point
- * message's ends where its data is: at the rank's process in host memory (its
- * host endpoint) for a host buffer, next to its GPU for a device buffer. A
- * request still waiting for its match when its post returns has its own end
- * pinned then (pin_request); one that matched during the post started there,
- * and the posting call stands at its own buffers. So a rank's point-to-point
- * messages take their buffers' routes whatever else it has pending, and a
- * blocking MPI_Send is posted and waited on for its eager message, which can
- * start after the call returns, to be pinned too.
- * The messages inside collectives are SMPI's own and not pinned: a blocking
- * collective's messages start in the call, which stands at its buffers (next to
- * the GPU if any is device memory); a non-blocking collective's start whenever
- * its peers post theirs, so a call without buffers (a wait, a barrier) and the
- * time between calls stand where pending non-blocking collectives want it. A call
- * that stands elsewhere than where a pending non-blocking collective of the other
- * kind of buffers wants it, or a collective on buffers of both kinds, sends some
- * messages along the other kind's route: each such call is counted and the
- * run's summary warns of them. */
+/* Where a rank's messages start and end: each end of every message is pinned
+ * at the host its rank stood on when it posted its side (liborrery_smpi.so,
+ * interpose/smpi_pins.cpp). So an MPI call stands where the data it moves is:
+ * at the rank's process in host memory (its host endpoint) for host buffers,
+ * next to its GPU for device memory, and a point-to-point call that moves both
+ * kinds (MPI_Sendrecv) stands at each buffer as it posts its side. Whatever
+ * else is pending, whenever the peer posts, each point-to-point message takes
+ * its buffers' route. A collective stands next to the GPU if any of its
+ * buffers is device memory, and its messages all take the route of where it
+ * stands: one over buffers of both kinds sends its host data along the GPU's
+ * route; each such call is counted and the run's summary warns of them. A call
+ * without buffers (a barrier, a wait) stands next to the GPU, and so does a rank
+ * between calls, where MPI calls the shim does not wrap run. */
 static bool is_device(const void* b) {
   const Allocation* a = b == MPI_IN_PLACE ? nullptr : find_allocation(b);
   return a && a->device;
@@ -71,108 +67,34 @@ static bool any_device(std::initializer_list<const void*> buffers) {
   return false;
 }
 
-static sg4::Host* end_of(const Rank& r, bool device) { return device || !r.cpu ? r.device_end : r.cpu; }
-
 static void stand(Rank& r, bool at_process) {
-  sg4::Host* where = end_of(r, !at_process);
+  sg4::Host* where = at_process && r.cpu ? r.cpu : r.device_end;
   if (sg4::this_actor::get_host() != where)
     sg4::this_actor::set_host(where);
 }
 
-static void settle(Rank& r) { stand(r, r.pending_device == 0 && r.pending_host > 0); }
-
-class Placement {  // for the length of one MPI call
- public:
-  /* `pinned`: the call pins its messages' ends itself (point-to-point), so buffers of both
-   * kinds in it send nothing along the wrong route. */
-  Placement(Rank& r, std::initializer_list<const void*> buffers, bool pinned = false) : rank_(r) {
-    bool own_device = any_device(buffers), own_host = false;
-    for (const void* b : buffers)
-      own_host = own_host || is_host_data(b);
-    bool at_process = buffers.size() > 0 ? !own_device : r.pending_device == 0 && r.pending_host > 0;
-    if ((at_process ? r.pending_device : r.pending_host) > 0 || (own_device && own_host && !pinned))
-      r.stats.mixed_placements++;
-    stand(r, at_process);
-  }
-  ~Placement() { settle(rank_); }
-
- private:
-  Rank& rank_;
-};
-
-/* SimGrid's one-sided comms (s4u::Comm::sendto_init) pin a comm's ends with the kernel's
- * CommImpl::set_source and set_destination. SMPI's comms are kernel comms without an s4u
- * handle, so the shim calls those two methods on them directly: under the Itanium C++ ABI a
- * member function takes its object as first argument, and linking against the symbols
- * checks that libsimgrid has them. */
-namespace simgrid::kernel::activity {
-class CommImpl;
-}
-using simgrid::kernel::activity::CommImpl;
-void* comm_set_source(CommImpl* comm, sg4::Host* from) __asm__("_ZN7simgrid6kernel8activity8CommImpl10set_sourceEPNS_3s4u4HostE");
-void* comm_set_destination(CommImpl* comm, sg4::Host* to) __asm__("_ZN7simgrid6kernel8activity8CommImpl15set_destinationEPNS_3s4u4HostE");
-
-/* The SMPI mailbox a world rank receives in: "SMPI-<pid of its actor>", its actor named by its
- * rank (smpirun's deployment). The table is built by the first rank that needs it; building
- * makes simcalls, during which other ranks may come and build their own: the first one done
- * is kept (a function-local static would see its initialiser re-entered). */
-static sg4::Mailbox* mailbox_of(int world_rank) {
-  static std::vector<sg4::Mailbox*> boxes;
-  if (boxes.empty()) {
-    std::vector<sg4::Mailbox*> b;
-    for (const sg4::ActorPtr& a : sg4::Engine::get_instance()->get_all_actors()) {
-      char* end = nullptr;
-      long rank = strtol(a->get_cname(), &end, 10);
-      if (end == a->get_cname() || *end || rank < 0)
-        continue;
-      if ((size_t)rank >= b.size())
-        b.resize(rank + 1, nullptr);
-      b[rank] = sg4::Mailbox::by_name("SMPI-" + std::to_string(a->get_pid()));
-    }
-    if (boxes.empty())
-      boxes = std::move(b);
-  }
-  if (world_rank < 0 || (size_t)world_rank >= boxes.size() || !boxes[world_rank])
-    fatal("no SMPI mailbox for rank %d", world_rank);
-  return boxes[world_rank];
-}
-
-/* Pins this rank's end of request `rq` where its buffer is (`device`): a receive's destination
- * (queued in this rank's own mailbox), a send's source (queued in its receiver's). A request
- * not queued has matched during its post and started from where the post stood. The mailbox
- * names and iprobe's visiting are SimGrid 3.32's; tests/native/test_paths.py fails when a
- * pin is missed. */
-static void pin_request(const Rank& r, MPI_Request rq, bool receive, int receiver_world, bool device) {
-  if (rq == MPI_REQUEST_NULL || receiver_world < 0)
-    return;
-  sg4::Host* where = end_of(r, device);
-  // kernel MailboxImpl::iprobe: type 1 visits the queued receives, type 0 the queued sends;
-  // the match function is shown each one's SMPI request and comm, and matches none
-  mailbox_of(receiver_world)->iprobe(receive ? 1 : 0, [&](void*, void* request, CommImpl* comm) {
-    if (request == (void*)rq)
-      receive ? comm_set_destination(comm, where) : comm_set_source(comm, where);
-    return false;
-  }, nullptr);
+/* Stands a rank for one MPI call. `per_buffer`: the call stands at each buffer as it posts
+ * that buffer's message (point-to-point), so buffers of both kinds in it are not counted. */
+static void place(Rank& r, std::initializer_list<const void*> buffers, bool per_buffer = false) {
+  bool own_device = any_device(buffers), own_host = false;
+  for (const void* b : buffers)
+    own_host = own_host || is_host_data(b);
+  if (own_device && own_host && !per_buffer)
+    r.stats.mixed_placements++;
+  stand(r, buffers.size() > 0 && !own_device);
 }
 
 /* A non-blocking request counts as communication from its post until the
- * wait or test that sees it complete. One whose ends are not pinned (a
- * non-blocking collective's) decides where the rank stands meanwhile. */
-static void posted(Rank& r, MPI_Request rq, std::initializer_list<const void*> buffers, bool pinned) {
-  if (rq == MPI_REQUEST_NULL)
-    return;
-  bool device = any_device(buffers);
-  r.requests[(const void*)rq] = Rank::Pending{now(), device, !pinned};
-  if (!pinned)
-    (device ? r.pending_device : r.pending_host)++;
+ * wait or test that sees it complete. */
+static void posted(Rank& r, MPI_Request rq) {
+  if (rq != MPI_REQUEST_NULL)
+    r.requests[(const void*)rq] = now();
 }
 static void completed(Rank& r, MPI_Request rq) {
   auto it = r.requests.find((const void*)rq);
   if (it == r.requests.end())
     return;
-  r.stats.comm.add(it->second.posted, now());
-  if (it->second.places)
-    (it->second.device ? r.pending_device : r.pending_host)--;
+  r.stats.comm.add(it->second, now());
   r.requests.erase(it);
 }
 
@@ -219,23 +141,23 @@ class Correction {
 #define ORR_MPI_DATA(name, params, args, buffers) \
   ORR_EXPORT int MPI_##name params {           \
     MpiScope scope("MPI_" #name);              \
-    Placement at(scope.rank(), {ORR_UNPAREN buffers}); \
+    place(scope.rank(), {ORR_UNPAREN buffers}); \
     return PMPI_##name args;                   \
   }
 #define ORR_UNPAREN(...) __VA_ARGS__
 #define ORR_MPI_COLL(name, params, args, buffers, size) \
   ORR_EXPORT int MPI_##name params {           \
     MpiScope scope("MPI_" #name);              \
-    Placement at(scope.rank(), {ORR_UNPAREN buffers}); \
+    place(scope.rank(), {ORR_UNPAREN buffers}); \
     Correction fix(#name, message_bytes size, {ORR_UNPAREN buffers}); \
     return PMPI_##name args;                   \
   }
 #define ORR_MPI_POST(name, params, args, buffers) \
   ORR_EXPORT int MPI_##name params {           \
     MpiScope scope("MPI_" #name);              \
-    Placement at(scope.rank(), {ORR_UNPAREN buffers}); \
+    place(scope.rank(), {ORR_UNPAREN buffers}); \
     int rc = PMPI_##name args;                 \
-    posted(scope.rank(), *rq, {ORR_UNPAREN buffers}, false); \
+    posted(scope.rank(), *rq); \
     return rc;                                 \
   }
 #include "mpi_api.def"
@@ -318,44 +240,39 @@ static void before_send(Rank& r, const void* buf, double bytes, int to_world) {
   pace(p, intra, bytes);
 }
 
-/* Posts a send and pins its source: synchronous when asked (MPI_Ssend, MPI_Issend) or at or
- * above its path's eager threshold. */
-static int post_send(Rank& r, const void* buf, int count, MPI_Datatype dt, int dst, int to_world, int tag,
-                     MPI_Comm comm, MPI_Request* rq, bool synchronous = false) {
+/* Posts a send from where its buffer is: synchronous when asked (MPI_Ssend, MPI_Issend) or at
+ * or above its path's eager threshold. */
+static int post_send(Rank& r, const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
+                     MPI_Request* rq, bool synchronous = false) {
   stand(r, !is_device(buf));
   bool sync = synchronous || rendezvous(path_of(r, buf), message_bytes(count, dt));
-  int rc = sync ? PMPI_Issend(buf, count, dt, dst, tag, comm, rq) : PMPI_Isend(buf, count, dt, dst, tag, comm, rq);
-  pin_request(r, *rq, false, to_world, is_device(buf));
-  return rc;
+  return sync ? PMPI_Issend(buf, count, dt, dst, tag, comm, rq) : PMPI_Isend(buf, count, dt, dst, tag, comm, rq);
 }
 
-/* Posts a receive and pins its destination. */
+/* Posts a receive where its buffer is. */
 static int post_recv(Rank& r, void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm,
                      MPI_Request* rq) {
   stand(r, !is_device(buf));
-  int rc = PMPI_Irecv(buf, count, dt, src, tag, comm, rq);
-  pin_request(r, *rq, true, r.id, is_device(buf));
-  return rc;
+  return PMPI_Irecv(buf, count, dt, src, tag, comm, rq);
 }
 
 static int blocking_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
                          MPI_Comm comm, bool synchronous) {
   MpiScope scope(name);
-  Placement at(scope.rank(), {buf}, true);
+  place(scope.rank(), {buf}, true);
   int to = world_of(dst, comm);
   before_send(scope.rank(), buf, message_bytes(count, dt), to);
-  MPI_Request rq;
-  int rc = post_send(scope.rank(), buf, count, dt, dst, to, tag, comm, &rq, synchronous);
-  return rc == MPI_SUCCESS ? PMPI_Wait(&rq, MPI_STATUS_IGNORE) : rc;
+  bool sync = synchronous || rendezvous(path_of(scope.rank(), buf), message_bytes(count, dt));
+  return sync ? PMPI_Ssend(buf, count, dt, dst, tag, comm) : PMPI_Send(buf, count, dt, dst, tag, comm);
 }
 static int nonblocking_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
                             MPI_Comm comm, MPI_Request* rq, bool synchronous) {
   MpiScope scope(name);
-  Placement at(scope.rank(), {buf}, true);
+  place(scope.rank(), {buf}, true);
   int to = world_of(dst, comm);
   before_send(scope.rank(), buf, message_bytes(count, dt), to);
-  int rc = post_send(scope.rank(), buf, count, dt, dst, to, tag, comm, rq, synchronous);
-  posted(scope.rank(), *rq, {buf}, true);
+  int rc = post_send(scope.rank(), buf, count, dt, dst, tag, comm, rq, synchronous);
+  posted(scope.rank(), *rq);
   return rc;
 }
 
@@ -376,7 +293,7 @@ ORR_EXPORT int MPI_Issend(const void* buf, int count, MPI_Datatype dt, int dst, 
 
 ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* st) {
   MpiScope scope("MPI_Recv");
-  Placement at(scope.rank(), {buf}, true);
+  place(scope.rank(), {buf}, true);
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE ? &own : st;
   int rc = PMPI_Recv(buf, count, dt, src, tag, comm, status);
@@ -386,23 +303,23 @@ ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag,
 
 ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request* rq) {
   MpiScope scope("MPI_Irecv");
-  Placement at(scope.rank(), {buf}, true);
+  place(scope.rank(), {buf}, true);
   software(path_of(scope.rank(), buf).recv(within_node(scope.rank(), world_of(src, comm))));  // charged when posted
   int rc = post_recv(scope.rank(), buf, count, dt, src, tag, comm, rq);
-  posted(scope.rank(), *rq, {buf}, true);
+  posted(scope.rank(), *rq);
   return rc;
 }
 
 ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
                             MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* st) {
   MpiScope scope("MPI_Sendrecv");
-  Placement at(scope.rank(), {sbuf, rbuf}, true);
+  place(scope.rank(), {sbuf, rbuf}, true);
   int to = world_of(dst, comm);
   before_send(scope.rank(), sbuf, message_bytes(scount, stype), to);
   MPI_Request rq[2];
   MPI_Status sts[2];
   post_recv(scope.rank(), rbuf, rcount, rtype, src, rtag, comm, &rq[0]);
-  post_send(scope.rank(), sbuf, scount, stype, dst, to, stag, comm, &rq[1]);
+  post_send(scope.rank(), sbuf, scount, stype, dst, stag, comm, &rq[1]);
   int rc = PMPI_Waitall(2, rq, sts);
   if (st != MPI_STATUS_IGNORE)
     *st = sts[0];
@@ -452,19 +369,18 @@ static int start(Rank& r, MPI_Request* rq) {
     software(path_of(r, p.buf).recv(within_node(r, p.peer_world)));
   stand(r, !is_device(p.buf));
   int rc = PMPI_Start(rq);
-  pin_request(r, *rq, !p.send, p.send ? p.peer_world : r.id, is_device(p.buf));
-  posted(r, *rq, {p.buf}, true);
+  posted(r, *rq);
   return rc;
 }
 ORR_EXPORT int MPI_Start(MPI_Request* rq) {
   MpiScope scope("MPI_Start");
   auto it = scope.rank().persistent.find((const void*)*rq);
-  Placement at(scope.rank(), {it == scope.rank().persistent.end() ? nullptr : it->second.buf}, true);
+  place(scope.rank(), {it == scope.rank().persistent.end() ? nullptr : it->second.buf}, true);
   return start(scope.rank(), rq);
 }
 ORR_EXPORT int MPI_Startall(int n, MPI_Request rqs[]) {
   MpiScope scope("MPI_Startall");
-  Placement at(scope.rank(), {}, true);
+  place(scope.rank(), {}, true);
   int rc = MPI_SUCCESS;
   for (int i = 0; i < n && rc == MPI_SUCCESS; i++)
     rc = start(scope.rank(), &rqs[i]);
@@ -481,7 +397,7 @@ ORR_EXPORT int MPI_Request_free(MPI_Request* rq) {
 
 ORR_EXPORT int MPI_Wait(MPI_Request* rq, MPI_Status* st) {
   MpiScope scope("MPI_Wait");
-  Placement at(scope.rank(), {});
+  place(scope.rank(), {});
   MPI_Request handle = *rq;
   int rc = PMPI_Wait(rq, st);
   completed(scope.rank(), handle);
@@ -490,7 +406,7 @@ ORR_EXPORT int MPI_Wait(MPI_Request* rq, MPI_Status* st) {
 
 ORR_EXPORT int MPI_Waitall(int n, MPI_Request rqs[], MPI_Status sts[]) {
   MpiScope scope("MPI_Waitall");
-  Placement at(scope.rank(), {});
+  place(scope.rank(), {});
   std::vector<MPI_Request> handles(rqs, rqs + n);
   int rc = PMPI_Waitall(n, rqs, sts);
   for (MPI_Request h : handles)
@@ -500,7 +416,7 @@ ORR_EXPORT int MPI_Waitall(int n, MPI_Request rqs[], MPI_Status sts[]) {
 
 ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st) {
   MpiScope scope("MPI_Waitany");
-  Placement at(scope.rank(), {});
+  place(scope.rank(), {});
   std::vector<MPI_Request> handles(rqs, rqs + n);
   int rc = PMPI_Waitany(n, rqs, index, st);
   if (*index != MPI_UNDEFINED)
@@ -510,7 +426,7 @@ ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st)
 
 ORR_EXPORT int MPI_Test(MPI_Request* rq, int* flag, MPI_Status* st) {
   MpiScope scope("MPI_Test");
-  Placement at(scope.rank(), {});
+  place(scope.rank(), {});
   MPI_Request handle = *rq;
   int rc = PMPI_Test(rq, flag, st);
   if (*flag)
@@ -520,7 +436,7 @@ ORR_EXPORT int MPI_Test(MPI_Request* rq, int* flag, MPI_Status* st) {
 
 ORR_EXPORT int MPI_Testall(int n, MPI_Request* rqs, int* flag, MPI_Status* sts) {
   MpiScope scope("MPI_Testall");
-  Placement at(scope.rank(), {});
+  place(scope.rank(), {});
   std::vector<MPI_Request> handles(rqs, rqs + n);
   int rc = PMPI_Testall(n, rqs, flag, sts);
   if (*flag)

@@ -215,12 +215,7 @@ struct Rank {
   dim3 cfg_grid{1, 1, 1}, cfg_block{1, 1, 1};
   size_t cfg_shmem = 0;
   cudaStream_t cfg_stream = nullptr;
-  struct Pending {
-    double posted;  // simulated time of the post
-    bool device;    // moves device memory
-    bool places;    // its ends are not pinned: it decides where the rank stands (mpi.cpp)
-  };
-  std::map<const void*, Pending> requests;  // pending non-blocking MPI requests
+  std::map<const void*, double> requests;  // pending non-blocking MPI requests: simulated time of the post
   struct Persistent {  // what MPI_Start needs of a persistent request (mpi.cpp)
     const void* buf;
     double bytes;
@@ -228,7 +223,6 @@ struct Rank {
     bool send;
   };
   std::map<const void*, Persistent> persistent;
-  int pending_device = 0, pending_host = 0;  // of the requests that place the rank
   Stats stats;
 };
 

@@ -9,10 +9,12 @@ from .errors import OrreryError
 
 
 def lib_dir() -> Path:
-    """The folder holding the stand-in libcudart.so.13 (installed with the package)."""
+    """The folder holding the stand-in libcudart.so.13 and liborrery_smpi.so (installed with
+    the package)."""
     d = Path(str(resources.files("orrery") / "lib"))
-    if not (d / "libcudart.so.13").is_file():
-        raise OrreryError(
-            f"Orrery's CUDA stand-in is missing from {d}: install the package "
-            "(pip install .) rather than running it from the source tree")
+    for name in ("libcudart.so.13", "liborrery_smpi.so"):
+        if not (d / name).is_file():
+            raise OrreryError(
+                f"Orrery's {name} is missing from {d}: install the package "
+                "(pip install .) rather than running it from the source tree")
     return d

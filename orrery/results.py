@@ -41,10 +41,8 @@ class RankResult:
     comm_hidden_s: float  # of which overlapped by its GPU computing
     comm_exposed_s: float  # of which not overlapped
     hidden_fraction: float  # comm_hidden_s / comm_s (0 without communication)
-    # MPI calls in which a collective's messages (not pinned to their buffers' ends, as
-    # point-to-point ones are) may have taken the other kind of buffers' route: a collective
-    # over host and device buffers, or a call made with a non-blocking collective pending on
-    # the other kind (interpose/mpi.cpp)
+    # collectives over host and device buffers: their messages all leave from next to the GPU,
+    # so their host data took the GPU's route (interpose/mpi.cpp)
     mixed_placement_calls: int
     kernels: dict[str, Tally] = field(default_factory=dict)
     copies: dict[str, Tally] = field(default_factory=dict)
@@ -143,8 +141,8 @@ def summary(results: Results) -> str:
     if mixed:
         calls = sum(r.mixed_placement_calls for r in mixed)
         lines.append(f"warning: {calls} MPI calls on {len(mixed)} ranks had collectives over host and device "
-                     "buffers in play: a collective's messages start where the rank stands, so some of them took "
-                     "the other kind of buffers' route (results.json: mixed_placement_calls)")
+                     "buffers: a collective's messages all leave from next to the GPU, so its host data took the "
+                     "GPU's route (results.json: mixed_placement_calls)")
     if results.kernels_without_cost:
         lines.append("kernels without a cost (given the default time; --strict makes this an error):")
         for name, n in results.kernels_without_cost.items():

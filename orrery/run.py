@@ -121,6 +121,14 @@ def run(opts: RunOptions) -> RunOutcome:
 
     cmd = ["smpirun", "-np", str(opts.layout.ranks), "-platform", str(out / "platform.xml"),
            "-hostfile", str(out / "hostfile")]
+    # SMPI's launcher, not the script around it, gets the library that pins every message's
+    # ends where its rank posted it (interpose/smpi_pins.cpp); smpirun splits the wrapper on spaces
+    pins = lib / "liborrery_smpi.so"
+    if " " in str(pins):
+        raise SimulationError(f"Orrery is installed under a path with a space ({lib}): SMPI's launcher "
+                              "cannot preload its library from there; install it elsewhere")
+    preload = os.pathsep.join(p for p in (str(pins), os.environ.get("LD_PRELOAD")) if p)
+    cmd += ["-wrapper", f"env LD_PRELOAD={preload}"]
     cmd += [f"--cfg={c}" for c in SMPI_CONFIG]
     # Every send is eager in SMPI up to the largest eager threshold; the shim
     # turns sends above their own path's threshold into synchronous ones.

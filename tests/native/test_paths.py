@@ -338,16 +338,30 @@ def test_persistent_requests_are_pinned_at_each_start(run_program, programs, h10
     assert r.results["ranks"][0]["mpi"]["MPI_Startall"]["count"] == 2
 
 
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_collective_s_messages_keep_the_route_of_the_call_that_posted_them(run_program, programs, h100, nodes):
+    """Rank 1 enters two host-buffer broadcasts from rank 0 only after rank 0 has moved on to
+    device memory (a device send, then waiting next to its GPU): a non-blocking one, and a
+    blocking one whose eager message rank 0 sent before leaving the call. Each message starts
+    as rank 1 posts its receive, from rank 0's process, where the broadcast was posted: the
+    host route, not the GPU's."""
+    n = 1_000_000
+    layout = (("--gpus-per-node", "2") if nodes == 1 else
+              ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false"))
+    v = run_ok(run_program, programs, "collective-late", str(n), nodes=nodes, options=layout).values()
+    assert v["rank 1 ibcast"] == pytest.approx(host_message(h100, n, nodes), rel=REL)
+    assert v["rank 1 bcast"] == pytest.approx(host_message(h100, 4096, nodes), rel=REL)
+
+
 def test_only_collectives_over_both_kinds_of_buffers_are_counted_and_warned(run_program, programs):
-    """Point-to-point messages are pinned to their buffers' ends, whatever else is pending and
-    whatever the other buffer of a Sendrecv is: none of those calls is counted. A collective's
-    messages are SMPI's own and follow where the rank stands: a device exchange made while a
-    non-blocking collective on host buffers is pending, and an allreduce from a host into a
-    device buffer, send some of them along the other kind's route. Each such call is counted,
-    and the run says so: never silent."""
+    """Every message is pinned where its rank posted it: point-to-point calls stand at each
+    buffer as they post it, whatever else is pending, and none is counted. A collective's
+    messages all leave from where the call stands: an allreduce from a host into a device
+    buffer sends its host data along the GPU's route. Each such call is counted, and the run
+    says so: never silent."""
     r = run_ok(run_program, programs, "mixed", "4096", options=("--gpus-per-node", "2"))
-    assert [x["mixed_placement_calls"] for x in r.results["ranks"]] == [2, 2]
-    assert "warning: 4 MPI calls on 2 ranks had collectives over host and device buffers in play" in r.stdout
+    assert [x["mixed_placement_calls"] for x in r.results["ranks"]] == [1, 1]
+    assert "warning: 2 MPI calls on 2 ranks had collectives over host and device buffers" in r.stdout
     for mode in ("sendrecv-host", "isend"):
         pure = run_ok(run_program, programs, mode, "4096", options=("--gpus-per-node", "2"))
         assert [x["mixed_placement_calls"] for x in pure.results["ranks"]] == [0, 0]

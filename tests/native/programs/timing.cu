@@ -194,8 +194,8 @@ int main(int argc, char** argv) {
     MPI_Sendrecv(hs, (int)n, MPI_BYTE, peer, 3, hr, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Sendrecv(d, (int)n, MPI_BYTE, peer, 4, r, (int)n, MPI_BYTE, peer, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Sendrecv(hs, (int)n, MPI_BYTE, peer, 5, r, (int)n, MPI_BYTE, peer, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    // collectives: a non-blocking one on host buffers pending during a device exchange, then
-    // one from a host to a device buffer
+    // a non-blocking collective on host buffers pending during a device exchange, then a
+    // collective from a host to a device buffer
     MPI_Request c;
     MPI_Iallreduce(hs, hr, (int)n / 4, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &c);
     MPI_Sendrecv(d, (int)n, MPI_BYTE, peer, 6, r, (int)n, MPI_BYTE, peer, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -292,6 +292,35 @@ int main(int argc, char** argv) {
     }
     free(hs);
     free(hr);
+  } else if (!strcmp(mode, "collective-late")) {  // rank 1 enters host-buffer broadcasts from rank 0
+    // once rank 0 has moved on to device memory: a non-blocking one of n bytes, then a blocking
+    // one of 4 KiB, whose eager message rank 0 sends before it leaves the call
+    float* r;
+    CHECK(cudaMalloc(&r, n));
+    char* h = (char*)malloc(n);
+    const int small = 4096;
+    if (rank == 0) {
+      MPI_Request rq;
+      MPI_Ibcast(h, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &rq);
+      MPI_Send(d, 1, MPI_BYTE, 1, 1, MPI_COMM_WORLD);  // from device memory: rank 1 may start
+      MPI_Wait(&rq, MPI_STATUS_IGNORE);
+      MPI_Bcast(h, small, MPI_BYTE, 0, MPI_COMM_WORLD);
+      MPI_Send(d, 1, MPI_BYTE, 1, 2, MPI_COMM_WORLD);
+      MPI_Barrier(MPI_COMM_WORLD);
+    } else if (rank == 1) {
+      MPI_Request rq;
+      MPI_Recv(r, 1, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      const double t0 = MPI_Wtime();
+      MPI_Ibcast(h, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &rq);
+      MPI_Wait(&rq, MPI_STATUS_IGNORE);
+      printf("rank 1 ibcast %.17g\n", MPI_Wtime() - t0);
+      MPI_Recv(r, 1, MPI_BYTE, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      const double t1 = MPI_Wtime();
+      MPI_Bcast(h, small, MPI_BYTE, 0, MPI_COMM_WORLD);
+      printf("rank 1 bcast %.17g\n", MPI_Wtime() - t1);
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+    free(h);
   } else if (!strcmp(mode, "sendrecv")) {  // device buffers between rank pairs (0,1), (2,3), ...
     const int peer = rank ^ 1;
     float* r;
