@@ -22,6 +22,24 @@ static void on_host(void* counter) { ++*(int*)counter; }
     }                                                                               \
   } while (0)
 
+/* For the modes that move host and device buffers at once: a device receive buffer and host
+ * send and receive buffers of n bytes. */
+struct Mixed {
+  float* r;
+  char* hs;
+  char* hr;
+};
+static Mixed mixed_buffers(size_t n) {
+  Mixed m;
+  if (cudaMalloc(&m.r, n) != cudaSuccess) {
+    fprintf(stderr, "cudaMalloc of %zu bytes failed\n", n);
+    exit(1);
+  }
+  m.hs = (char*)malloc(n);
+  m.hr = (char*)malloc(n);
+  return m;
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank, size;
@@ -181,10 +199,7 @@ int main(int argc, char** argv) {
     free(hr);
   } else if (!strcmp(mode, "mixed")) {  // host and device buffers in play at once
     const int peer = rank ^ 1;
-    float* r;
-    CHECK(cudaMalloc(&r, n));
-    char* hs = (char*)malloc(n);
-    char* hr = (char*)malloc(n);
+    auto [r, hs, hr] = mixed_buffers(n);
     MPI_Request rq[4];  // point-to-point requests of both kinds pending together
     MPI_Irecv(hr, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[0]);
     MPI_Isend(hs, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[1]);
@@ -207,10 +222,7 @@ int main(int argc, char** argv) {
   } else if (!strcmp(mode, "mixed-post")) {  // with a device receive pending, rank 0 sends host data
     // to rank 1, whose receive is posted already: the message starts as rank 0 posts it
     const int peer = 1 - rank;
-    float* r;
-    CHECK(cudaMalloc(&r, n));
-    char* hs = (char*)malloc(n);
-    char* hr = (char*)malloc(n);
+    auto [r, hs, hr] = mixed_buffers(n);
     char go = 1;
     MPI_Request rq[2];
     if (rank == 0) {
@@ -231,10 +243,7 @@ int main(int argc, char** argv) {
   } else if (!strcmp(mode, "mixed-wait")) {  // rank 0 waits on a host and a device receive at once;
     // rank 1 sends into them once both are posted, the host message first
     const int peer = 1 - rank;
-    float* r;
-    CHECK(cudaMalloc(&r, n));
-    char* hs = (char*)malloc(n);
-    char* hr = (char*)malloc(n);
+    auto [r, hs, hr] = mixed_buffers(n);
     char go = 1;
     if (rank == 0) {
       MPI_Request rq[2];
@@ -256,10 +265,7 @@ int main(int argc, char** argv) {
     free(hr);
   } else if (!strcmp(mode, "mixed-persistent")) {  // mixed-wait with persistent requests, twice
     const int peer = 1 - rank;
-    float* r;
-    CHECK(cudaMalloc(&r, n));
-    char* hs = (char*)malloc(n);
-    char* hr = (char*)malloc(n);
+    auto [r, hs, hr] = mixed_buffers(n);
     char go = 1;
     MPI_Request rq[2];
     if (rank == 0) {
