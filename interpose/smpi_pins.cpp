@@ -114,9 +114,10 @@ void request_start(void* self) {
   auto it = g_requests.find(self);
   if (it == g_requests.end())
     return;
-  pin(self, it->second);
-  if (!it->second.persistent)
+  const Posted posted = it->second;  // pin() makes a simcall, during which other ranks change the table
+  if (!posted.persistent)
     g_requests.erase(it);
+  pin(self, posted);
 }
 
 // static void simgrid::smpi::Request::unref(MPI_Request*): forget a request it frees
