@@ -240,13 +240,26 @@ static void before_send(Rank& r, const void* buf, double bytes, int to_world) {
   pace(p, intra, bytes);
 }
 
-/* Posts a send from where its buffer is: synchronous when asked (MPI_Ssend, MPI_Issend) or at
- * or above its path's eager threshold. */
+/* A send's mode: standard and ready sends are eager below their path's eager threshold and
+ * synchronous (rendezvous) at or above it; synchronous ones always; buffered ones never wait
+ * for the receiver (SMPI copies them out). */
+enum class SendMode { Standard, Synchronous, Buffered };
+
+static SendMode mode_for(Rank& r, const void* buf, int count, MPI_Datatype dt, SendMode mode) {
+  if (mode == SendMode::Standard && rendezvous(path_of(r, buf), message_bytes(count, dt)))
+    return SendMode::Synchronous;
+  return mode;
+}
+
+/* Posts a send from where its buffer is. */
 static int post_send(Rank& r, const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
-                     MPI_Request* rq, bool synchronous = false) {
+                     MPI_Request* rq, SendMode mode = SendMode::Standard) {
   stand(r, !is_device(buf));
-  bool sync = synchronous || rendezvous(path_of(r, buf), message_bytes(count, dt));
-  return sync ? PMPI_Issend(buf, count, dt, dst, tag, comm, rq) : PMPI_Isend(buf, count, dt, dst, tag, comm, rq);
+  switch (mode_for(r, buf, count, dt, mode)) {
+    case SendMode::Synchronous: return PMPI_Issend(buf, count, dt, dst, tag, comm, rq);
+    case SendMode::Buffered: return PMPI_Ibsend(buf, count, dt, dst, tag, comm, rq);
+    default: return PMPI_Isend(buf, count, dt, dst, tag, comm, rq);
+  }
 }
 
 /* Posts a receive where its buffer is. */
@@ -257,39 +270,43 @@ static int post_recv(Rank& r, void* buf, int count, MPI_Datatype dt, int src, in
 }
 
 static int blocking_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
-                         MPI_Comm comm, bool synchronous) {
+                         MPI_Comm comm, SendMode mode) {
   MpiScope scope(name);
   place(scope.rank(), {buf}, true);
-  int to = world_of(dst, comm);
-  before_send(scope.rank(), buf, message_bytes(count, dt), to);
-  bool sync = synchronous || rendezvous(path_of(scope.rank(), buf), message_bytes(count, dt));
-  return sync ? PMPI_Ssend(buf, count, dt, dst, tag, comm) : PMPI_Send(buf, count, dt, dst, tag, comm);
+  before_send(scope.rank(), buf, message_bytes(count, dt), world_of(dst, comm));
+  switch (mode_for(scope.rank(), buf, count, dt, mode)) {
+    case SendMode::Synchronous: return PMPI_Ssend(buf, count, dt, dst, tag, comm);
+    case SendMode::Buffered: return PMPI_Bsend(buf, count, dt, dst, tag, comm);
+    default: return PMPI_Send(buf, count, dt, dst, tag, comm);
+  }
 }
 static int nonblocking_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
-                            MPI_Comm comm, MPI_Request* rq, bool synchronous) {
+                            MPI_Comm comm, MPI_Request* rq, SendMode mode) {
   MpiScope scope(name);
   place(scope.rank(), {buf}, true);
-  int to = world_of(dst, comm);
-  before_send(scope.rank(), buf, message_bytes(count, dt), to);
-  int rc = post_send(scope.rank(), buf, count, dt, dst, tag, comm, rq, synchronous);
+  before_send(scope.rank(), buf, message_bytes(count, dt), world_of(dst, comm));
+  int rc = post_send(scope.rank(), buf, count, dt, dst, tag, comm, rq, mode);
   posted(scope.rank(), *rq);
   return rc;
 }
 
-ORR_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm) {
-  return blocking_send("MPI_Send", buf, count, dt, dst, tag, comm, false);
-}
-ORR_EXPORT int MPI_Ssend(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm) {
-  return blocking_send("MPI_Ssend", buf, count, dt, dst, tag, comm, true);
-}
-ORR_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
-                         MPI_Request* rq) {
-  return nonblocking_send("MPI_Isend", buf, count, dt, dst, tag, comm, rq, false);
-}
-ORR_EXPORT int MPI_Issend(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
-                          MPI_Request* rq) {
-  return nonblocking_send("MPI_Issend", buf, count, dt, dst, tag, comm, rq, true);
-}
+#define ORR_SEND(name, mode)                                                                            \
+  ORR_EXPORT int MPI_##name(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm) { \
+    return blocking_send("MPI_" #name, buf, count, dt, dst, tag, comm, SendMode::mode);                    \
+  }
+#define ORR_ISEND(name, mode)                                                                           \
+  ORR_EXPORT int MPI_##name(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,  \
+                            MPI_Request* rq) {                                                           \
+    return nonblocking_send("MPI_" #name, buf, count, dt, dst, tag, comm, rq, SendMode::mode);             \
+  }
+ORR_SEND(Send, Standard)
+ORR_SEND(Rsend, Standard)
+ORR_SEND(Ssend, Synchronous)
+ORR_SEND(Bsend, Buffered)
+ORR_ISEND(Isend, Standard)
+ORR_ISEND(Irsend, Standard)
+ORR_ISEND(Issend, Synchronous)
+ORR_ISEND(Ibsend, Buffered)
 
 ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* st) {
   MpiScope scope("MPI_Recv");
@@ -330,25 +347,28 @@ ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, in
 /* Persistent requests: each MPI_Start posts the request as MPI_Isend or MPI_Irecv would,
  * overheads, gap and pinned end included. Its send mode is fixed when it is made. */
 static int persistent_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
-                           MPI_Comm comm, MPI_Request* rq, bool synchronous) {
+                           MPI_Comm comm, MPI_Request* rq, SendMode mode) {
   MpiScope scope(name);
   Rank& r = scope.rank();
-  double bytes = message_bytes(count, dt);
-  synchronous = synchronous || rendezvous(path_of(r, buf), bytes);
-  int rc = synchronous ? PMPI_Ssend_init(buf, count, dt, dst, tag, comm, rq)
-                       : PMPI_Send_init(buf, count, dt, dst, tag, comm, rq);
+  int rc = MPI_SUCCESS;
+  switch (mode_for(r, buf, count, dt, mode)) {
+    case SendMode::Synchronous: rc = PMPI_Ssend_init(buf, count, dt, dst, tag, comm, rq); break;
+    case SendMode::Buffered: rc = PMPI_Bsend_init(buf, count, dt, dst, tag, comm, rq); break;
+    default: rc = PMPI_Send_init(buf, count, dt, dst, tag, comm, rq);
+  }
   if (rc == MPI_SUCCESS)
-    r.persistent[(const void*)*rq] = Rank::Persistent{buf, bytes, world_of(dst, comm), true};
+    r.persistent[(const void*)*rq] = Rank::Persistent{buf, message_bytes(count, dt), world_of(dst, comm), true};
   return rc;
 }
-ORR_EXPORT int MPI_Send_init(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
-                             MPI_Request* rq) {
-  return persistent_send("MPI_Send_init", buf, count, dt, dst, tag, comm, rq, false);
-}
-ORR_EXPORT int MPI_Ssend_init(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
-                              MPI_Request* rq) {
-  return persistent_send("MPI_Ssend_init", buf, count, dt, dst, tag, comm, rq, true);
-}
+#define ORR_SEND_INIT(name, mode)                                                                        \
+  ORR_EXPORT int MPI_##name(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,  \
+                            MPI_Request* rq) {                                                           \
+    return persistent_send("MPI_" #name, buf, count, dt, dst, tag, comm, rq, SendMode::mode);              \
+  }
+ORR_SEND_INIT(Send_init, Standard)
+ORR_SEND_INIT(Rsend_init, Standard)
+ORR_SEND_INIT(Ssend_init, Synchronous)
+ORR_SEND_INIT(Bsend_init, Buffered)
 ORR_EXPORT int MPI_Recv_init(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm,
                              MPI_Request* rq) {
   MpiScope scope("MPI_Recv_init");

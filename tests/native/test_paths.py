@@ -353,6 +353,21 @@ def test_a_collective_s_messages_keep_the_route_of_the_call_that_posted_them(run
     assert v["rank 1 bcast"] == pytest.approx(host_message(h100, 4096, nodes), rel=REL)
 
 
+def test_ready_and_buffered_sends_follow_the_host_path(run_program, programs, h100):
+    """Rank 1 stands next to its GPU between calls; its ready and buffered sends of host data
+    still leave from its process (shared memory within the node). The 1 MB ready send is at or
+    above the eager threshold, so, as a standard send, it is synchronous: it returns as its
+    message arrives. The buffered one returns at once; its message arrives as long after."""
+    n = 1_000_000
+    assert n >= h100.mpi.eager_threshold_host
+    v = run_ok(run_program, programs, "send-modes", str(n), options=("--gpus-per-node", "2")).values()
+    alone = host_message(h100, n, 1)
+    assert v["rank 1 rsend returned"] - v["rank 1 rsend sent"] == pytest.approx(alone, rel=REL)
+    assert v["rank 0 rsend arrived"] - v["rank 1 rsend sent"] == pytest.approx(alone, rel=REL)
+    assert v["rank 1 bsend returned"] == pytest.approx(v["rank 1 bsend sent"], abs=1e-15)
+    assert v["rank 0 bsend arrived"] - v["rank 1 bsend sent"] == pytest.approx(alone, rel=REL)
+
+
 def test_only_collectives_over_both_kinds_of_buffers_are_counted_and_warned(run_program, programs):
     """Every message is pinned where its rank posted it: point-to-point calls stand at each
     buffer as they post it, whatever else is pending, and none is counted. A collective's

@@ -327,6 +327,37 @@ int main(int argc, char** argv) {
       MPI_Barrier(MPI_COMM_WORLD);
     }
     free(h);
+  } else if (!strcmp(mode, "send-modes")) {  // rank 1 sends host data to rank 0's posted receives:
+    // a ready send, then a buffered one
+    auto [r, hs, hr] = mixed_buffers(n);
+    char* hr2 = (char*)malloc(n);
+    char go = 1;
+    if (rank == 0) {
+      MPI_Request rq[2];
+      MPI_Irecv(hr, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD, &rq[0]);
+      MPI_Irecv(hr2, (int)n, MPI_BYTE, 1, 2, MPI_COMM_WORLD, &rq[1]);
+      MPI_Send(&go, 1, MPI_BYTE, 1, 3, MPI_COMM_WORLD);
+      MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
+      printf("rank 0 rsend arrived %.17g\n", MPI_Wtime());
+      MPI_Wait(&rq[1], MPI_STATUS_IGNORE);
+      printf("rank 0 bsend arrived %.17g\n", MPI_Wtime());
+    } else if (rank == 1) {
+      MPI_Recv(&go, 1, MPI_BYTE, 0, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      printf("rank 1 rsend sent %.17g\n", MPI_Wtime());
+      MPI_Rsend(hs, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+      printf("rank 1 rsend returned %.17g\n", MPI_Wtime());
+      int space = (int)n + MPI_BSEND_OVERHEAD;
+      char* attached = (char*)malloc(space);
+      MPI_Buffer_attach(attached, space);
+      printf("rank 1 bsend sent %.17g\n", MPI_Wtime());
+      MPI_Bsend(hs, (int)n, MPI_BYTE, 0, 2, MPI_COMM_WORLD);
+      printf("rank 1 bsend returned %.17g\n", MPI_Wtime());
+      MPI_Buffer_detach(&attached, &space);
+      free(attached);
+    }
+    free(hs);
+    free(hr);
+    free(hr2);
   } else if (!strcmp(mode, "sendrecv")) {  // device buffers between rank pairs (0,1), (2,3), ...
     const int peer = rank ^ 1;
     float* r;
