@@ -107,9 +107,20 @@ def _config_lines(opts: RunOptions, out: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _preload(lib: Path) -> str:
+    """smpirun's -wrapper that gives SMPI's launcher, not the script around it, the library that
+    pins every message's ends where its rank posted it (interpose/smpi_pins.cpp)."""
+    preload = [str(lib / "liborrery_smpi.so"), *os.environ.get("LD_PRELOAD", "").split()]
+    if " " in preload[0]:  # smpirun splits the wrapper on spaces
+        raise SimulationError(f"Orrery is installed under a path with a space ({lib}): SMPI's launcher "
+                              "cannot preload its library from there; install it elsewhere")
+    return "env LD_PRELOAD=" + os.pathsep.join(p for p in preload if p)
+
+
 def run(opts: RunOptions) -> RunOutcome:
     exe = _check(opts)
     lib = lib_dir()
+    wrapper = _preload(lib)  # before anything is written
     out = opts.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     for stale in ("results.json", "report.tsv", "error.txt"):
@@ -121,14 +132,7 @@ def run(opts: RunOptions) -> RunOutcome:
 
     cmd = ["smpirun", "-np", str(opts.layout.ranks), "-platform", str(out / "platform.xml"),
            "-hostfile", str(out / "hostfile")]
-    # SMPI's launcher, not the script around it, gets the library that pins every message's
-    # ends where its rank posted it (interpose/smpi_pins.cpp); smpirun splits the wrapper on spaces
-    pins = lib / "liborrery_smpi.so"
-    if " " in str(pins):
-        raise SimulationError(f"Orrery is installed under a path with a space ({lib}): SMPI's launcher "
-                              "cannot preload its library from there; install it elsewhere")
-    preload = os.pathsep.join(p for p in (str(pins), os.environ.get("LD_PRELOAD")) if p)
-    cmd += ["-wrapper", f"env LD_PRELOAD={preload}"]
+    cmd += ["-wrapper", wrapper]
     cmd += [f"--cfg={c}" for c in SMPI_CONFIG]
     # Every send is eager in SMPI up to the largest eager threshold; the shim
     # turns sends above their own path's threshold into synchronous ones.
