@@ -294,19 +294,20 @@ static int nonblocking_send(const char* name, const void* buf, int count, MPI_Da
   ORR_EXPORT int MPI_##name(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm) { \
     return blocking_send("MPI_" #name, buf, count, dt, dst, tag, comm, SendMode::mode);                    \
   }
-#define ORR_ISEND(name, mode)                                                                           \
+// a send that makes a request: `make` is nonblocking_send or persistent_send (below)
+#define ORR_SEND_REQUEST(name, make, mode)                                                              \
   ORR_EXPORT int MPI_##name(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,  \
                             MPI_Request* rq) {                                                           \
-    return nonblocking_send("MPI_" #name, buf, count, dt, dst, tag, comm, rq, SendMode::mode);             \
+    return make("MPI_" #name, buf, count, dt, dst, tag, comm, rq, SendMode::mode);                         \
   }
 ORR_SEND(Send, Standard)
 ORR_SEND(Rsend, Standard)
 ORR_SEND(Ssend, Synchronous)
 ORR_SEND(Bsend, Buffered)
-ORR_ISEND(Isend, Standard)
-ORR_ISEND(Irsend, Standard)
-ORR_ISEND(Issend, Synchronous)
-ORR_ISEND(Ibsend, Buffered)
+ORR_SEND_REQUEST(Isend, nonblocking_send, Standard)
+ORR_SEND_REQUEST(Irsend, nonblocking_send, Standard)
+ORR_SEND_REQUEST(Issend, nonblocking_send, Synchronous)
+ORR_SEND_REQUEST(Ibsend, nonblocking_send, Buffered)
 
 ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* st) {
   MpiScope scope("MPI_Recv");
@@ -360,15 +361,10 @@ static int persistent_send(const char* name, const void* buf, int count, MPI_Dat
     r.persistent[(const void*)*rq] = Rank::Persistent{buf, message_bytes(count, dt), world_of(dst, comm), true};
   return rc;
 }
-#define ORR_SEND_INIT(name, mode)                                                                        \
-  ORR_EXPORT int MPI_##name(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,  \
-                            MPI_Request* rq) {                                                           \
-    return persistent_send("MPI_" #name, buf, count, dt, dst, tag, comm, rq, SendMode::mode);              \
-  }
-ORR_SEND_INIT(Send_init, Standard)
-ORR_SEND_INIT(Rsend_init, Standard)
-ORR_SEND_INIT(Ssend_init, Synchronous)
-ORR_SEND_INIT(Bsend_init, Buffered)
+ORR_SEND_REQUEST(Send_init, persistent_send, Standard)
+ORR_SEND_REQUEST(Rsend_init, persistent_send, Standard)
+ORR_SEND_REQUEST(Ssend_init, persistent_send, Synchronous)
+ORR_SEND_REQUEST(Bsend_init, persistent_send, Buffered)
 ORR_EXPORT int MPI_Recv_init(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm,
                              MPI_Request* rq) {
   MpiScope scope("MPI_Recv_init");
