@@ -262,6 +262,12 @@ static int post_send(Rank& r, const void* buf, int count, MPI_Datatype dt, int d
   }
 }
 
+/* A receive's software overhead on its path, from a peer (a rank of MPI_COMM_WORLD; negative:
+ * any source, charged as one between nodes). */
+static void receive_overhead(Rank& r, const void* buf, int from_world) {
+  software(path_of(r, buf).recv(within_node(r, from_world)));
+}
+
 /* Posts a receive where its buffer is. */
 static int post_recv(Rank& r, void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm,
                      MPI_Request* rq) {
@@ -315,14 +321,14 @@ ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag,
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE ? &own : st;
   int rc = PMPI_Recv(buf, count, dt, src, tag, comm, status);
-  software(path_of(scope.rank(), buf).recv(within_node(scope.rank(), world_of(status->MPI_SOURCE, comm))));
+  receive_overhead(scope.rank(), buf, world_of(status->MPI_SOURCE, comm));
   return rc;
 }
 
 ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request* rq) {
   MpiScope scope("MPI_Irecv");
   place(scope.rank(), {buf}, true);
-  software(path_of(scope.rank(), buf).recv(within_node(scope.rank(), world_of(src, comm))));  // charged when posted
+  receive_overhead(scope.rank(), buf, world_of(src, comm));  // charged when posted
   int rc = post_recv(scope.rank(), buf, count, dt, src, tag, comm, rq);
   posted(scope.rank(), *rq);
   return rc;
@@ -341,7 +347,7 @@ ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, in
   int rc = PMPI_Waitall(2, rq, sts);
   if (st != MPI_STATUS_IGNORE)
     *st = sts[0];
-  software(path_of(scope.rank(), rbuf).recv(within_node(scope.rank(), world_of(sts[0].MPI_SOURCE, comm))));
+  receive_overhead(scope.rank(), rbuf, world_of(sts[0].MPI_SOURCE, comm));
   return rc;
 }
 
@@ -377,12 +383,12 @@ ORR_EXPORT int MPI_Recv_init(void* buf, int count, MPI_Datatype dt, int src, int
 static int start(Rank& r, MPI_Request* rq) {
   auto it = r.persistent.find((const void*)*rq);
   if (it == r.persistent.end())
-    return PMPI_Start(rq);  // a request SMPI made (none is started this way by programs)
+    return PMPI_Start(rq);  // not made by the shim's *_init wrappers: SMPI's alone
   const Rank::Persistent& p = it->second;
   if (p.send)
     before_send(r, p.buf, p.bytes, p.peer_world);
   else
-    software(path_of(r, p.buf).recv(within_node(r, p.peer_world)));
+    receive_overhead(r, p.buf, p.peer_world);
   stand(r, !is_device(p.buf));
   int rc = PMPI_Start(rq);
   posted(r, *rq);
@@ -390,8 +396,7 @@ static int start(Rank& r, MPI_Request* rq) {
 }
 ORR_EXPORT int MPI_Start(MPI_Request* rq) {
   MpiScope scope("MPI_Start");
-  auto it = scope.rank().persistent.find((const void*)*rq);
-  place(scope.rank(), {it == scope.rank().persistent.end() ? nullptr : it->second.buf}, true);
+  place(scope.rank(), {}, true);  // start() stands at the request's buffer
   return start(scope.rank(), rq);
 }
 ORR_EXPORT int MPI_Startall(int n, MPI_Request rqs[]) {

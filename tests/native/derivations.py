@@ -47,6 +47,21 @@ def gpudirect_message(h100, n: int) -> float:
                 h100.mpi.eager_threshold_device)
 
 
+def staged_message(h100, n: int) -> float:
+    """An n-byte device message between nodes under one leaf without GPUDirect RDMA: GPU ->
+    switch -> root -> NIC on each side (two more PCIe hops than GPUDirect), and the staging
+    pipeline's fill and drain, one chunk's copy on each side (its issue overhead, the chunk over
+    PCIe), or the whole message's when it is smaller than a chunk; the data then at the narrowest
+    link, while the pipeline moves a chunk per stage faster than that. At or above the eager
+    threshold the rendezvous handshake's control messages take the longer route, not staged."""
+    o, chunk, p = h100.overheads.memcpy, h100.gpudirect.staging_chunk, h100.pcie
+    assert chunk / (o + chunk / p.bandwidth) > min(p.bandwidth, h100.nic.bandwidth)  # not the pipeline's rate
+    fill = o + min(chunk, n + SMPI_ENVELOPE) / p.bandwidth
+    control = gpudirect_latency(h100) + 2 * p.latency
+    handshake = 2 * control if n >= h100.mpi.eager_threshold_device else 0.0
+    return control + 2 * fill + handshake + (n + SMPI_ENVELOPE) / min(p.bandwidth, h100.nic.bandwidth)
+
+
 def run_ok(run_program, programs, *args, options=(), **kw):
     """Run the timing program; one rank on one GPU unless the options say otherwise."""
     if "--gpus-per-node" not in options:

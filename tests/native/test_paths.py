@@ -11,7 +11,7 @@ import pytest
 from orrery import platform
 
 from orrery import machine
-from derivations import REL, SMPI_ENVELOPE, gpudirect_latency, gpudirect_message, run_ok, wire
+from derivations import REL, SMPI_ENVELOPE, gpudirect_latency, gpudirect_message, run_ok, staged_message, wire
 
 pytestmark = pytest.mark.native
 
@@ -118,15 +118,7 @@ def test_without_gpudirect_rdma_messages_detour_through_the_root_complex(run_pro
     off = run_ok(run_program, programs, "sendrecv", str(n), nodes=2,
                  options=(*opts, "--set", "gpudirect.rdma=false")).values()
     assert on["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n), rel=REL)
-    # GPU -> switch -> root -> NIC on each side: two more PCIe hops, and the staging pipeline's
-    # fill and drain: one chunk's copy on each side (its issue overhead, the chunk over PCIe).
-    # The pipeline moves a chunk per stage (51 GB/s here): the NIC stays the bottleneck.
-    # The rendezvous handshake's control messages take the longer route but are not staged.
-    o, chunk, p = h100.overheads.memcpy, h100.gpudirect.staging_chunk, h100.pcie
-    assert chunk / (o + chunk / p.bandwidth) > h100.nic.bandwidth
-    fill = o + chunk / p.bandwidth
-    control = gpudirect_latency(h100) + 2 * p.latency
-    expected = control + 2 * fill + 2 * control + (n + SMPI_ENVELOPE) / min(p.bandwidth, h100.nic.bandwidth)
+    expected = staged_message(h100, n)  # two more PCIe hops each side, the pipeline's fill and drain
     assert off["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
     # through the NIC within a node (mpi.intra_node = "nic"): the same time
     assert staged_within_a_node_through_the_nic(run_program, programs, n) == pytest.approx(expected, rel=REL)
@@ -136,10 +128,8 @@ def test_staged_message_smaller_than_a_chunk_fills_the_pipeline_with_itself(run_
     n = 100_000  # below the 512 KiB chunk
     opts = ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false")
     off = run_ok(run_program, programs, "sendrecv", str(n), nodes=2, options=opts).values()
-    o, p = h100.overheads.memcpy, h100.pcie
-    fill = o + (n + SMPI_ENVELOPE) / p.bandwidth
-    control = gpudirect_latency(h100) + 2 * p.latency  # 100 kB: rendezvous, the handshake not staged
-    expected = control + 2 * fill + 2 * control + (n + SMPI_ENVELOPE) / min(p.bandwidth, h100.nic.bandwidth)
+    assert n + SMPI_ENVELOPE < h100.gpudirect.staging_chunk and n >= h100.mpi.eager_threshold_device
+    expected = staged_message(h100, n)  # the fill and drain are the whole message's copy
     assert off["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
     # through the NIC within a node (mpi.intra_node = "nic"): the same time
     assert staged_within_a_node_through_the_nic(run_program, programs, n) == pytest.approx(expected, rel=REL)
@@ -292,15 +282,6 @@ def host_message(m, n: int, nodes: int) -> float:
         return wire(2 * platform.SHM_LATENCY, n, m.node.host_memcpy_bandwidth, m.mpi.eager_threshold_host)
     return wire(4 * p.latency + 2 * nic.latency + f.switch_latency, n, min(p.bandwidth, nic.bandwidth),
                 m.mpi.eager_threshold_host)
-
-
-def staged_message(m, n: int) -> float:
-    """An n-byte device message between nodes without GPUDirect RDMA (derived in
-    test_without_gpudirect_rdma_messages_detour_through_the_root_complex)."""
-    o, chunk, p = m.overheads.memcpy, m.gpudirect.staging_chunk, m.pcie
-    fill = o + min(chunk, n + SMPI_ENVELOPE) / p.bandwidth
-    control = gpudirect_latency(m) + 2 * p.latency
-    return control + 2 * fill + 2 * control + (n + SMPI_ENVELOPE) / min(p.bandwidth, m.nic.bandwidth)
 
 
 @pytest.mark.parametrize("nodes", [1, 2])
