@@ -436,7 +436,9 @@ static void copy_as_measured(Stream* s, const Op& op, const Segment& seg) {
   double route_bandwidth = INFINITY;
   for (const sg4::Link* l : links)
     route_bandwidth = std::min(route_bandwidth, l->get_bandwidth());
-  double moved = seg.bandwidth < route_bandwidth ? (double)op.bytes * route_bandwidth / seg.bandwidth : op.bytes;
+  // a negative latency (a segment whose time grows faster than the size) shortens the data term
+  double bytes = (double)op.bytes + std::min(seg.latency_s, 0.0) * seg.bandwidth;
+  double moved = seg.bandwidth < route_bandwidth ? bytes * route_bandwidth / seg.bandwidth : bytes;
   double whole = std::floor(moved);  // comms move whole bytes: the fraction's time joins the latency
   double wait = std::max(seg.latency_s - route_latency, 0.0) + (moved - whole) / route_bandwidth;
   if (wait >= 1e-12)  // below the simulation's precision (surf/precision), a wait is nothing

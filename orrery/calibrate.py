@@ -69,14 +69,24 @@ class Fit:
     outliers: list[int]  # sizes left out of the fit (OUTLIER), still compared in the closed loop
 
 
-def _fit_line(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """t = a + s * c with a, c >= 0, least squares on the relative error (scipy's
-    non-negative least squares); returns a, c and the relative residuals."""
+def _fit_line(sizes: np.ndarray, times: np.ndarray, after: float = 0.0) -> tuple[float, float, np.ndarray]:
+    """t = a + s * c for the sizes above `after`, least squares on the relative error (scipy's
+    non-negative least squares) with c >= 0 and a time no less than 0 at `after` itself,
+    a + after * c >= 0: a segment that does not start at size 0 (after > 0) may have a negative
+    latency a, where its time grows faster than its size (buffers falling out of a cache).
+    Returns a, c and the relative residuals."""
     w = 1.0 / times
-    design = np.vstack([np.ones_like(sizes), sizes]).T * w[:, None]
-    scale = np.abs(design).max(axis=0)  # columns of similar magnitude for the solver
-    (a, c), _ = optimize.nnls(design / scale, times * w)
-    a, c = float(a / scale[0]), max(float(c / scale[1]), 1e-30)
+
+    def solve(origin: float) -> tuple[float, float]:  # t = a' + (s - origin) c with a', c >= 0
+        design = np.vstack([np.ones_like(sizes), sizes - origin]).T * w[:, None]
+        scale = np.abs(design).max(axis=0)  # columns of similar magnitude for the solver
+        (a, c), _ = optimize.nnls(design / scale, times * w)
+        c = max(float(c / scale[1]), 1e-30)
+        return float(a / scale[0]) - c * origin, c
+
+    a, c = solve(0.0)
+    if a == 0.0 and after > 0:  # a >= 0 held the fit: the segment's own bound is a time >= 0 at `after`
+        a, c = solve(float(after))
     return a, c, (a + c * sizes - times) / times
 
 
@@ -94,13 +104,14 @@ def _best_partition(s: np.ndarray, t: np.ndarray, pieces: int, min_points: int):
         if (start, k) in memo:
             return memo[start, k]
         result = (np.inf, [])
+        after = 0.0 if start == 0 else s[start - 1]  # the segment covers the sizes above the last one's
         if k == 1:
             if n - start >= min_points:
-                a, c, r = _fit_line(s[start:], t[start:])
+                a, c, r = _fit_line(s[start:], t[start:], after)
                 result = (float(np.sum(r**2)), [(start, n, a, c)])
         else:
             for end in range(start + min_points, n - min_points * (k - 1) + 1):
-                a, c, r = _fit_line(s[start:end], t[start:end])
+                a, c, r = _fit_line(s[start:end], t[start:end], after)
                 rest, pieces_after = best(end, k - 1)
                 total = float(np.sum(r**2)) + rest
                 if total < result[0]:
@@ -201,9 +212,12 @@ COPY_DIRECTIONS = {"H2D": "H2D", "D2H": "D2H", "D2D": "D2D", "peer": "peer"}
 
 def piecewise_model(segments: list[Segment], host_time: float = 0.0) -> list[dict[str, float]]:
     """A machine's copies.*, messages.* or gaps.* model from fitted segments, less `host_time`
-    (what the simulator charges on its own) from each latency."""
-    model = [{"up_to": float(seg.size_to), "latency": max(seg.latency_s - host_time, 0.0),
-              "bandwidth": seg.bandwidth_Bps} for seg in segments]
+    (what the simulator charges on its own) from each latency, as far as it goes: no segment's
+    time below 0 at the size it starts above (0 for the first; a later one's latency may be
+    negative, machine.Segment)."""
+    starts = [0.0] + [float(seg.size_to) for seg in segments[:-1]]
+    model = [{"up_to": float(seg.size_to), "latency": max(seg.latency_s - host_time, -lo / seg.bandwidth_Bps if lo else 0.0),
+              "bandwidth": seg.bandwidth_Bps} for seg, lo in zip(segments, starts)]
     del model[-1]["up_to"]  # the last segment covers every larger size
     return model
 
@@ -212,15 +226,17 @@ def window_model(overhead: float, wire: float, rates: float | list[Segment], eag
     """A path's messages.* model from the osu_bw and osu_bibw windows: a lone message takes
     2 o + L + size / bandwidth, and at or above the eager threshold a rendezvous handshake
     (request to send, clear to send) adds 2 L before the data. The bandwidth is one rate, or
-    per size range the rate of the windows' fitted segments (`rates`)."""
+    per size range the rate of the windows' fitted segments (`rates`), with a segment's
+    negative latency (time growing faster than the size) kept too."""
     segments = [Segment(0, 0, 0.0, rates)] if isinstance(rates, float | int) else rates
     ends = sorted({float(seg.size_to) for seg in segments[:-1]} | {float(eager) - 1})
     model = []
     for end in ends:
         seg = next((g for g in segments if end <= g.size_to), segments[-1])
-        model.append({"up_to": end, "latency": 2 * overhead + (3 if end >= eager else 1) * wire,
-                      "bandwidth": seg.bandwidth_Bps})
-    model.append({"latency": 2 * overhead + 3 * wire, "bandwidth": segments[-1].bandwidth_Bps})
+        model.append({"up_to": end, "latency": 2 * overhead + (3 if end >= eager else 1) * wire
+                      + min(seg.latency_s, 0.0), "bandwidth": seg.bandwidth_Bps})
+    model.append({"latency": 2 * overhead + 3 * wire + min(segments[-1].latency_s, 0.0),
+                  "bandwidth": segments[-1].bandwidth_Bps})
     return model
 
 

@@ -17,7 +17,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import InputError
-from .schema import Bandwidth, Flops, Size, Time, input_error
+from .schema import Bandwidth, Flops, SignedTime, Size, Time, input_error
 Count = Annotated[int, Field(strict=True, ge=1)]
 
 
@@ -155,7 +155,9 @@ class GpuDirect(_Section):
 
 class Segment(_Section):
     up_to: Annotated[Size, Field(ge=0)] | None = None  # the largest copy or message (bytes) it covers; not the last
-    latency: Annotated[Time, Field(ge=0)]
+    # may be negative on a segment after the first, where the time grows faster than the size
+    # (buffers falling out of a cache), so long as the time stays >= 0 over the sizes it covers
+    latency: SignedTime
     bandwidth: Annotated[Bandwidth, Field(gt=0)]
 
 
@@ -180,6 +182,11 @@ class _Measured(_Section):
             if None in bounds or any(b <= a for a, b in zip(bounds, bounds[1:])):
                 raise ValueError(f"{self.section}.{key}: every segment but the last needs up_to, increasing "
                                  f"(got {bounds})")
+            for i, (seg, start) in enumerate(zip(model, [0.0, *bounds])):
+                if isinstance(seg, Segment) and seg.latency + start / seg.bandwidth < 0:
+                    least = "a non-negative latency" if not start else (
+                        f"a latency of at least {-start / seg.bandwidth!r} s, no negative time above {start:g} B")
+                    raise ValueError(f"{self.section}.{key}: segment {i + 1} {least} (got {seg.latency!r} s)")
         return self
 
 

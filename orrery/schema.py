@@ -12,6 +12,7 @@ from . import units
 from .errors import InputError
 
 Time = Annotated[float, BeforeValidator(lambda v: units.parse(v, "time"))]
+SignedTime = Annotated[float, BeforeValidator(lambda v: units.parse(v, "time", signed=True))]
 Size = Annotated[float, BeforeValidator(lambda v: units.parse(v, "size"))]
 Bandwidth = Annotated[float, BeforeValidator(lambda v: units.parse(v, "bandwidth"))]
 Flops = Annotated[float, BeforeValidator(lambda v: units.parse(v, "flops"))]

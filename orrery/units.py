@@ -51,8 +51,9 @@ def _unit_scale(kind: str, unit: str) -> Decimal | None:
     return None
 
 
-def parse(value: object, kind: str) -> float:
-    """Return `value` in SI base units; raise ValueError naming what was expected."""
+def parse(value: object, kind: str, signed: bool = False) -> float:
+    """Return `value` in SI base units; raise ValueError naming what was expected. A negative
+    value is refused unless `signed`."""
     if kind not in KINDS:
         raise ValueError(f"unknown quantity kind {kind!r}")
     if isinstance(value, bool):
@@ -67,6 +68,6 @@ def parse(value: object, kind: str) -> float:
         number = Decimal(m.group(1))
     else:
         raise ValueError(f"expected {KINDS[kind]}")
-    if number < 0:
+    if number < 0 and not signed:
         raise ValueError(f"expected a non-negative {kind}")
     return float(number * scale)

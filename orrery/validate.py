@@ -157,9 +157,8 @@ _CLARIDEN_LINKX = [
         ("bw", "intra-node", "D D", "181 GB/s at 4 MiB, above the 150 GB/s of the description's 6 NVLink links "
                                     "per GPU pair"),
         ("bw", "intra-node", "H H", "shared memory: 69 GB/s at 256 KiB while the buffers stay in cache, 24 GB/s "
-                                    "at 4 MiB; the copy rate is the fastest segment's and each size takes its "
-                                    "segment's rate, but from 512 KiB to 4 MiB the time per message grows faster "
-                                    "than the size, which no segment with a non-negative latency follows"),
+                                    "at 4 MiB; from 512 KiB the time per message grows faster than the size, a "
+                                    "segment with a negative latency"),
         ("latency", "intra-node", "D D", "implausible as printed (about 3 us up to 2 MiB, over 700 GB/s), as the "
                                          "shared data's README says"))] + [
     osu_alltoall("Alps clariden GH200, Open MPI 5.0.8 LINKx", _CLARIDEN_COLL + (("library", "LINKx"),), b)

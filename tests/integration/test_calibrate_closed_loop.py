@@ -292,9 +292,10 @@ def test_clariden_calibration_matches_every_clariden_sweep_and_is_committed(tmp_
 MATCHED_SETS = ["clariden-mpich", "olivia-cray-mpich-8", "olivia-cray-mpich-9", "olivia-ompi-4-ucx",
                 "olivia-ompi-5-ucx", "olivia-ompi-5-ucx-mpirun"]
 UNMATCHED_SETS = {
-    # shared memory within a node: 69 GB/s in cache, falling to 24 GB/s at 4 MiB faster than line segments follow
-    "clariden-linkx": "osu_bw H H intra-node (Alps clariden GH200, Open MPI 5.0.8 LINKx)",
+    # about 3 us up to 2 MiB, over 700 GB/s: the column the shared data's README calls implausible
+    "clariden-linkx": "osu_latency D D intra-node (Alps clariden GH200, Open MPI 5.0.8 LINKx)",
 }
+LINKX_SHM = "osu_bw H H intra-node (Alps clariden GH200, Open MPI 5.0.8 LINKx)"
 
 
 @pytest.mark.parametrize("sweep_set", MATCHED_SETS + list(UNMATCHED_SETS))
@@ -315,14 +316,20 @@ def test_each_gh200_mpi_stack_has_its_committed_calibration(tmp_path, sweep_set)
             assert s["median_abs_error"] <= 0.05 and s["p95_abs_error"] <= 0.15, s["name"]
     else:
         assert f"NOT MATCHED: {UNMATCHED_SETS[sweep_set]}" in p.stdout
+        for s in sweeps:
+            if s["name"] != UNMATCHED_SETS[sweep_set]:
+                assert s["median_abs_error"] <= 0.05 and s["p95_abs_error"] <= 0.15, s["name"]
     if sweep_set == "clariden-linkx":
-        # the shared-memory copy rate is fitted (the in-cache segment's 74 GB/s), not the
-        # description's assumed 10 GB/s, under which this sweep was 17.5 % off at the median
-        (shm,) = [f for f in produced["fits"] if f["sweep"] == UNMATCHED_SETS[sweep_set]]
-        in_cache = next(g for g in shm["segments"] if g["size_to"] == 524288)
+        # shared memory: the copy rate is the in-cache segment's (85 GB/s up to 256 KiB), not the
+        # description's assumed 10 GB/s (17.5 % off at the median); from 512 KiB, out of cache, the
+        # time grows faster than the size, a segment with a negative latency (7.6 % / 29.6 % off
+        # when the fit held every latency at 0 or more)
+        (shm,) = [f for f in produced["fits"] if f["sweep"] == LINKX_SHM]
+        in_cache = next(g for g in shm["segments"] if g["size_to"] == 262144)
         assert produced["overrides"]["node.host_memcpy_bandwidth"] == in_cache["bandwidth_Bps"]
-        (result,) = [s for s in sweeps if s["name"] == UNMATCHED_SETS[sweep_set]]
-        assert result["median_abs_error"] < 0.08
+        out_of_cache = shm["segments"][-1]
+        assert out_of_cache["size_from"] == 524288 and out_of_cache["latency_s"] < 0
+        assert out_of_cache["latency_s"] + 262144 / out_of_cache["bandwidth_Bps"] >= 0
     # LINKx keeps messages within a node off the NIC: the calibration starts from that, and carries it
     assert produced["overrides"].get("mpi.intra_node") == ("direct" if sweep_set == "clariden-linkx" else None)
 

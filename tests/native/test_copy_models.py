@@ -49,3 +49,14 @@ def test_peer_copy_takes_its_model_over_nvlink(run_program, programs, h100):
                options=("--gpus-per-node", "2", "--ranks-per-node", "1", "--set", model)).values()
     o = h100.overheads
     assert v["peer"] == pytest.approx(o.memcpy + 3e-6 + n / 100e9 + o.sync, rel=REL)
+
+
+def test_a_segment_with_a_negative_latency_takes_its_time(run_program, programs, h100):
+    """A later segment may have a negative latency (orrery calibrate fits one where the time
+    grows faster than the size, e.g. buffers falling out of a cache): its copies take
+    latency + s / bandwidth like any, on top of the route's latency as a zero latency would."""
+    n = 8_000_000
+    model = "copies.D2H=[{up_to = '2MB', latency = '2us', bandwidth = '45GB/s'}, {latency = '-40us', bandwidth = '20GB/s'}]"
+    v = run_ok(run_program, programs, "copy-kinds", str(n), options=("--set", model)).values()
+    o = h100.overheads
+    assert v["d2h"] == pytest.approx(o.memcpy + 2 * h100.pcie.latency + n / 20e9 - 40e-6 + o.sync, rel=REL)

@@ -52,6 +52,18 @@ def test_host_messages_take_the_host_paths_measured_times(run_program, programs)
     assert between["rank 0 elapsed"] == pytest.approx(one_way(4e-6, 12e9, n), rel=REL)
 
 
+def test_a_segment_with_a_negative_latency_takes_its_time(run_program, programs):
+    """A later segment's negative latency (a time growing faster than the size, as orrery
+    calibrate fits shared memory falling out of cache) is kept: latency + s / bandwidth."""
+    n = 1_000_000
+    model = "messages.host_intra=[{up_to = '256KiB', latency = '1us', bandwidth = '60GB/s'}, " \
+            "{latency = '-10us', bandwidth = '20GB/s'}]"
+    v = run_ok(run_program, programs, "sendrecv-host", str(n),
+               options=("--gpus-per-node", "2", *OVERHEADS, "--set", model,
+                        "--set", "node.host_memcpy_bandwidth=100GB/s")).values()  # a route faster than the model
+    assert v["rank 0 elapsed"] == pytest.approx(one_way(-10e-6, 20e9, n), rel=REL)
+
+
 def test_copies_are_not_messages(run_program, programs, h100):
     """H2D and peer copies keep their own times when message models are set."""
     n = 4_000_000

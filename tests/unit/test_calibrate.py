@@ -29,6 +29,37 @@ def test_breakpoint_between_two_regimes_is_found():
     assert calibrate.predict([first, second], 1 << 20) == pytest.approx(6e-6 + (1 << 20) / 25e9, rel=1e-9)
 
 
+def test_a_segment_whose_time_grows_faster_than_its_size_keeps_its_negative_latency():
+    sizes = [2**k for k in range(4, 24)]
+    # in cache up to 256 KiB at 80 GB/s; above it each further byte comes at 20 GB/s, the
+    # in-cache part a head start: a latency of 0.5 us + 256 KiB / 80 GB/s - 256 KiB / 20 GB/s
+    times = [0.5e-6 + s / 80e9 if s <= 262144 else 0.5e-6 + 262144 / 80e9 + (s - 262144) / 20e9 for s in sizes]
+    first, second = calibrate.fit_piecewise(sizes, times)
+    assert (first.size_to, second.size_from) == (262144, 524288)
+    assert second.bandwidth_Bps == pytest.approx(20e9, rel=1e-9)
+    assert second.latency_s == pytest.approx(0.5e-6 + 262144 / 80e9 - 262144 / 20e9, rel=1e-9)
+    assert second.latency_s == pytest.approx(-9.3304e-6, rel=1e-9)
+
+
+def test_a_negative_latency_never_gives_a_negative_time_where_its_segment_starts():
+    # the least-squares line through the last three would be below zero at 64 KiB, where their
+    # segment starts (it covers every size above the first segment's last): held to 0 there
+    sizes = [1024, 4096, 16384, 65536, 131072, 262144, 1048576]
+    times = [1e-6, 1e-6, 1e-6, 1e-6, 0.2e-6, 10e-6, 1000e-6]
+    first, second = calibrate.fit_piecewise(sizes, times, max_segments=2)
+    assert (first.size_to, second.size_from) == (65536, 131072)
+    assert first.latency_s == pytest.approx(1e-6, rel=1e-9)
+    assert second.latency_s < 0
+    assert second.latency_s + 65536 / second.bandwidth_Bps == pytest.approx(0.0, abs=1e-18)
+    # the first segment covers sizes from 0: whatever is taken off its latency, never below 0
+    (only,) = calibrate.fit_piecewise(sizes[4:], times[4:], max_segments=1)
+    assert only.latency_s == 0.0
+    # less a host time, each segment's latency goes no lower than a time of 0 where it starts
+    model = calibrate.piecewise_model([first, second], host_time=1e-3)
+    assert model[0]["latency"] == 0.0
+    assert model[1]["latency"] == -65536 / second.bandwidth_Bps
+
+
 def test_a_lone_point_far_off_the_fit_is_left_out_and_the_rest_refitted():
     sizes = [2**k for k in range(0, 23)]
     times = [2e-6 + s / 25e9 for s in sizes]

@@ -119,8 +119,10 @@ def test_semantic_checks():
 
 @pytest.mark.parametrize("override, key, expected", [
     ("copies.H2D=[{latency = '1us', bandwidth = '0GB/s'}]", "copies.H2D.0.bandwidth", "greater than 0"),
-    ("messages.host_inter=[{latency = '-1us', bandwidth = '1GB/s'}]", "messages.host_inter.0.latency",
-     "a non-negative time"),
+    ("messages.host_inter=[{latency = '-1us', bandwidth = '1GB/s'}]", "messages.host_inter",
+     "segment 1 a non-negative latency (got -1e-06 s)"),
+    ("gaps.host_intra=[{up_to = '1kB', latency = '1us', bandwidth = '1GB/s'}, {latency = '-2us', bandwidth = '1GB/s'}]",
+     "gaps.host_intra", "segment 2 a latency of at least -1e-06 s, no negative time above 1000 B (got -2e-06 s)"),
     ("collectives.alltoall=[{extra = '3 furlongs'}]", "collectives.alltoall.0.extra", "a time such as"),
     ("gaps.device_inter=[{up_to = '4KiB', latency = '7us', bandwidth = '4GB/s'}]", "gaps.device_inter",
      "the last segment covers every larger size and has no up_to"),
