@@ -45,7 +45,8 @@ from .errors import InputError
 FORMAT_VERSION = 3  # 2: copies.* models among the overrides; 3: gaps.* and collectives.NAME_device/_host too
 READABLE_VERSIONS = (1, 2, 3)  # version 1 files only hold scalar overrides, read alike
 MEDIAN_TOLERANCE, P95_TOLERANCE = 0.05, 0.15  # per sweep, on |relative error|
-FEW_POINTS = 3  # a sweep with fewer sizes is compared, not fitted (e.g. nvbandwidth: one buffer size)
+FEW_POINTS = 3  # a sweep of an input file with fewer sizes is an error; nvbandwidth's one size is compared, not fitted
+FITTED_METRICS = ("latency", "bandwidth", "bibw", "copy_bandwidth")  # the sweeps fitted latency + size / bandwidth
 OUTLIER = 0.5  # a point this far (relative) from a sweep's fit is left out of it, and the sweep refitted
 WINDOW = 64  # messages per iteration of osu_bw (and calibration/bench/osu_p2p bw)
 NO_SIZE_TERM = 1e20  # a fitted bandwidth (bytes/s) this high means the segment has no size term (_fit_line)
@@ -511,6 +512,11 @@ def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | N
                                          "--p2p-path intra-node or inter-node: OSU output does not say "
                                          "whether its two ranks shared a node")
                     series.path = p2p_path
+                if series.metric in FITTED_METRICS and not series.one_size and len(series.sizes) < FEW_POINTS:
+                    raise InputError(f"{f}:{series.lines[-1]}", "size",
+                                     f"{len(series.sizes)} size(s) of {series.benchmark} ({series.metric})",
+                                     f"at least {FEW_POINTS} sizes for a fit (latency + size / bandwidth): "
+                                     "the series ends here")
                 found = validation.sweep_for(series, collective_layout)
                 if found:
                     pairs.append(found)

@@ -18,7 +18,8 @@ recognised by their content:
 
 Bad input stops with an error naming the file and line: unknown format,
 missing or unknown units, mixed units in one series, values that are not
-numbers, sizes that do not increase.
+numbers, sizes that do not increase (and, in ``orrery calibrate``, a sweep
+with too few sizes for a fit).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class Series:
     lines: list[int] = field(default_factory=list)
     ranks: int | None = None  # how many ranks and nodes ran it, where the file says
     nodes: int | None = None
+    one_size: bool = False    # the format measures one size per testcase (nvbandwidth): compared, not fitted
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -237,7 +239,7 @@ def _nvbandwidth(path: Path, text: str) -> list[Series]:
         if not values:
             raise InputError(f"{path}:{first}", "matrix", test, "at least one measured (not N/A) entry")
         metric, direction = kind
-        s = Series(str(path), f"nvbandwidth {test}", metric, direction, "pinned", unit=unit.group(1))
+        s = Series(str(path), f"nvbandwidth {test}", metric, direction, "pinned", unit=unit.group(1), one_size=True)
         s.add(size, sorted(values)[len(values) // 2], unit.group(1), first)
         out.append(s)
     if not out:

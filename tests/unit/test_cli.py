@@ -1,4 +1,5 @@
-"""The `orrery machine` commands, through the installed entry point."""
+"""The `orrery machine` commands and `orrery calibrate`'s argument and input checks, through the
+installed entry point."""
 
 import subprocess
 import sys
@@ -63,3 +64,17 @@ def test_calibrate_collective_layout_must_be_nodes_x_gpus(tmp_path, layout):
     assert p.returncode == 2
     assert f"--collective-layout: got '{layout}', expected NODESxGPUS, two positive whole numbers" in p.stderr
     assert not (tmp_path / "o").exists()  # nothing half-written
+
+
+def test_calibrate_refuses_a_sweep_with_too_few_sizes_for_a_fit(tmp_path):
+    """Two sizes of osu_bw cannot place a latency and a bandwidth: an error naming the file and
+    the series' last line, and nothing written (nvbandwidth's one size per testcase is compared
+    instead: tests/integration/test_calibrate_closed_loop.py)."""
+    f = tmp_path / "osu_bw.txt"
+    f.write_text("# OSU MPI-CUDA Bandwidth Test v7.4\n# Size      Bandwidth (MB/s)\n1     0.89\n2     1.82\n")
+    p = orrery("calibrate", "--machine", "h100-ib200", "--input", str(f), "--p2p-path", "inter-node",
+               "--out", str(tmp_path / "o"))
+    assert p.returncode == 2
+    assert (f"{f}:4: key 'size': got '2 size(s) of OSU MPI-CUDA Bandwidth Test v7.4 (bandwidth)', expected at "
+            "least 3 sizes for a fit (latency + size / bandwidth)") in p.stderr
+    assert not (tmp_path / "o").exists()
