@@ -209,7 +209,8 @@ _H100_PCIE = [
     osu_sweep("osu_bibw D H intra-node (2x H100 PCIe, Open MPI 4.1.6 + UCX)", _H100_PCIE_NODE, "intra-node", "D H",
               "bibw", fit=False,
               note="compared, not fitted: about 1.4 GB/s both ways at every size above 32 KiB, a thirtieth of "
-                   "the PCIe rate the same node's D D sweep reaches; the run looks misconfigured"),
+                   "the PCIe rate the same node's D D sweep reaches; its source, openucx/ucx#9462, reports it as "
+                   "a UCX performance bug"),
 ]
 # An A100 pair joined by 4 NVLink 3 links (EESSI test system, Open MPI + UCX): osu_bw between
 # the two GPUs, on dgx-a100 with its NVSwitch replaced by that pair's NV4 (SET_DESCRIPTION).
