@@ -9,7 +9,8 @@ recognised by their content:
 - OSU Micro-Benchmarks output (osu_latency, osu_bw, osu_bibw and the
   collectives' ``Avg Latency(us)``), also printed by calibration/bench, and
   calibration/bench/memcpy_sweep's output in the same layout (copy bandwidth);
-- CUDA samples ``bandwidthTest --mode=shmoo`` output;
+- CUDA samples ``bandwidthTest --mode=shmoo`` output (its device-to-device
+  figures count each byte twice, read and write: halved);
 - NVIDIA nvbandwidth output (one point per testcase: the median over its
   GPU matrix, at the buffer size the output states or nvbandwidth's default
   64 MiB);
@@ -181,7 +182,10 @@ def _bandwidth_test(path: Path, text: str) -> list[Series]:
             continue
         parts = ln.split()
         if s is not None and len(parts) == 2 and parts[0].isdigit():
-            s.add(int(parts[0]), _number(parts[1], str(path), i, "bandwidth"), s.unit, i)
+            # bandwidthTest counts a device-to-device copy's bytes twice (read and write): once here,
+            # as Orrery's copy models and calibration/bench/memcpy_sweep do
+            once = 0.5 if direction == "D2D" else 1.0
+            s.add(int(parts[0]), once * _number(parts[1], str(path), i, "bandwidth"), s.unit, i)
         elif s is not None and ln.strip() == "":
             s = None
     if not out:

@@ -151,6 +151,15 @@ def test_bandwidth_test_output(tmp_path):
     assert (d2h.path, d2h.values) == ("D2H", [0.4e9])
 
 
+def test_bandwidth_test_s_device_to_device_figures_count_each_byte_once(tmp_path):
+    """bandwidthTest reports a D2D copy of S bytes in t as 2 S / t (read and write); Orrery's
+    copies.D2D and memcpy_sweep count S / t, as the built-in D2D sweep's measured_scale does."""
+    text = (" Device to Device Bandwidth, 1 Device(s)\n PINNED Memory Transfers\n"
+            "   Transfer Size (Bytes)\tBandwidth(GB/s)\n   1000000\t\t\t1000.0\n   2000000\t\t\t1500.0\n")
+    (d2d,) = measurements.load(write(tmp_path, "bt.txt", "[CUDA Bandwidth Test] - Starting...\n" + text))
+    assert (d2d.path, d2d.sizes, d2d.values) == ("D2D", [1000000, 2000000], [500e9, 750e9])
+
+
 def test_nccl_tests_output_takes_out_of_place_time(tmp_path):
     (s,) = measurements.load(write(tmp_path, "nccl.txt", NCCL))
     assert s.benchmark == "nccl-tests all_reduce_perf"
