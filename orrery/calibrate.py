@@ -524,6 +524,9 @@ def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | N
                     skipped.append(f"{series.benchmark} ({f}): not a blocking MPI collective calibration/bench/"
                                    "coll_sweep runs (nccl-tests' are NCCL's; OSU's non-blocking and v-variants have "
                                    "no counterpart there): not fitted")
+                elif series.metric == "kernel_bandwidth":
+                    skipped.append(f"{series.benchmark} ({f}): a streaming kernel's memory bandwidth; kernel "
+                                   "times come from cost files (--kernels timing tables, orrery fit): not fitted")
                 else:
                     skipped.append(f"{series.benchmark} {series.metric} {series.path} ({f})")
         return pairs, [Path(f) for f in inputs], skipped
@@ -542,6 +545,11 @@ def calibrate(machine_name: str, repo: Path, inputs: list[Path] = (), p2p_path: 
     stack: dict[str, object] = dict(validation.set_description(machine_name, sweep_set))
     m = machines.load(machine_name, as_set(stack), measured_models=False)
     pairs, files, skipped = _series(machine_name, repo, list(inputs), p2p_path, sweep_set, collective_layout)
+    if not pairs:
+        raise InputError(", ".join(map(str, inputs)), None,
+                         skipped[0] + (f" (and {len(skipped) - 1} more not fitted)" if len(skipped) > 1 else ""),
+                         "a sweep calibration/bench can reproduce (OSU point-to-point or collective, copy sweeps, "
+                         "the harness's CSV): nothing to fit or compare")
     fits = []
     collectives = []
     api: dict[str, float] = {}  # measured host costs of API calls: the machine's overheads, as they are

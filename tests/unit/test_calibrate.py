@@ -131,6 +131,17 @@ def test_every_combination_of_osu_windows_recovers_the_per_message_overhead(give
     assert calibrate.window_overhead(g, b, T, L if "L" in given else float("nan")) == pytest.approx(o, rel=1e-12)
 
 
+def test_babelstream_loads_but_is_not_fitted_and_says_why(tmp_path):
+    from test_measurements import BABEL
+
+    f = tmp_path / "babelstream.txt"
+    f.write_text(BABEL)
+    pairs, _, skipped = calibrate._series("h100-ib200", Path("."), [f], None)
+    assert pairs == [] and skipped
+    assert all(s.startswith("BabelStream ") and "a streaming kernel's memory bandwidth; kernel times come from "
+               "cost files (--kernels timing tables, orrery fit): not fitted" in s for s in skipped)
+
+
 def test_nccl_tests_and_non_blocking_osu_collectives_load_but_are_not_fitted(tmp_path):
     """Collectives coll_sweep cannot reproduce are listed as not fitted, saying why, not dropped
     silently nor taken for an MPI collective."""

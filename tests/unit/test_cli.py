@@ -78,3 +78,18 @@ def test_calibrate_refuses_a_sweep_with_too_few_sizes_for_a_fit(tmp_path):
     assert (f"{f}:4: key 'size': got '2 size(s) of OSU MPI-CUDA Bandwidth Test v7.4 (bandwidth)', expected at "
             "least 3 sizes for a fit (latency + size / bandwidth)") in p.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_calibrate_with_nothing_to_fit_or_compare_is_an_error(tmp_path):
+    """BabelStream loads, but nothing in calibration/bench reproduces it: no calibration
+    written that fitted nothing, and the reason is given."""
+    from test_measurements import BABEL
+
+    f = tmp_path / "babelstream.txt"
+    f.write_text(BABEL)
+    p = orrery("calibrate", "--machine", "h100-ib200", "--input", str(f), "--out", str(tmp_path / "o"))
+    assert p.returncode == 2
+    assert f"orrery: error: {f}: got \"BabelStream Copy ({f}): a streaming kernel's memory bandwidth" in p.stderr
+    assert "more not fitted)\", expected a sweep calibration/bench can reproduce" in p.stderr
+    assert "nothing to fit or compare" in p.stderr
+    assert not (tmp_path / "o").exists()
