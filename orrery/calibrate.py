@@ -512,12 +512,13 @@ def _series(machine_name: str, repo: Path, inputs: list[Path], p2p_path: str | N
                                          "--p2p-path intra-node or inter-node: OSU output does not say "
                                          "whether its two ranks shared a node")
                     series.path = p2p_path
-                if series.metric in FITTED_METRICS and not series.one_size and len(series.sizes) < FEW_POINTS:
+                found = validation.sweep_for(series, collective_layout)
+                if found and found[0].fit and series.metric in FITTED_METRICS and not series.one_size and \
+                        len(series.sizes) < FEW_POINTS:
                     raise InputError(f"{f}:{series.lines[-1]}", "size",
                                      f"{len(series.sizes)} size(s) of {series.benchmark} ({series.metric})",
                                      f"at least {FEW_POINTS} sizes for a fit (latency + size / bandwidth): "
                                      "the series ends here")
-                found = validation.sweep_for(series, collective_layout)
                 if found:
                     pairs.append(found)
                 elif series.metric == "collective_latency" and measurements.collective_of(series.benchmark) is None:

@@ -129,15 +129,18 @@ _OSU_HEADER = re.compile(r"^#\s*Size\s+(Avg Latency|Latency|Bandwidth|Bi-Bandwid
 def _osu(path: Path, text: str) -> list[Series]:
     lines = text.splitlines()
     title = next((ln for ln in lines if ln.startswith("# OSU")), "# OSU")
-    buffers = "D D" if "DEVICE (D)" in text and "HOST (H)" not in text else \
-        "H H" if "DEVICE (D)" not in text else "mixed"
+    # "# Send Buffer on DEVICE (D) and Receive Buffer on HOST (H)": D H (without -d cuda: H H)
+    sides = re.search(r"Send Buffer on \w+ \((\w)\) and Receive Buffer on \w+ \((\w)\)", text)
+    buffers = f"{sides.group(1)} {sides.group(2)}" if sides else "D D" if "DEVICE (D)" in text else "H H"
     copy = re.search(r"^# memcpy (h2d|d2h|d2d|peer) sweep", text, re.M)  # calibration/bench/memcpy_sweep
     direction = {"h2d": "H2D", "d2h": "D2H", "d2d": "D2D", "peer": "peer"}[copy.group(1)] if copy else ""
     if copy:
         title, buffers = "# memcpy_sweep", "pinned" if direction in ("H2D", "D2H") else "D D"
-    s = None
+    s, other = None, None
     for i, ln in enumerate(lines, start=1):
         m = _OSU_HEADER.match(ln)
+        if not m and re.match(r"^#\s*Size\s", ln):
+            other = other or (i, ln.strip())  # e.g. osu_mbw_mr's "# Size MB/s Messages/s"
         if m:
             kind, unit = m.group(1), m.group(2) or m.group(3) or ""
             if not unit:
@@ -161,6 +164,10 @@ def _osu(path: Path, text: str) -> list[Series]:
         if len(parts) < 2:
             raise InputError(f"{path}:{i}", "row", ln.strip(), "a size and a value")
         s.add(int(_number(parts[0], str(path), i, "size")), _number(parts[1], str(path), i, "value"), s.unit, i)
+    if s is None and other:
+        raise InputError(f"{path}:{other[0]}", "columns", other[1],
+                         "Latency, Avg Latency, Bandwidth or Bi-Bandwidth after Size, with its unit (osu_latency, "
+                         "osu_bw, osu_bibw and the collectives' output; other OSU benchmarks are not supported)")
     if s is None:
         raise InputError(str(path), None, "no '# Size ...' header", "OSU benchmark output")
     return [s]

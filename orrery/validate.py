@@ -401,10 +401,15 @@ def sweep_for(series, layout: tuple[int, int] | None = None) -> tuple[Sweep, lis
                       f"{where['nodes']} nodes ({Path(series.source).name})", "", (), "", "", "us",
                       ("coll_sweep", coll, buffers, "-i", "3"), kind=(metric, coll, buffers), **where)
         return sweep, [(s, v * 1e6) for s, v in zip(series.sizes, series.values)]
-    if metric in ("latency", "bandwidth", "bibw") and path in ("intra-node", "inter-node") and buffers in ("H H", "D D"):
+    fit, note = True, ""
+    if metric in ("latency", "bandwidth", "bibw") and path in ("intra-node", "inter-node") and \
+            buffers in ("H H", "D D", "D H", "H D"):
         test = {"latency": "latency", "bandwidth": "bw", "bibw": "bibw"}[metric]
         args, layout = osu_run(test, path, buffers, "5")
         unit, scale = ("us", 1e6) if metric == "latency" else ("MB/s", 1e-6)
+        if buffers in ("D H", "H D"):
+            fit, note = False, ("compared, not fitted: a device buffer on one side and a host buffer on the "
+                                "other; the message paths are fitted on D D and H H sweeps")
     elif metric == "api_time" and path in ("launch", "sync", "memcpy"):
         args, unit, scale, layout = ("api_overheads", "-i", "100"), "us", 1e6, {}
     elif metric == "copy_bandwidth" and path in ("H2D", "D2H", "D2D", "peer"):
@@ -415,7 +420,7 @@ def sweep_for(series, layout: tuple[int, int] | None = None) -> tuple[Sweep, lis
     else:
         return None
     sweep = Sweep(f"{series.benchmark} {metric} {path} {buffers} ({Path(series.source).name})", "", (), "", "",
-                  unit, args, kind=(metric, path, buffers), **layout)
+                  unit, args, note=note, kind=(metric, path, buffers), fit=fit, **layout)
     return sweep, [(s, v * scale) for s, v in zip(series.sizes, series.values)]
 
 

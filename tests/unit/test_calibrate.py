@@ -131,6 +131,18 @@ def test_every_combination_of_osu_windows_recovers_the_per_message_overhead(give
     assert calibrate.window_overhead(g, b, T, L if "L" in given else float("nan")) == pytest.approx(o, rel=1e-12)
 
 
+def test_a_sweep_over_a_device_and_a_host_buffer_is_compared_not_fitted(tmp_path):
+    from test_measurements import OSU_BW
+
+    f = tmp_path / "dh.txt"
+    f.write_text(OSU_BW.replace("Receive Buffer on DEVICE (D)", "Receive Buffer on HOST (H)"))
+    ((sweep, points),), _, skipped = calibrate._series("h100-ib200", Path("."), [f], "intra-node")
+    assert not sweep.fit and skipped == []
+    assert sweep.kind == ("bandwidth", "intra-node", "D H") and points == [(1, 1.5), (2, 3.0), (4, 6.0)]
+    assert sweep.program[:6] == ("osu_p2p", "bw", "-d", "cuda", "D", "H")
+    assert sweep.note.startswith("compared, not fitted: a device buffer on one side and a host buffer on the other")
+
+
 def test_babelstream_loads_but_is_not_fitted_and_says_why(tmp_path):
     from test_measurements import BABEL
 

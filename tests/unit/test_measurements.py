@@ -89,6 +89,26 @@ def test_osu_output(tmp_path):
     assert s.sizes == [1, 2, 4] and s.values == [1.5e6, 3e6, 6e6] and s.lines == [4, 5, 6]
 
 
+def test_osu_output_says_which_side_has_which_buffer(tmp_path):
+    (dh,) = measurements.load(write(tmp_path, "dh.txt", OSU_BW.replace("Receive Buffer on DEVICE (D)",
+                                                                     "Receive Buffer on HOST (H)")))
+    assert dh.buffers == "D H"
+    (hd,) = measurements.load(write(tmp_path, "hd.txt", OSU_BW.replace("Send Buffer on DEVICE (D)",
+                                                                     "Send Buffer on HOST (H)")))
+    assert hd.buffers == "H D"
+    (hh,) = measurements.load(write(tmp_path, "hh.txt", "# OSU MPI Bandwidth Test v7.5\n" + OSU_BW.split("\n", 2)[2]))
+    assert hh.buffers == "H H"
+
+
+def test_osu_output_of_an_unsupported_benchmark_names_its_header_line(tmp_path):
+    p = write(tmp_path, "mbw.txt", "# OSU MPI Multiple Bandwidth / Message Rate Test v7.5\n"
+                                   "# [ pairs: 1 ] [ window size: 64 ]\n# Size                  MB/s        Messages/s\n"
+                                   "1                       1.70        1700000.00\n")
+    with pytest.raises(InputError, match=rf"{p}:3: key 'columns': got '# Size +MB/s +Messages/s', expected Latency, "
+                                         r"Avg Latency, Bandwidth or Bi-Bandwidth after Size"):
+        measurements.load(p)
+
+
 OSU_ALLTOALL_CUDA = """# OSU MPI-CUDA All-to-All Personalized Exchange Latency Test v7.5
 # Datatype: MPI_CHAR.
 # Size       Avg Latency(us)
