@@ -13,6 +13,7 @@
 #include <map>
 
 #include <smpi/smpi.h>
+#include <xbt/config.hpp>
 
 #include <cstdlib>
 #include <initializer_list>
@@ -442,6 +443,36 @@ ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st)
   int rc = PMPI_Waitany(n, rqs, index, st);
   if (*index != MPI_UNDEFINED)
     completed(scope.rank(), handles[*index]);
+  return rc;
+}
+
+/* ---- polls ----
+ * One MPI_Test or MPI_Iprobe call, or one round of a blocking MPI_Probe, takes the
+ * machine's poll time (mpi.poll_time): a polled completion or message is seen at the first
+ * poll after it. run.py gives SMPI that time for its tests (smpi/test, not growing), which
+ * SMPI sleeps in each test of a pending request (MPI_Test; each of MPI_Testall's). SMPI's own
+ * probe time is off (smpi/iprobe:0): it computes it on the rank's host, which the GPU's
+ * kernels share, so the shim sleeps it here instead. */
+static void poll_once() {
+  static const double poll = simgrid::config::get_value<double>("smpi/test");
+  software(poll);
+}
+
+ORR_EXPORT int MPI_Iprobe(int src, int tag, MPI_Comm comm, int* flag, MPI_Status* st) {
+  MpiScope scope("MPI_Iprobe");
+  place(scope.rank(), {});
+  poll_once();
+  return PMPI_Iprobe(src, tag, comm, flag, st);
+}
+
+ORR_EXPORT int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status* st) {
+  MpiScope scope("MPI_Probe");
+  place(scope.rank(), {});
+  int flag = 0, rc = MPI_SUCCESS;
+  while (!flag && rc == MPI_SUCCESS) {
+    poll_once();
+    rc = PMPI_Iprobe(src, tag, comm, &flag, st);
+  }
   return rc;
 }
 

@@ -140,6 +140,10 @@ class Mpi(_Section):
     # shared memory) or "nic" (out through the NIC and back, as with only a network provider,
     # e.g. libfabric CXI without its shared-memory and GPU IPC paths)
     intra_node: Literal["direct", "nic"] = "direct"
+    # host time of one MPI_Test, MPI_Testall, MPI_Iprobe call, or one poll of a blocking MPI_Probe:
+    # a library's progress poll (tens to hundreds of nanoseconds). A polled completion is seen
+    # at the first poll after it, so this also bounds how late a polling loop sees it
+    poll_time: Annotated[Time, Field(gt=0)] = 1e-7
 
     def overhead(self, side: str, kind: str, intra: bool) -> float:
         """Per-message software time of the sender (side "send") or receiver ("recv") for

@@ -139,6 +139,10 @@ def run(opts: RunOptions) -> RunOutcome:
     mpi = opts.machine.mpi
     cmd += [f"--cfg=smpi/send-is-detached-thresh:{int(max(mpi.eager_threshold_host, mpi.eager_threshold_device))}",
             f"--cfg=smpi/coll-selector:{mpi.collective_selector}"]
+    # SMPI charges each MPI_Test and MPI_Iprobe (and each poll of MPI_Probe) 100 us by default,
+    # growing with every failed call: the machine's poll time instead, the same for every call
+    # (the shim sleeps it in the probes, interpose/mpi.cpp)
+    cmd += [f"--cfg=smpi/test:{mpi.poll_time!r}", "--cfg=smpi/iprobe:0", "--cfg=smpi/grow-injected-times:no"]
     cmd += [  # ranks sharing a GPU exchange messages through its memory
             f"--cfg=network/loopback-bw:{opts.machine.gpu.d2d_bandwidth!r}",
             f"--cfg=network/loopback-lat:{opts.machine.gpu.d2d_latency!r}"]

@@ -120,3 +120,31 @@ def test_a_lone_message_is_not_delayed_by_a_gap(run_program, programs):
     opts = ("--gpus-per-node", "1", "--ranks-per-node", "1", *OVERHEADS, *MODELS, "--set", f"gaps.device_inter={GAPS}")
     v = run_ok(run_program, programs, "send-recv", str(n), nodes=2, options=opts).values()
     assert v["rank 1 elapsed"] == pytest.approx(one_way(15e-6, 10e9, n), rel=REL)
+
+
+# Polls (machine key mpi.poll_time): each MPI_Test and MPI_Iprobe call, and each round of a
+# blocking MPI_Probe, takes the poll time, then sees what has happened by then. SMPI's own
+# 100 us per call (smpi/test, smpi/iprobe), which a message of a few microseconds waited 100 us
+# for, is replaced by it. A lone 1000-byte host message within the node takes 5.5 us + 1016 B /
+# 1 TB/s (no overheads); an empty one 5.5 us + 16 B / 1 TB/s.
+LONE = ("--gpus-per-node", "2", "--set", "mpi.send_overhead_host=0", "--set", "mpi.recv_overhead_host=0",
+        "--set", "messages.host_intra=[{latency = '5.5us', bandwidth = '1TB/s'}]",
+        "--set", "node.host_memcpy_bandwidth=100GB/s")
+
+
+@pytest.mark.parametrize("poll", [1e-6, None])
+def test_a_polled_message_is_seen_at_the_first_poll_after_it(run_program, programs, poll):
+    import math
+
+    options = LONE + (("--set", f"mpi.poll_time={poll!r}") if poll else ())
+    v = run_ok(run_program, programs, "polls", "1000", options=options).values()
+    P = poll or 1e-7  # the default poll time
+    message, go = one_way(5.5e-6, 1e12, 1000), one_way(5.5e-6, 1e12, 0)
+    # MPI_Test: the receive completes when the message is in, at `message`
+    polls = math.ceil(message / P)
+    assert v["test polls"] == polls and v["test elapsed"] == pytest.approx(polls * P, rel=REL)
+    # MPI_Probe and MPI_Iprobe: rank 0 sends once the "go" message is in; SMPI matches a
+    # message's envelope when it is sent, so a probe sees it from then on
+    polls = math.ceil(go / P)
+    assert v["probe elapsed"] == pytest.approx(polls * P, rel=REL) and v["probe count"] == 1000
+    assert v["iprobe polls"] == polls and v["iprobe elapsed"] == pytest.approx(polls * P, rel=REL)

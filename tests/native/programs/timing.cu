@@ -178,6 +178,45 @@ int main(int argc, char** argv) {
     else
       MPI_Recv(r, (int)n, MPI_BYTE, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     printf("rank %d elapsed %.17g\n", rank, MPI_Wtime() - t1);
+  } else if (!strcmp(mode, "polls")) {
+    // rank 1 polls for host messages of n bytes from rank 0: with MPI_Test, then with MPI_Probe
+    // and MPI_Iprobe for a message rank 0 sends once it has rank 1's empty "go" message
+    char* h = (char*)malloc(n);
+    MPI_Sendrecv(h, 1, MPI_BYTE, rank ^ 1, 0, h + 1, 1, MPI_BYTE, rank ^ 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const double t1 = MPI_Wtime();
+    if (rank == 0) {
+      MPI_Send(h, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
+      for (int tag = 2; tag <= 3; tag++) {
+        MPI_Recv(h, 0, MPI_BYTE, 1, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(h, (int)n, MPI_BYTE, 1, tag, MPI_COMM_WORLD);
+      }
+    } else {
+      MPI_Request rq;
+      int flag = 0, polls = 0;
+      MPI_Irecv(h, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD, &rq);
+      while (!flag) {
+        MPI_Test(&rq, &flag, MPI_STATUS_IGNORE);
+        polls++;
+      }
+      printf("test elapsed %.17g\ntest polls %d\n", MPI_Wtime() - t1, polls);
+      const double t2 = MPI_Wtime();
+      MPI_Send(h, 0, MPI_BYTE, 0, 9, MPI_COMM_WORLD);
+      MPI_Status st;
+      MPI_Probe(0, 2, MPI_COMM_WORLD, &st);
+      int count;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      printf("probe elapsed %.17g\nprobe count %d\n", MPI_Wtime() - t2, count);
+      MPI_Recv(h, (int)n, MPI_BYTE, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      const double t3 = MPI_Wtime();
+      MPI_Send(h, 0, MPI_BYTE, 0, 9, MPI_COMM_WORLD);
+      flag = polls = 0;
+      while (!flag) {
+        MPI_Iprobe(0, 3, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        polls++;
+      }
+      printf("iprobe elapsed %.17g\niprobe polls %d\n", MPI_Wtime() - t3, polls);
+      MPI_Recv(h, (int)n, MPI_BYTE, 0, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
   } else if (!strcmp(mode, "sendrecv-host")) {  // the same exchange from pageable host memory
     const int peer = (rank + size / 2) % size;
     char* hs = (char*)malloc(n);
