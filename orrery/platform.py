@@ -232,12 +232,40 @@ def piecewise_property(segments) -> str:
                     for up_to, latency, bandwidth in segments)
 
 
+@dataclass(frozen=True)
+class Link:
+    """A platform link as declared: each direction of it carries ``bandwidth`` (bytes/s)."""
+
+    name: str
+    bandwidth: float
+    latency: float
+
+
+class Routes:
+    """The routes of a job's platform, as SimGrid finds them (fewest links): what a transfer
+    between two hosts crosses, for reports and for the tests' physical bounds."""
+
+    def __init__(self, builder: _Builder):
+        self._builder = builder
+
+    def between(self, src: str, dst: str) -> list[Link]:
+        return [self._builder.link_specs[name] for name, _ in self._builder.shortest(src, dst)]
+
+    def latency(self, src: str, dst: str) -> float:
+        return sum(link.latency for link in self.between(src, dst))
+
+    def bottleneck(self, src: str, dst: str) -> float:
+        """The least bandwidth on the route: no transfer alone between src and dst is faster."""
+        return min((link.bandwidth for link in self.between(src, dst)), default=INF)
+
+
 class _Builder:
     def __init__(self, zone: ET.Element):
         self.zone = zone
         self.links: list[ET.Element] = []
         self.routes: list[ET.Element] = []
         self.edges: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {}  # netpoint -> (neighbour, links)
+        self.link_specs: dict[str, Link] = {}
 
     def host(self, name: str, props: dict[str, str] | None = None) -> None:
         h = ET.SubElement(self.zone, "host", id=name, speed=f"{HOST_SPEED!r}f")
@@ -252,6 +280,7 @@ class _Builder:
         them, one that only multi-link edges (path) use."""
         self.links.append(ET.Element("link", {"id": name, "bandwidth": f"{bandwidth!r}Bps", "latency": f"{latency!r}s",
                                               "sharing_policy": "SPLITDUPLEX"}))
+        self.link_specs[name] = Link(name, bandwidth, latency)
         if a is not None:
             self.path(a, b, [(name, "UP")])
 
@@ -340,6 +369,19 @@ def _dragonfly_links(b: _Builder, m: Machine, routers: list[int]) -> None:
 
 def platform_xml(machine: Machine, layout: Layout) -> str:
     """The SimGrid platform (XML, readable by SimGrid 3.32 and 4.x) of a job."""
+    root, _ = _build(machine, layout)
+    ET.indent(root)
+    body = ET.tostring(root, encoding="unicode")
+    return ("<?xml version='1.0'?>\n"
+            '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n' + body + "\n")
+
+
+def routes(machine: Machine, layout: Layout) -> Routes:
+    """The routes of the platform ``platform_xml`` writes for the same job."""
+    return Routes(_build(machine, layout)[1])
+
+
+def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
     root = ET.Element("platform", version="4.1")
     zone = ET.SubElement(root, "zone", id=machine.name, routing="DijkstraCache")
     b = _Builder(zone)
@@ -358,6 +400,7 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
 
     sockets = m.node.sockets_modelled
     for n in range(layout.nodes):
+        dma_ends: list[tuple[str, int, int]] = []  # (process endpoint, its socket, its rail's NIC)
         rootc = root_complex(n, 0)
         b.host(cpu_host(n))
         for socket in range(1, sockets):
@@ -379,21 +422,12 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
             rail = nic_of_gpu(m, local % G)
             home = root_complex(n, socket_of_gpu(m, local % G))  # the rank binds to its GPU's socket
             b.host(endpoint)
+            dma_ends.append((endpoint, socket_of_gpu(m, local % G), rail))
             if via_nic:
-                # mpi.intra_node = "nic": its only way out is its rail's NIC, even to a process
-                # of its own node; one edge over the links of the way below
-                b.link(f"{endpoint}-dma", None, None, m.pcie.bandwidth, m.pcie.latency / 2)
-                b.link(f"{endpoint}-nic", None, None, m.pcie.bandwidth, m.pcie.latency / 2)
-                b.path(endpoint, f"n{n}-nic{rail}",
-                       [(f"{endpoint}-dma", "UP"), (f"{endpoint}-nic", "UP"), (f"n{n}-nic{rail}-pcie", "UP")])
-                continue
+                continue  # mpi.intra_node = "nic": its only way out is its rail's NIC, even within the node
             b.router(f"{endpoint}-mem")
             b.link(f"{endpoint}-shm", endpoint, f"{endpoint}-mem", m.node.host_memcpy_bandwidth, SHM_LATENCY)
             b.link(f"{endpoint}-mem", f"{endpoint}-mem", home, m.node.host_memory_bandwidth, 0.0)
-            b.router(f"{endpoint}-dma")
-            b.link(f"{endpoint}-dma", endpoint, f"{endpoint}-dma", m.pcie.bandwidth, m.pcie.latency / 2)
-            b.link(f"{endpoint}-nic", f"{endpoint}-dma", f"n{n}-nic{rail}-port", m.pcie.bandwidth,
-                   m.pcie.latency / 2)
         b.link(f"n{n}-mem", cpu_host(n), rootc, m.node.host_memory_bandwidth, 0.0)
         for socket in range(1, sockets):
             b.link(f"n{n}-mem-s{socket}", socket_memory_host(n, socket), root_complex(n, socket),
@@ -440,6 +474,21 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
                        staging_bandwidth(m), staging_stage(m))
             b.link(f"{nic}-ib", nic, leaf_switch(leaf_of_node(m, n), i), m.nic.bandwidth,
                    m.nic.latency + sw_lat / 2)
+        for endpoint, socket, rail in dma_ends:
+            # Between nodes, the NIC reads (or writes) the process's buffer in host memory by DMA:
+            # one edge from the process to its rail's NIC over its socket's memory and, with
+            # GPUDirect RDMA, the links the GPU's copies cross (the PCIe switch's uplink, shared
+            # with them); without it, the NIC hangs off the root complex by a link of its own
+            # (the staging link is for device buffers only)
+            nic, rootc = f"n{n}-nic{rail}", root_complex(n, socket)
+            memory = [(f"n{n}-mem" if socket == 0 else f"n{n}-mem-s{socket}", "UP")]
+            if m.gpudirect.rdma:
+                b.path(endpoint, nic, memory + b.shortest(rootc, nic))
+            else:
+                nic_root = socket_of_switch(m, switch_of_gpu(m, [g for g in range(G) if nic_of_gpu(m, g) == rail][0]))
+                b.link(f"{endpoint}-dma", None, None, m.pcie.bandwidth, m.pcie.latency)
+                b.path(endpoint, nic, memory + b.shortest(rootc, root_complex(n, nic_root))
+                       + [(f"{endpoint}-dma", "UP"), (f"{nic}-pcie", "UP")])
         if m.nvlink.topology == "mesh":
             for a in range(G):
                 for c in range(a + 1, G):
@@ -483,7 +532,4 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
                 b.link(f"{spine_switch(pod)}-up", spine_switch(pod), "core", spine_up[pod] / f.oversubscription,
                        sw_lat)
     b.finish()
-    ET.indent(root)
-    body = ET.tostring(root, encoding="unicode")
-    return ("<?xml version='1.0'?>\n"
-            '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n' + body + "\n")
+    return root, b
