@@ -193,6 +193,8 @@ static Gpu* gpu_of_host(sg4::Host* host) {
   for (CopyKind k : {CopyKind::H2D, CopyKind::D2H, CopyKind::D2D, CopyKind::Peer})
     g.copy_model[(int)k] = piecewise(host, std::string("orrery:copy_model_") + copy_kind_name(k));
   g.copy_engine = host_by_name(prop(host, "orrery:copy_engine"));
+  const char* endpoint = host->get_property("orrery:mpi_endpoint");
+  g.message_end = endpoint ? host_by_name(endpoint) : host;
 
   int engines = prop_i(host, "orrery:copy_engines");
   g.h2d_engine = sg4::Semaphore::create(engines >= 2 ? engines / 2 : 1);

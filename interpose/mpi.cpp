@@ -21,7 +21,7 @@
 
 using namespace orrery;
 
-static void stand(Rank& r, bool at_process);
+static void stand(Rank& r, bool at_process, const Gpu* gpu = nullptr);
 
 namespace {
 class MpiScope {  // times one MPI call of the calling rank, which then stands next to its GPU again
@@ -68,21 +68,36 @@ static bool any_device(std::initializer_list<const void*> buffers) {
   return false;
 }
 
-static void stand(Rank& r, bool at_process) {
-  sg4::Host* where = at_process && r.cpu ? r.cpu : r.device_end;
+/* `gpu`: the GPU whose memory the call's device data is in, which need not be the one the
+ * rank runs next to (ranks that share a GPU, a rank that changed device): its messages
+ * start and end there, so two ranks' buffers on one GPU meet in its memory. */
+static void stand(Rank& r, bool at_process, const Gpu* gpu) {
+  sg4::Host* where = at_process && r.cpu ? r.cpu : gpu ? gpu->message_end : r.device_end;
   if (sg4::this_actor::get_host() != where)
     sg4::this_actor::set_host(where);
+}
+static const Gpu* gpu_of(const void* b) {
+  const Allocation* a = b == MPI_IN_PLACE ? nullptr : find_allocation(b);
+  return a && a->device ? a->gpu : nullptr;
+}
+/* Stands a rank where one buffer is. */
+static void stand_at(Rank& r, const void* b) {
+  const Gpu* gpu = gpu_of(b);
+  stand(r, !gpu, gpu);
 }
 
 /* Stands a rank for one MPI call. `per_buffer`: the call stands at each buffer as it posts
  * that buffer's message (point-to-point), so buffers of both kinds in it are not counted. */
 static void place(Rank& r, std::initializer_list<const void*> buffers, bool per_buffer = false) {
   bool own_device = any_device(buffers), own_host = false;
-  for (const void* b : buffers)
+  const Gpu* gpu = nullptr;
+  for (const void* b : buffers) {
     own_host = own_host || is_host_data(b);
+    gpu = gpu ? gpu : gpu_of(b);
+  }
   if (own_device && own_host && !per_buffer)
     r.stats.mixed_placements++;
-  stand(r, buffers.size() > 0 && !own_device);
+  stand(r, buffers.size() > 0 && !own_device, gpu);
 }
 
 /* A non-blocking request counts as communication from its post until the
@@ -255,7 +270,7 @@ static SendMode mode_for(Rank& r, const void* buf, int count, MPI_Datatype dt, S
 /* Posts a send from where its buffer is. */
 static int post_send(Rank& r, const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
                      MPI_Request* rq, SendMode mode = SendMode::Standard) {
-  stand(r, !is_device(buf));
+  stand_at(r, buf);
   switch (mode_for(r, buf, count, dt, mode)) {
     case SendMode::Synchronous: return PMPI_Issend(buf, count, dt, dst, tag, comm, rq);
     case SendMode::Buffered: return PMPI_Ibsend(buf, count, dt, dst, tag, comm, rq);
@@ -272,7 +287,7 @@ static void receive_overhead(Rank& r, const void* buf, int from_world) {
 /* Posts a receive where its buffer is. */
 static int post_recv(Rank& r, void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm,
                      MPI_Request* rq) {
-  stand(r, !is_device(buf));
+  stand_at(r, buf);
   return PMPI_Irecv(buf, count, dt, src, tag, comm, rq);
 }
 
@@ -390,7 +405,7 @@ static int start(Rank& r, MPI_Request* rq) {
     before_send(r, p.buf, p.bytes, p.peer_world);
   else
     receive_overhead(r, p.buf, p.peer_world);
-  stand(r, !is_device(p.buf));
+  stand_at(r, p.buf);
   int rc = PMPI_Start(rq);
   posted(r, *rq);
   return rc;

@@ -92,6 +92,7 @@ struct Gpu {
   sg4::Host* host = nullptr;  // executes kernels and memsets
   sg4::Host* cpu = nullptr;   // the node's CPU: the other end of H2D/D2H copies
   sg4::Host* copy_engine = nullptr;  // where its peer copies start and end (beside the GPU)
+  sg4::Host* message_end = nullptr;  // where messages from and to its memory start and end
   int node = 0;
   int index = 0;              // device number within the node
   double speed = 0;           // flop/s of the host: 1 simulated second = speed flops

@@ -485,7 +485,7 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
             if m.gpudirect.rdma:
                 b.path(endpoint, nic, memory + b.shortest(rootc, nic))
             else:
-                nic_root = socket_of_switch(m, switch_of_gpu(m, [g for g in range(G) if nic_of_gpu(m, g) == rail][0]))
+                nic_root = socket_of_switch(m, switch_of_gpu(m, next(g for g in range(G) if nic_of_gpu(m, g) == rail)))
                 b.link(f"{endpoint}-dma", None, None, m.pcie.bandwidth, m.pcie.latency)
                 b.path(endpoint, nic, memory + b.shortest(rootc, root_complex(n, nic_root))
                        + [(f"{endpoint}-dma", "UP"), (f"{nic}-pcie", "UP")])

@@ -8,10 +8,18 @@ route takes the sum of its links' latencies plus bytes / its narrowest link
 from __future__ import annotations
 
 import pytest
-from orrery import platform
+from derivations import (
+    NO_SHM_OVERHEADS,
+    REL,
+    SMPI_ENVELOPE,
+    gpudirect_latency,
+    gpudirect_message,
+    run_ok,
+    staged_message,
+    wire,
+)
 
-from orrery import machine
-from derivations import REL, SMPI_ENVELOPE, gpudirect_latency, gpudirect_message, run_ok, staged_message, wire
+from orrery import machine, platform
 
 pytestmark = pytest.mark.native
 
@@ -197,7 +205,7 @@ def test_messages_within_a_node_through_the_nic(run_program, programs, h100):
     rails 0 and 1 exchange through their NICs and leaf switch, exactly as two GPUs of two
     nodes under one leaf; host buffers likewise leave through the NIC, not shared memory."""
     n = 8_000_000
-    nic = ("--gpus-per-node", "2", "--set", 'mpi.intra_node="nic"')
+    nic = ("--gpus-per-node", "2", "--set", 'mpi.intra_node="nic"', *NO_SHM_OVERHEADS)
     device = run_ok(run_program, programs, "sendrecv", str(n), options=nic).values()
     assert device["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n), rel=REL)
     host = run_ok(run_program, programs, "sendrecv-host", str(n), options=nic).values()
@@ -226,11 +234,11 @@ def test_three_level_fat_tree_a_message_between_pods_crosses_five_switches(run_p
 
 def test_host_buffer_messages_take_host_routes(run_program, programs, h100):
     n = 8_000_000
-    within = run_ok(run_program, programs, "sendrecv-host", str(n), options=("--gpus-per-node", "2")).values()
+    within = run_ok(run_program, programs, "sendrecv-host", str(n),
+                    options=("--gpus-per-node", "2", *NO_SHM_OVERHEADS)).values()
     # within a node: through shared memory (each rank's copy at the host memcpy rate, a token
     # latency on each side), not NVLink
-    shm = wire(2 * platform.SHM_LATENCY, n, h100.node.host_memcpy_bandwidth, h100.mpi.eager_threshold_host)
-    assert within["rank 0 elapsed"] == pytest.approx(shm, rel=REL)
+    assert within["rank 0 elapsed"] == pytest.approx(host_message(h100, n, 1), rel=REL)
     assert within["rank 1 data"] == 1
     # non-blocking calls on host buffers: the ranks stand at their processes while those are pending
     assert within["rank 0 nonblocking"] == pytest.approx(within["rank 0 elapsed"], rel=REL)
@@ -276,7 +284,7 @@ def test_dragonfly_global_link_is_shared(run_program, programs, h100):
 
 def host_message(m, n: int, nodes: int) -> float:
     """An n-byte host-buffer message alone: within a node through shared memory, between nodes
-    from memory through the NICs."""
+    from memory through the NICs (the routes alone: the tests run with NO_SHM_OVERHEADS)."""
     p, nic, f = m.pcie, m.nic, m.fabric
     if nodes == 1:
         return wire(2 * platform.SHM_LATENCY, n, m.node.host_memcpy_bandwidth, m.mpi.eager_threshold_host)
@@ -293,7 +301,7 @@ def test_a_rank_waiting_on_host_and_device_receives_gets_each_message_by_its_own
     memory and NVLink, between nodes through the NICs from memory and staged through host
     memory (GPUDirect RDMA off, so that the two routes differ)."""
     n = 1_000_000
-    layout = (("--gpus-per-node", "2") if nodes == 1 else
+    layout = (("--gpus-per-node", "2", *NO_SHM_OVERHEADS) if nodes == 1 else
               ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false"))
     r = run_ok(run_program, programs, "mixed-wait", str(n), nodes=nodes, options=layout)
     v = r.values()
@@ -309,7 +317,7 @@ def test_persistent_requests_are_pinned_at_each_start(run_program, programs, h10
     MPI_Ssend_init, MPI_Startall, MPI_Start), started twice: each start pins its message's
     end where its buffer is, so both rounds take the host and the device routes."""
     n = 1_000_000
-    r = run_ok(run_program, programs, "mixed-persistent", str(n), options=("--gpus-per-node", "2"))
+    r = run_ok(run_program, programs, "mixed-persistent", str(n), options=("--gpus-per-node", "2", *NO_SHM_OVERHEADS))
     v = r.values()
     device = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
     for round in (0, 1):
@@ -327,7 +335,7 @@ def test_a_collective_s_messages_keep_the_route_of_the_call_that_posted_them(run
     as rank 1 posts its receive, from rank 0's process, where the broadcast was posted: the
     host route, not the GPU's."""
     n = 1_000_000
-    layout = (("--gpus-per-node", "2") if nodes == 1 else
+    layout = (("--gpus-per-node", "2", *NO_SHM_OVERHEADS) if nodes == 1 else
               ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false"))
     v = run_ok(run_program, programs, "collective-late", str(n), nodes=nodes, options=layout).values()
     assert v["rank 1 ibcast"] == pytest.approx(host_message(h100, n, nodes), rel=REL)
@@ -341,7 +349,7 @@ def test_ready_and_buffered_sends_follow_the_host_path(run_program, programs, h1
     message arrives. The buffered one returns at once; its message arrives as long after."""
     n = 1_000_000
     assert n >= h100.mpi.eager_threshold_host
-    v = run_ok(run_program, programs, "send-modes", str(n), options=("--gpus-per-node", "2")).values()
+    v = run_ok(run_program, programs, "send-modes", str(n), options=("--gpus-per-node", "2", *NO_SHM_OVERHEADS)).values()
     alone = host_message(h100, n, 1)
     assert v["rank 1 rsend returned"] - v["rank 1 rsend sent"] == pytest.approx(alone, rel=REL)
     assert v["rank 0 rsend arrived"] - v["rank 1 rsend sent"] == pytest.approx(alone, rel=REL)
@@ -371,7 +379,7 @@ def test_a_host_message_posted_with_device_data_pending_takes_the_host_route(run
     its GPU. Within a node through shared memory (not NVLink), between nodes from memory through
     the NICs (not staged through host memory, as a device message without GPUDirect RDMA is)."""
     n = 1_000_000
-    layout = (("--gpus-per-node", "2") if nodes == 1 else
+    layout = (("--gpus-per-node", "2", *NO_SHM_OVERHEADS) if nodes == 1 else
               ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false"))
     v = run_ok(run_program, programs, "mixed-post", str(n), nodes=nodes, options=layout).values()
     assert v["rank 1 arrived"] - v["rank 0 sent"] == pytest.approx(host_message(h100, n, nodes), rel=REL)

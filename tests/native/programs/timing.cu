@@ -45,7 +45,18 @@ int main(int argc, char** argv) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  // as MPI + CUDA programs do: each rank of a node on its own GPU (local rank mod the GPUs it sees)
+  MPI_Comm node;
+  int local, gpus;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local);
+  CHECK(cudaGetDeviceCount(&gpus));
+  CHECK(cudaSetDevice(local % gpus));
   const char* mode = argc > 1 ? argv[1] : "";
+  if (!strcmp(mode, "send-recv-device0")) {  // send-recv with every rank's buffers on device 0
+    CHECK(cudaSetDevice(0));
+    mode = "send-recv";
+  }
   const size_t n = argc > 2 ? strtoull(argv[2], nullptr, 10) : 1 << 20;
   float *d, *h;
   CHECK(cudaMalloc(&d, n * (strcmp(mode, "collectives") ? 1 : size)));
