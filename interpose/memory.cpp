@@ -372,7 +372,8 @@ ORR_EXPORT cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int /*flags
   void* mem = allocate(size, fold);
   if (!mem)
     return r.last_error = cudaErrorMemoryAllocation;
-  registry()[(uintptr_t)mem] = Allocation{(uintptr_t)mem, size, false, fold, nullptr};
+  // The device current now: the one cudaPointerGetAttributes reports for it.
+  registry()[(uintptr_t)mem] = Allocation{(uintptr_t)mem, size, false, fold, &current_gpu(r)};
   *p = mem;
   return cudaSuccess;
 }
@@ -421,12 +422,15 @@ ORR_EXPORT cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, con
     return r.last_error = cudaErrorInvalidValue;
   memset(attr, 0, sizeof *attr);
   const Allocation* a = find_allocation(p);
-  attr->device = r.device;
-  if (!a) {
+  // Device numbers as the rank sees them: with bound GPUs, its one device is 0 whatever its
+  // index on the node. Memory of a device the rank cannot see is not its own.
+  int device = a ? ordinal_of(r, a->gpu) : -1;
+  attr->device = device >= 0 ? device : r.device;
+  if (!a || (a->device && device < 0)) {
     attr->type = cudaMemoryTypeUnregistered;
+    attr->hostPointer = (void*)p;  // CUDA does not check unregistered memory: the pointer given
   } else if (a->device) {
     attr->type = cudaMemoryTypeDevice;
-    attr->device = a->gpu->index;
     attr->devicePointer = (void*)p;
   } else {
     attr->type = cudaMemoryTypeHost;

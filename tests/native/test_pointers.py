@@ -146,3 +146,37 @@ def test_calls_at_an_allocations_limits_succeed_and_one_byte_more_fails(run_prog
         "D2D": (1, 4 * KIB),
         "memset": (1, 4 * KIB),
     }
+
+
+def _attributes(stdout: str) -> dict[str, str]:
+    """'rank1 pinned_ptr 1 0' -> {'rank1 pinned_ptr': '1 0'}"""
+    out = {}
+    for line in stdout.splitlines():
+        if line.startswith("rank") and not line.startswith("rank "):
+            rank, what, rest = line.split(" ", 2)
+            out[f"{rank} {what}"] = rest
+    return out
+
+
+def test_bound_ranks_are_told_device_0_for_their_own_memory(run_program, programs):
+    r = run_program(programs["pointers"], "attributes",
+                    options=("--gpus-per-node", "2", "--ranks-per-node", "2", "--gpu-visibility", "bound"))
+    assert r.returncode == 0, r.stderr
+    a = _attributes(r.stdout)
+    for rank in ("rank0", "rank1"):
+        # one device, current 0; device memory (type 2) and pinned memory (type 1) on device 0
+        assert a[f"{rank} count"] == "1 current 0 device_ptr 2 0"
+        assert a[f"{rank} pinned_ptr"] == "1 0"
+    # rank 1 runs beside the node's second GPU, its only device
+    assert r.results["ranks"][1]["host"] == "n0-gpu1"
+
+
+def test_pinned_memory_is_reported_on_the_device_current_at_its_allocation(run_program, programs):
+    r = run_program(programs["pointers"], "attributes", options=("--gpus-per-node", "2", "--ranks-per-node", "2"))
+    assert r.returncode == 0, r.stderr
+    a = _attributes(r.stdout)
+    for rank in ("rank0", "rank1"):
+        assert a[f"{rank} count"] == "2 current 0 device_ptr 2 0"
+        assert a[f"{rank} pinned_on_1"] == "1 1"  # allocated on device 1, queried from device 0
+        # malloc'd memory: unregistered (type 0), its host pointer the pointer itself
+        assert a[f"{rank} pageable_ptr"] == "0 1"
