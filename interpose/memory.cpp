@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 namespace orrery {
@@ -150,6 +151,93 @@ static cudaError_t classify(Rank& r, const void* dst, const void* src, int kind,
   return cudaSuccess;
 }
 
+/* ---- checking a call's pointers, before anything is charged or touched ----
+ * The real runtime knows every allocation it made and refuses a device-side range that is not
+ * inside one of them (cudaErrorInvalidValue). Pageable host memory is unknown to CUDA too: any
+ * pointer that is neither null nor CUDA's is taken as host memory (unified addressing), and the
+ * shim checks only that it can be read (a source) or written (a destination), so that a bad
+ * host pointer is an error returned instead of a crash of the whole simulation (the shim writes
+ * D2H copies' fill pattern and moves H2H copies' data). */
+
+/* The device number of `g` as rank r sees it (a bound rank sees one device, 0); -1: not its own. */
+static int ordinal_of(const Rank& r, const Gpu* g) {
+  for (size_t i = 0; i < r.gpus.size(); i++)
+    if (r.gpus[i] == g)
+      return (int)i;
+  return -1;
+}
+
+static bool inside(const Allocation& a, const void* p, size_t n) {
+  uintptr_t b = (uintptr_t)p;
+  return b >= a.base && n <= a.size && b - a.base <= a.size - n;
+}
+
+/* The bytes that `rows` rows of `width` bytes, `pitch` apart, span; false if that overflows. */
+static bool extent_of(size_t width, size_t pitch, size_t rows, size_t& extent) {
+  return !__builtin_mul_overflow(rows - 1, pitch, &extent) && !__builtin_add_overflow(extent, width, &extent);
+}
+
+/* Whether this process can read (and, with `write`, also write) every page of [p, p + n), n > 0.
+ * process_vm_readv/writev report a fault as an error where a plain access raises SIGSEGV: one
+ * byte of each page is read, and written back unchanged. Where a seccomp policy forbids them,
+ * only the mapping is checked (msync fails on unmapped pages). */
+static bool host_accessible(const void* p, size_t n, bool write) {
+  static const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t begin = (uintptr_t)p, end = begin + n;
+  constexpr size_t kBatch = 256;  // iovecs per call, below IOV_MAX
+  char bytes[kBatch];
+  iovec remote[kBatch];
+  for (uintptr_t a = begin; a < end && a >= begin;) {
+    size_t k = 0;
+    for (; k < kBatch && a < end && a >= begin; k++) {
+      remote[k] = {(void*)a, 1};
+      a = (a & ~(page - 1)) + page;  // 0 past the last page: ends both loops
+    }
+    iovec local{bytes, k};
+    ssize_t got = process_vm_readv(getpid(), &local, 1, remote, k, 0);
+    if (got < 0 && (errno == ENOSYS || errno == EPERM)) {
+      uintptr_t first = begin & ~(page - 1);
+      return msync((void*)first, end - first, MS_ASYNC) == 0;
+    }
+    if (got != (ssize_t)k || (write && process_vm_writev(getpid(), &local, 1, remote, k, 0) != (ssize_t)k))
+      return false;
+  }
+  return true;
+}
+
+/* Whether a device allocation begins inside [p, p + n) (p itself is in none). */
+static bool reaches_device_memory(const void* p, size_t n) {
+  auto& reg = registry();
+  for (auto it = reg.lower_bound((uintptr_t)p); it != reg.end() && it->first - (uintptr_t)p < n; ++it)
+    if (it->second.device)
+      return true;
+  return false;
+}
+
+/* One side of a copy: `extent` bytes from `p`, on the device (named so by the copy's kind, or
+ * found so for cudaMemcpyDefault) or on the host, written to when `write`. With `device` >= 0 it
+ * must be memory of that device of the rank (peer copies). */
+static cudaError_t check_side(const Rank& r, const void* p, size_t extent, const Side& side, bool write,
+                              int device = -1) {
+  if (!p || extent > UINTPTR_MAX - (uintptr_t)p)
+    return cudaErrorInvalidValue;
+  const Allocation* a = find_allocation(p);
+  if (device >= 0 && !(a && a->device && a->gpu == r.gpus[device]))
+    return cudaErrorInvalidValue;
+  if (side.device) {
+    // Device memory of one of the rank's GPUs, or pinned host memory, which CUDA maps into the
+    // devices' address space (unified addressing).
+    if (!a || (a->device && ordinal_of(r, a->gpu) < 0))
+      return cudaErrorInvalidValue;
+    return inside(*a, p, extent) ? cudaSuccess : cudaErrorInvalidValue;
+  }
+  if (a)  // pinned host memory, or device memory where the kind names the host
+    return !a->device && inside(*a, p, extent) ? cudaSuccess : cudaErrorInvalidValue;
+  if (reaches_device_memory(p, extent))
+    return cudaErrorInvalidValue;
+  return host_accessible(p, extent, write) ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 static bool pinned(const void* p) {
   const Allocation* a = find_allocation(p);
   return a && !a->device;
@@ -159,12 +247,24 @@ static bool pinned(const void* p) {
  * also serialised with the legacy-ordered work of the devices in `also` (cudaMemcpyPeer):
  * it waits for what is pending there, and what comes later there waits for it. */
 static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                        size_t height, int kind, cudaStream_t stream, bool sync, std::initializer_list<int> also = {}) {
+                        size_t height, int kind, cudaStream_t stream, bool sync, std::initializer_list<int> also = {},
+                        int dst_device = -1, int src_device = -1) {
   Rank& r = rank_self(fn);
   Side d, s;
   CopyKind k;
   if (cudaError_t e = classify(r, dst, src, kind, d, s, k))
     return r.last_error = e;
+  if (width > dpitch || width > spitch)
+    return r.last_error = cudaErrorInvalidPitchValue;
+  if (width && height) {  // a copy of nothing succeeds whatever its pointers, as in CUDA
+    size_t dst_extent, src_extent;
+    if (!extent_of(width, dpitch, height, dst_extent) || !extent_of(width, spitch, height, src_extent))
+      return r.last_error = cudaErrorInvalidValue;
+    if (cudaError_t e = check_side(r, dst, dst_extent, d, true, dst_device))
+      return r.last_error = e;
+    if (cudaError_t e = check_side(r, src, src_extent, s, false, src_device))
+      return r.last_error = e;
+  }
   Stream* st = resolve_stream(r, stream, fn);
   host_overhead(r, current_gpu(r).copy_overhead_s);
   Op op{Op::Copy};
@@ -215,7 +315,7 @@ static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* sr
 static cudaError_t memset_device(const char* fn, void* p, size_t bytes, cudaStream_t stream) {
   Rank& r = rank_self(fn);
   const Allocation* a = find_allocation(p);
-  if (!a || !a->device)
+  if (!a || !a->device || ordinal_of(r, a->gpu) < 0 || !inside(*a, p, bytes))
     return r.last_error = cudaErrorInvalidValue;
   Stream* st = resolve_stream(r, stream, fn);
   host_overhead(r, current_gpu(r).copy_overhead_s);
@@ -235,7 +335,7 @@ ORR_EXPORT cudaError_t cudaMalloc(void** p, size_t size) {
   Gpu& g = current_gpu(r);
   if (!p)
     return r.last_error = cudaErrorInvalidValue;
-  if (g.memory_used + size > g.prop.totalGlobalMem) {
+  if (size > g.prop.totalGlobalMem - g.memory_used) {  // not used + size: SIZE_MAX would wrap
     *p = nullptr;
     return r.last_error = cudaErrorMemoryAllocation;
   }
@@ -272,7 +372,8 @@ ORR_EXPORT cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int /*flags
   void* mem = allocate(size, fold);
   if (!mem)
     return r.last_error = cudaErrorMemoryAllocation;
-  registry()[(uintptr_t)mem] = Allocation{(uintptr_t)mem, size, false, fold, nullptr};
+  // The device current now: the one cudaPointerGetAttributes reports for it.
+  registry()[(uintptr_t)mem] = Allocation{(uintptr_t)mem, size, false, fold, &current_gpu(r)};
   *p = mem;
   return cudaSuccess;
 }
@@ -286,13 +387,30 @@ ORR_EXPORT cudaError_t cudaFreeHost(void* p) {
   auto it = registry().find((uintptr_t)p);
   if (it == registry().end() || it->second.device)
     return r.last_error = cudaErrorInvalidValue;
+  // The real runtime synchronises before it unpins the buffer; here the copies still to fill it
+  // or read it must complete before it is unmapped, or they would write into freed memory.
+  const Allocation& a = it->second;
+  for (Stream* st : r.streams) {
+    uint64_t last = 0, seq = st->completed;
+    for (const Op& op : st->queue) {
+      ++seq;
+      for (const void* q : {(const void*)op.fill_dst, op.h2h_src})
+        if (q && (uintptr_t)q - a.base < std::max<size_t>(a.size, 1))
+          last = seq;
+    }
+    if (last)
+      wait_for(r, st, last);
+  }
   release(it->second);
   registry().erase(it);
   return cudaSuccess;
 }
 
 ORR_EXPORT cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
-  Gpu& g = current_gpu(rank_self("cudaMemGetInfo"));
+  Rank& r = rank_self("cudaMemGetInfo");
+  if (!free_bytes || !total)
+    return r.last_error = cudaErrorInvalidValue;
+  Gpu& g = current_gpu(r);
   *total = g.prop.totalGlobalMem;
   *free_bytes = g.prop.totalGlobalMem - g.memory_used;
   return cudaSuccess;
@@ -304,12 +422,15 @@ ORR_EXPORT cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, con
     return r.last_error = cudaErrorInvalidValue;
   memset(attr, 0, sizeof *attr);
   const Allocation* a = find_allocation(p);
-  attr->device = r.device;
-  if (!a) {
+  // Device numbers as the rank sees them: with bound GPUs, its one device is 0 whatever its
+  // index on the node. Memory of a device the rank cannot see is not its own.
+  int device = a ? ordinal_of(r, a->gpu) : -1;
+  attr->device = device >= 0 ? device : r.device;
+  if (!a || (a->device && device < 0)) {
     attr->type = cudaMemoryTypeUnregistered;
+    attr->hostPointer = (void*)p;  // CUDA does not check unregistered memory: the pointer given
   } else if (a->device) {
     attr->type = cudaMemoryTypeDevice;
-    attr->device = a->gpu->index;
     attr->devicePointer = (void*)p;
   } else {
     attr->type = cudaMemoryTypeHost;
@@ -340,11 +461,16 @@ ORR_EXPORT cudaError_t cudaMemcpyPeer(void* dst, int dst_dev, const void* src, i
   for (int device : {dst_dev, src_dev})
     if (device < 0 || device >= (int)r.gpus.size())
       return r.last_error = cudaErrorInvalidDevice;
-  return copy("cudaMemcpyPeer", dst, n, src, n, n, 1, cudaMemcpyDeviceToDevice, nullptr, true, {src_dev, dst_dev});
+  return copy("cudaMemcpyPeer", dst, n, src, n, n, 1, cudaMemcpyDeviceToDevice, nullptr, true, {src_dev, dst_dev},
+              dst_dev, src_dev);
 }
-ORR_EXPORT cudaError_t cudaMemcpyPeerAsync(void* dst, int /*dst_dev*/, const void* src, int /*src_dev*/, size_t n,
+ORR_EXPORT cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_dev, const void* src, int src_dev, size_t n,
                                            cudaStream_t s) {
-  return copy("cudaMemcpyPeerAsync", dst, n, src, n, n, 1, cudaMemcpyDeviceToDevice, s, false);
+  Rank& r = rank_self("cudaMemcpyPeerAsync");
+  for (int device : {dst_dev, src_dev})
+    if (device < 0 || device >= (int)r.gpus.size())
+      return r.last_error = cudaErrorInvalidDevice;
+  return copy("cudaMemcpyPeerAsync", dst, n, src, n, n, 1, cudaMemcpyDeviceToDevice, s, false, {}, dst_dev, src_dev);
 }
 ORR_EXPORT cudaError_t cudaMemset(void* p, int /*value*/, size_t n) { return memset_device("cudaMemset", p, n, nullptr); }
 ORR_EXPORT cudaError_t cudaMemsetAsync(void* p, int /*value*/, size_t n, cudaStream_t s) {

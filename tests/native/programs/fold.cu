@@ -19,8 +19,12 @@ int main(int argc, char** argv) {
   const int up = (rank + size - 1) % size, down = (rank + 1) % size;
   const size_t last = 4 * gib / sizeof(float) - row;
   for (int it = 0; it < 10; it++) {
-    cudaMemcpy(ha, a + last, row * sizeof(float), cudaMemcpyDeviceToHost);
-    cudaMemcpy(hb + last / 4, b, row * sizeof(float), cudaMemcpyDeviceToHost);
+    // into the first and the last row of the pinned buffers
+    if (cudaMemcpy(ha, a + last, row * sizeof(float), cudaMemcpyDeviceToHost) ||
+        cudaMemcpy(hb + gib / sizeof(float) - row, b, row * sizeof(float), cudaMemcpyDeviceToHost)) {
+      fprintf(stderr, "halo copy failed on rank %d\n", rank);
+      return 1;
+    }
     MPI_Sendrecv(a + row, row, MPI_FLOAT, up, 0, a + last, row, MPI_FLOAT, down, 0, MPI_COMM_WORLD,
                  MPI_STATUS_IGNORE);
     MPI_Sendrecv(b + last, row, MPI_FLOAT, down, 1, b, row, MPI_FLOAT, up, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
