@@ -55,6 +55,25 @@ def orrery(*args: str, cwd: Path | None = None, check: bool = False) -> subproce
     return proc
 
 
+def assert_same_calibration(produced, committed, path: str = "") -> None:
+    """A calibration as committed: the same keys, strings and structure, every number to 1e-9.
+    A run is bit-identical to another with the same libraries (the h100-pcie calibration test runs twice);
+    a committed file was made with the numpy and scipy of its day, whose least squares may differ
+    from today's in the last digits."""
+    if isinstance(committed, dict):
+        assert isinstance(produced, dict) and sorted(produced) == sorted(committed), path
+        for key in committed:
+            assert_same_calibration(produced[key], committed[key], f"{path}.{key}")
+    elif isinstance(committed, list):
+        assert isinstance(produced, list) and len(produced) == len(committed), path
+        for i, (a, b) in enumerate(zip(produced, committed)):
+            assert_same_calibration(a, b, f"{path}[{i}]")
+    elif isinstance(committed, float) and not isinstance(committed, bool):
+        assert produced == pytest.approx(committed, rel=1e-9, abs=1e-300), path
+    else:
+        assert produced == committed, path
+
+
 def build(source: Path, dest: Path) -> Path:
     """Compile a .cu program with `orrery nvcc` and link it with `orrery mpicxx`."""
     obj = dest.with_suffix(".o")
