@@ -24,22 +24,28 @@ using namespace orrery;
 static void stand(Rank& r, bool at_process);
 
 namespace {
-class MpiScope {  // times one MPI call of the calling rank, which then stands next to its GPU again
+/* Times one MPI call of the calling rank, which then stands next to its GPU again, and counts
+ * the bytes it moves (README, results.json: what a call's bytes are). */
+class MpiScope {
  public:
-  explicit MpiScope(const char* name) : rank_(rank_self(name)), name_(name), t0_(now()) {}
+  explicit MpiScope(const char* name, double bytes = 0)
+      : rank_(rank_self(name)), name_(name), t0_(now()), bytes_((uint64_t)bytes) {}
   ~MpiScope() {
     stand(rank_, false);
     Tally& t = rank_.stats.mpi[name_];
     t.count++;
+    t.bytes += bytes_;
     t.time_s += now() - t0_;
     rank_.stats.comm.add(t0_, now());
   }
   Rank& rank() { return rank_; }
+  void add_bytes(double bytes) { bytes_ += (uint64_t)bytes; }  // a call whose bytes are known once it runs (MPI_Start)
 
  private:
   Rank& rank_;
   const char* name_;
   double t0_;
+  uint64_t bytes_;
 };
 }  // namespace
 
@@ -117,6 +123,31 @@ static int total_count(const int* counts, MPI_Comm comm) {  // a reduce-scatter'
   return total;
 }
 
+/* The bytes of a collective's send buffer at this rank (count x type size, summed over its
+ * blocks); MPI_IN_PLACE: the block of the receive buffer that stands for it. */
+static int comm_rank(MPI_Comm comm) {
+  int me = 0;
+  PMPI_Comm_rank(comm, &me);
+  return me;
+}
+static double own_block(const void* sbuf, int scount, MPI_Datatype stype, int rcount, MPI_Datatype rtype) {
+  return sbuf == MPI_IN_PLACE ? message_bytes(rcount, rtype) : message_bytes(scount, stype);
+}
+static double own_block_v(const void* sbuf, int scount, MPI_Datatype stype, const int* rcounts,
+                          MPI_Datatype rtype, MPI_Comm comm) {
+  return sbuf == MPI_IN_PLACE ? message_bytes(rcounts[comm_rank(comm)], rtype) : message_bytes(scount, stype);
+}
+// away from the root a scatter reads no send buffer: the block the rank receives
+static double scatter_bytes(int scount, MPI_Datatype stype, int rcount, MPI_Datatype rtype, int root,
+                            MPI_Comm comm) {
+  return comm_rank(comm) == root ? comm_size(comm) * message_bytes(scount, stype) : message_bytes(rcount, rtype);
+}
+static double alltoallv_bytes(const void* sbuf, const int* scounts, MPI_Datatype stype, const int* rcounts,
+                              MPI_Datatype rtype, MPI_Comm comm) {
+  bool in_place = sbuf == MPI_IN_PLACE;
+  return message_bytes(total_count(in_place ? rcounts : scounts, comm), in_place ? rtype : stype);
+}
+
 /* A blocking collective's measured correction (machine key collectives.*, fitted by
  * orrery calibrate where the point-to-point model misses a collective): the call
  * takes the extra time of its size range longer, waited out before it returns; a
@@ -139,23 +170,23 @@ class Correction {
     MpiScope scope("MPI_" #name);              \
     return PMPI_##name args;                   \
   }
-#define ORR_MPI_DATA(name, params, args, buffers) \
+#define ORR_MPI_DATA(name, params, args, buffers, bytes) \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name);              \
+    MpiScope scope("MPI_" #name, bytes);       \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
     return PMPI_##name args;                   \
   }
 #define ORR_UNPAREN(...) __VA_ARGS__
-#define ORR_MPI_COLL(name, params, args, buffers, size) \
+#define ORR_MPI_COLL(name, params, args, buffers, size, bytes) \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name);              \
+    MpiScope scope("MPI_" #name, bytes);       \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
     Correction fix(#name, message_bytes size, {ORR_UNPAREN buffers}); \
     return PMPI_##name args;                   \
   }
-#define ORR_MPI_POST(name, params, args, buffers) \
+#define ORR_MPI_POST(name, params, args, buffers, bytes) \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name);              \
+    MpiScope scope("MPI_" #name, bytes);       \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
     int rc = PMPI_##name args;                 \
     posted(scope.rank(), *rq); \
@@ -278,7 +309,7 @@ static int post_recv(Rank& r, void* buf, int count, MPI_Datatype dt, int src, in
 
 static int blocking_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
                          MPI_Comm comm, SendMode mode) {
-  MpiScope scope(name);
+  MpiScope scope(name, message_bytes(count, dt));
   place(scope.rank(), {buf}, true);
   before_send(scope.rank(), buf, message_bytes(count, dt), world_of(dst, comm));
   switch (mode_for(scope.rank(), buf, count, dt, mode)) {
@@ -289,7 +320,7 @@ static int blocking_send(const char* name, const void* buf, int count, MPI_Datat
 }
 static int nonblocking_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
                             MPI_Comm comm, MPI_Request* rq, SendMode mode) {
-  MpiScope scope(name);
+  MpiScope scope(name, message_bytes(count, dt));
   place(scope.rank(), {buf}, true);
   before_send(scope.rank(), buf, message_bytes(count, dt), world_of(dst, comm));
   int rc = post_send(scope.rank(), buf, count, dt, dst, tag, comm, rq, mode);
@@ -317,7 +348,7 @@ ORR_SEND_REQUEST(Issend, nonblocking_send, Synchronous)
 ORR_SEND_REQUEST(Ibsend, nonblocking_send, Buffered)
 
 ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* st) {
-  MpiScope scope("MPI_Recv");
+  MpiScope scope("MPI_Recv", message_bytes(count, dt));
   place(scope.rank(), {buf}, true);
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE ? &own : st;
@@ -327,7 +358,7 @@ ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag,
 }
 
 ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request* rq) {
-  MpiScope scope("MPI_Irecv");
+  MpiScope scope("MPI_Irecv", message_bytes(count, dt));
   place(scope.rank(), {buf}, true);
   receive_overhead(scope.rank(), buf, world_of(src, comm));  // charged when posted
   int rc = post_recv(scope.rank(), buf, count, dt, src, tag, comm, rq);
@@ -337,7 +368,7 @@ ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag
 
 ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
                             MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* st) {
-  MpiScope scope("MPI_Sendrecv");
+  MpiScope scope("MPI_Sendrecv", message_bytes(scount, stype) + message_bytes(rcount, rtype));  // both messages
   place(scope.rank(), {sbuf, rbuf}, true);
   int to = world_of(dst, comm);
   before_send(scope.rank(), sbuf, message_bytes(scount, stype), to);
@@ -395,13 +426,21 @@ static int start(Rank& r, MPI_Request* rq) {
   posted(r, *rq);
   return rc;
 }
+/* The bytes a start moves: its persistent request's message (0 for one the shim did not make). */
+static double started_bytes(const Rank& r, const MPI_Request* rq) {
+  auto it = r.persistent.find((const void*)*rq);
+  return it == r.persistent.end() ? 0 : it->second.bytes;
+}
 ORR_EXPORT int MPI_Start(MPI_Request* rq) {
   MpiScope scope("MPI_Start");
+  scope.add_bytes(started_bytes(scope.rank(), rq));
   place(scope.rank(), {}, true);  // start() stands at the request's buffer
   return start(scope.rank(), rq);
 }
 ORR_EXPORT int MPI_Startall(int n, MPI_Request rqs[]) {
   MpiScope scope("MPI_Startall");
+  for (int i = 0; i < n; i++)
+    scope.add_bytes(started_bytes(scope.rank(), &rqs[i]));
   place(scope.rank(), {}, true);
   int rc = MPI_SUCCESS;
   for (int i = 0; i < n && rc == MPI_SUCCESS; i++)

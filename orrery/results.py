@@ -106,7 +106,7 @@ def read_report(path: Path, run: dict) -> Results:
             hidden_fraction=hidden / comm if comm > 0 else 0.0,
             mixed_placement_calls=d.get("mixed", 0),
             kernels={k: Tally(v.count, v.time_s) for k, v in d["kernel"].items()},
-            copies=d["copy"], mpi={k: Tally(v.count, v.time_s) for k, v in d["mpi"].items()},
+            copies=d["copy"], mpi=d["mpi"],
         ))
     return Results(makespan, ranks, dict(sorted(uncosted.items())), run)
 

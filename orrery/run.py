@@ -84,6 +84,10 @@ def _check(opts: RunOptions) -> Path:
         raise InputError("orrery run", None, str(exe),
                          "a program linked for SimGrid's SMPI: build it with `orrery mpicc`/`orrery mpicxx` "
                          "(or smpicc/smpicxx)")
+    if b"libcudart.so.13" not in head:  # Orrery's runtime times its MPI calls and writes the report
+        raise InputError("orrery run", None, str(exe),
+                         "a program linked against Orrery's libcudart.so.13, even one without CUDA calls: "
+                         "link it with `orrery mpicc`/`orrery mpicxx`")
     if shutil.which("smpirun") is None:
         raise SimulationError("SimGrid's smpirun is not on PATH: run the set-up command of the README")
     return exe.resolve()
