@@ -25,11 +25,14 @@ static void stand(Rank& r, bool at_process);
 
 namespace {
 /* Times one MPI call of the calling rank, which then stands next to its GPU again, and counts
- * the bytes it moves (README, results.json: what a call's bytes are). */
+ * the bytes it moves (README, results.json: what a call's bytes are). While the call runs the
+ * rank is in it: a deadlock names the call, its peer and tag. */
 class MpiScope {
  public:
-  explicit MpiScope(const char* name, double bytes = 0)
-      : rank_(rank_self(name)), name_(name), t0_(now()), bytes_((uint64_t)bytes) {}
+  explicit MpiScope(const char* name, double bytes = 0, int peer = Rank::kNoPeer, int tag = Rank::kNoPeer)
+      : rank_(rank_self(name)), name_(name), t0_(now()), bytes_((uint64_t)bytes), outer_(rank_.in_mpi) {
+    rank_.in_mpi = Rank::MpiCall{name, t0_, bytes_, peer, tag};
+  }
   ~MpiScope() {
     stand(rank_, false);
     Tally& t = rank_.stats.mpi[name_];
@@ -37,15 +40,20 @@ class MpiScope {
     t.bytes += bytes_;
     t.time_s += now() - t0_;
     rank_.stats.comm.add(t0_, now());
+    rank_.in_mpi = outer_;
   }
   Rank& rank() { return rank_; }
-  void add_bytes(double bytes) { bytes_ += (uint64_t)bytes; }  // a call whose bytes are known once it runs (MPI_Start)
+  void add_bytes(double bytes) {  // a call whose bytes are known once it runs (MPI_Start)
+    bytes_ += (uint64_t)bytes;
+    rank_.in_mpi.bytes = bytes_;
+  }
 
  private:
   Rank& rank_;
   const char* name_;
   double t0_;
   uint64_t bytes_;
+  Rank::MpiCall outer_;
 };
 }  // namespace
 
@@ -147,6 +155,16 @@ static double alltoallv_bytes(const void* sbuf, const int* scounts, MPI_Datatype
   bool in_place = sbuf == MPI_IN_PLACE;
   return message_bytes(total_count(in_place ? rcounts : scounts, comm), in_place ? rtype : stype);
 }
+
+/* A peer or tag as the report names it: a rank of MPI_COMM_WORLD, any, or none. */
+static int world_of(int peer, MPI_Comm comm);
+static int peer_of(int peer, MPI_Comm comm) {
+  if (peer == MPI_ANY_SOURCE)
+    return Rank::kAnyPeer;
+  int world = peer < 0 ? -1 : world_of(peer, comm);
+  return world < 0 ? Rank::kNoPeer : world;
+}
+static int tag_of(int tag) { return tag == MPI_ANY_TAG ? Rank::kAnyPeer : tag < 0 ? Rank::kNoPeer : tag; }
 
 /* A blocking collective's measured correction (machine key collectives.*, fitted by
  * orrery calibrate where the point-to-point model misses a collective): the call
@@ -309,7 +327,7 @@ static int post_recv(Rank& r, void* buf, int count, MPI_Datatype dt, int src, in
 
 static int blocking_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
                          MPI_Comm comm, SendMode mode) {
-  MpiScope scope(name, message_bytes(count, dt));
+  MpiScope scope(name, message_bytes(count, dt), peer_of(dst, comm), tag_of(tag));
   place(scope.rank(), {buf}, true);
   before_send(scope.rank(), buf, message_bytes(count, dt), world_of(dst, comm));
   switch (mode_for(scope.rank(), buf, count, dt, mode)) {
@@ -320,7 +338,7 @@ static int blocking_send(const char* name, const void* buf, int count, MPI_Datat
 }
 static int nonblocking_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
                             MPI_Comm comm, MPI_Request* rq, SendMode mode) {
-  MpiScope scope(name, message_bytes(count, dt));
+  MpiScope scope(name, message_bytes(count, dt), peer_of(dst, comm), tag_of(tag));
   place(scope.rank(), {buf}, true);
   before_send(scope.rank(), buf, message_bytes(count, dt), world_of(dst, comm));
   int rc = post_send(scope.rank(), buf, count, dt, dst, tag, comm, rq, mode);
@@ -348,7 +366,7 @@ ORR_SEND_REQUEST(Issend, nonblocking_send, Synchronous)
 ORR_SEND_REQUEST(Ibsend, nonblocking_send, Buffered)
 
 ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* st) {
-  MpiScope scope("MPI_Recv", message_bytes(count, dt));
+  MpiScope scope("MPI_Recv", message_bytes(count, dt), peer_of(src, comm), tag_of(tag));
   place(scope.rank(), {buf}, true);
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE ? &own : st;
@@ -358,7 +376,7 @@ ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag,
 }
 
 ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request* rq) {
-  MpiScope scope("MPI_Irecv", message_bytes(count, dt));
+  MpiScope scope("MPI_Irecv", message_bytes(count, dt), peer_of(src, comm), tag_of(tag));
   place(scope.rank(), {buf}, true);
   receive_overhead(scope.rank(), buf, world_of(src, comm));  // charged when posted
   int rc = post_recv(scope.rank(), buf, count, dt, src, tag, comm, rq);
@@ -368,7 +386,9 @@ ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag
 
 ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
                             MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* st) {
-  MpiScope scope("MPI_Sendrecv", message_bytes(scount, stype) + message_bytes(rcount, rtype));  // both messages
+  // both messages: the one sent and the one received; a deadlock names the receive's peer
+  MpiScope scope("MPI_Sendrecv", message_bytes(scount, stype) + message_bytes(rcount, rtype), peer_of(src, comm),
+                 tag_of(rtag));
   place(scope.rank(), {sbuf, rbuf}, true);
   int to = world_of(dst, comm);
   before_send(scope.rank(), sbuf, message_bytes(scount, stype), to);
@@ -556,6 +576,25 @@ ORR_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info in
   Rank& r = rank_self("MPI_Comm_split_type");
   const char* node = r.host->get_property("orrery:node");
   return PMPI_Comm_split(comm, node ? atoi(node) : 0, key, out);
+}
+
+/* MPI_Abort ends the whole job at once, as mpirun does, and the error code becomes the run's exit
+ * status (SMPI's own ignores the code and leaves the run to end in a deadlock). */
+ORR_EXPORT int MPI_Abort(MPI_Comm, int errorcode) {
+  end_run("aborted", rank_self("MPI_Abort").id, errorcode);
+}
+
+/* exit() in a C or C++ file built by smpicc/smpicxx (orrery mpicc/mpicxx): SMPI's smpi_helpers.h
+ * makes it smpi_exit, which ends only the calling rank and keeps its status for the end. Here,
+ * as under mpirun, a non-zero status or an exit before MPI_Finalize ends the job with it; an
+ * exit(0) after MPI_Finalize ends the rank, as returning from main would. (exit() in CUDA files,
+ * which nvcc builds, ends the process: engine.cpp's exit handler.) */
+ORR_EXPORT void smpi_exit(int status) {
+  Rank& r = rank_self("exit");
+  if (status != 0 || r.stats.end_s < 0)
+    end_run("exited", r.id, status);
+  finish_rank(r);
+  sg4::this_actor::exit();
 }
 
 ORR_EXPORT int MPI_Finalize(void) {
