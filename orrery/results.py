@@ -163,6 +163,9 @@ def _failure(status: str, rank: int, code: int, when: float, rows: list[dict], u
                                            code)
     if status == "deadlock":
         blocked = _blocked(rows)
+        if not blocked:  # every rank had finished: one of the shim's GPU streams was left blocked
+            msg = f"the simulation deadlocked {at} after every rank had finished (a simulated GPU stream was blocked)"
+            return "orrery_error", EXIT_ORRERY_ERROR, Failure(msg, [], when)
         parts = []
         for b in blocked:
             call = b["call"] or "no MPI call (outside the calls Orrery wraps)"

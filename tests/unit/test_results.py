@@ -75,3 +75,10 @@ def test_an_error_of_orrery_wins_over_the_report_s_status(tmp_path):
     assert (res.status, res.run["exit_code"]) == ("orrery_error", 3)
     assert res.failure.message == "the program called cudaGraphCreate, which Orrery does not simulate"
     assert res.failure.ranks == [0] and [r.finished for r in res.ranks] == [True, False]
+
+
+def test_a_deadlock_with_no_rank_blocked_is_orrery_s_error(tmp_path):
+    report(tmp_path, "-1\tstatus\tdeadlock\t0\t0\t2e-06\n", ranks=((0, 2e-6, True),))
+    res = results.read_run(tmp_path, {}, 0)
+    assert (res.status, res.run["exit_code"], res.failure.ranks) == ("orrery_error", 3, [])
+    assert "after every rank had finished" in res.failure.message
