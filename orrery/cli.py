@@ -3,7 +3,7 @@
 Errors of Orrery's own types become one line on stderr, ``orrery: error: ...``,
 and exit status 2 (bad input) or 3 (the simulation could not go on); a run that
 fails otherwise ends with ``orrery: STATUS: ...`` on stderr and the exit status
-results.py gives its status (the program's own where it has one).
+results.py assigns to that status (the program's own where it has one).
 """
 
 from __future__ import annotations
