@@ -26,6 +26,8 @@
 #include <unordered_set>
 #include <set>
 #include <sstream>
+#include <csignal>
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace orrery {
@@ -94,12 +96,17 @@ static Config load_config() {
   return c;
 }
 
+static bool g_config_loaded = false;  // a fatal error while reading it cannot end the run by the report
+
 const Config& config() {
   static const Config c = load_config();
+  g_config_loaded = true;
   return c;
 }
 
 /* ---------------- fatal errors ---------------- */
+
+static int current_rank_id();
 
 void fatal(const char* fmt, ...) {
   char msg[2048];
@@ -108,14 +115,19 @@ void fatal(const char* fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   fflush(nullptr);
-  fprintf(stderr, "orrery: error: %s\n", msg);
   const char* err = getenv("ORRERY_ERROR_FILE");
+  bool told = false;
   if (err && *err) {
     if (FILE* f = fopen(err, "w")) {
       fprintf(f, "%s\n", msg);
-      fclose(f);
+      told = fclose(f) == 0;
     }
   }
+  if (told && g_config_loaded)  // orrery run prints it last, with the report's rank and time in results.json
+    end_run("orrery_error", current_rank_id(), 0);
+  if (told)
+    _exit(0);
+  fprintf(stderr, "orrery: error: %s\n", msg);
   _exit(70);
 }
 
@@ -267,6 +279,8 @@ static sg4::MutexPtr g_sim_mutex;
 static sg4::MutexPtr& sim_mutex() { return g_sim_mutex; }
 
 static void write_report();
+static void on_deadlock();
+static void install_failure_handlers();
 
 Rank& rank_self(const char* function) {
   sg4::Actor* self = sg4::Actor::is_maestro() ? nullptr : sg4::Actor::self();
@@ -291,6 +305,8 @@ Rank& rank_self(const char* function) {
       fatal("liborrery_smpi.so is not loaded: MPI messages would take routes from wherever their ranks "
             "stand when they match; run programs with `orrery run`, which preloads it into SMPI");
     sg4::Engine::on_simulation_end_cb(write_report);
+    sg4::Engine::on_deadlock_cb(on_deadlock);
+    install_failure_handlers();
     install_message_copy();
     install_message_factors();
     g_sim_mutex = sg4::Mutex::create();
@@ -328,9 +344,11 @@ Rank& rank_self(const char* function) {
     path->gap_intra = piecewise(r->host, std::string("orrery:message_gap_") + kind + "_intra");
   }
   Rank* rp = r.get();
-  sg4::this_actor::on_exit([rp](bool) {
+  sg4::this_actor::on_exit([rp](bool killed) {
     if (rp->stats.end_s < 0)
       rp->stats.end_s = now();
+    if (!killed)
+      finish_rank(*rp);
   });
   table[self->get_pid()] = std::move(r);
   return *rp;
@@ -812,15 +830,186 @@ const char* copy_kind_name(CopyKind k) {
   return "?";
 }
 
+/* ---------------- how the run ended ----------------
+ * A run completes, or ends on the first failure of the program the shim sees: MPI_Abort
+ * (mpi.cpp), a rank's exit() while the simulation runs, a crash (a fatal signal), GPU work still
+ * pending when a rank ends, a deadlock (SimGrid's on_deadlock), or one of Orrery's own errors
+ * (fatal). The report says which, for which rank and when. */
+
+namespace {
+struct Outcome {
+  std::string status = "completed";
+  int rank = -1;  // the rank concerned; -1: none
+  int code = 0;   // exit status, MPI_Abort's error code, or signal
+  double time_s = -1;
+};
+Outcome g_outcome;
+bool g_outcome_set = false;
+bool g_simulation_over = false;  // the report is written: what exits after it is SimGrid's normal end
+std::string g_crash_path;        // where a crash's status row goes before anything else is tried
+}  // namespace
+
+/* The rank whose code is running: the calling rank, or the rank whose stream runs (a host
+ * function); -1 outside any (SimGrid itself). */
+static int current_rank_id() {
+  if (ranks().empty() || sg4::Actor::is_maestro())
+    return -1;
+  const sg4::Actor* self = sg4::Actor::self();
+  auto it = ranks().find(self->get_pid());
+  if (it != ranks().end())
+    return it->second->id;
+  int id = -1;
+  return sscanf(self->get_cname(), "stream-r%d-", &id) == 1 ? id : -1;
+}
+
+static void record(const char* status, int rank, int code) {
+  if (g_outcome_set)
+    return;  // the first failure is the one that ended the run
+  g_outcome_set = true;
+  g_outcome = Outcome{status, rank, code, now()};
+}
+
+void end_run(const char* status, int rank, int code) {
+  record(status, rank, code);
+  fflush(nullptr);
+  write_report();
+  // Without a report (not run by orrery run) the process's status is all there is to tell.
+  _exit(config().report_path.empty() ? (!strcmp(status, "exited") || !strcmp(status, "aborted") ? code : 1) : 0);
+}
+
+// SimGrid has listed the blocked actors (its kernel's view); the report names each rank's MPI call.
+static void on_deadlock() { end_run("deadlock", -1, 0); }
+
+/* Work that takes the GPU time; event records and waits alone complete as soon as their stream
+ * runs, which a rank ending at once may not have let it do. */
+static bool is_work(const Op& op) {
+  return op.kind == Op::Kernel || op.kind == Op::Memset || op.kind == Op::HostFn ||
+         (op.kind == Op::Copy && op.bytes > 0);
+}
+
+/* A rank that ends (its main returned) with work still queued on one of its streams: on a real
+ * GPU the process's exit would drop that work; here it is a failure, named in the report. */
+void finish_rank(const Rank& r) {
+  if (g_simulation_over)
+    return;
+  for (const Stream* s : r.streams)
+    for (const Op& op : s->queue)
+      if (is_work(op))
+        end_run("pending_gpu_work", r.id, 0);
+}
+
+/* exit() called by a rank during the simulation ends the whole process (every rank is an actor
+ * in it), before SimGrid's own exit handler turns it into an abort and loses the status. */
+static void on_process_exit(int status, void*) {
+  if (g_simulation_over || config().report_path.empty())
+    return;
+  int rank = current_rank_id();
+  if (rank < 0)
+    return;  // SimGrid's own exit: orrery run reports the missing report
+  auto finished = [](int id) {
+    for (auto& [pid, r] : ranks())
+      if (r->id == id)
+        return r->stats.end_s >= 0;
+    return false;  // not started yet
+  };
+  bool others_running = false;
+  for (auto& [id, host] : config().rank_cpu)
+    others_running = others_running || (id != rank && !finished(id));
+  if (status != 0 || !finished(rank))  // exit(0) before MPI_Finalize is a failure too
+    end_run("exited", rank, status);
+  if (others_running)
+    // After MPI_Finalize a rank's exit(0) would let the others go on in a real job; here it
+    // ends them all: Orrery's limit, not the program's failure.
+    end_run("exit_after_finalize", rank, 0);
+  end_run("completed", -1, 0);  // the last rank's exit(0) after its work: a normal end
+}
+
+static void write_crash_row(int rank, int sig) {
+  // Only async-signal-safe calls: the crash may have left malloc or stdio half-way.
+  char row[160];
+  int n = snprintf(row, sizeof row, "%d\tstatus\tcrashed\t%d\t0\t%.17g\n", rank, sig, now());
+  int fd = open(g_crash_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    ssize_t ignored = write(fd, row, (size_t)n);
+    (void)ignored;
+    close(fd);
+  }
+}
+
+static void on_fatal_signal(int sig, siginfo_t*, void*) {
+  if (g_simulation_over || config().report_path.empty()) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  int rank = current_rank_id();
+  write_crash_row(rank, sig);
+  // The report too, which may fail where the crash left the heap broken: then the crash's
+  // row (above) is what orrery run reads, and the alarm ends a report that cannot finish.
+  signal(SIGALRM, SIG_DFL);
+  alarm(10);
+  if (rank < 0)
+    end_run("orrery_crashed", -1, sig);  // in SimGrid or the shim, outside any rank's code
+  end_run("crashed", rank, sig);
+}
+
+static void install_failure_handlers() {
+  g_crash_path = config().report_path + ".crash";
+  ::on_exit(on_process_exit, nullptr);
+  // SimGrid's own handler only prints and re-raises; the shim's names the rank. The stack
+  // SimGrid sets for signals (SIGSTKSZ) is too small to write the report on.
+  static std::vector<char> signal_stack(1 << 16);
+  stack_t st{};
+  st.ss_sp = signal_stack.data();
+  st.ss_size = signal_stack.size();
+  sigaltstack(&st, nullptr);
+  struct sigaction sa{};
+  sa.sa_sigaction = on_fatal_signal;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+    sigaction(sig, &sa, nullptr);
+}
+
 /* ---------------- the report ----------------
- * One row per (rank, category, name); orrery/results.py reads it by its header. */
+ * One row per (rank, category, name); orrery/results.py reads it by its header. A run's outcome
+ * comes first: a status row (rank, "status", status, code, 0, time), then for a deadlock one
+ * "blocked" row per rank still running (its MPI call, peer and tag as `count` and `bytes`
+ * (Rank::kNoPeer, Rank::kAnyPeer), the call's start), and for pending GPU work one "pending"
+ * row per operation still queued (its description, the stream: 0 for the legacy default stream,
+ * k for the rank's k-th created stream, the device, the time). */
+
+static std::string describe(const Op& op) {
+  switch (op.kind) {
+    case Op::Kernel: return "kernel " + op.name;
+    case Op::Memset: return "memset of " + std::to_string(op.bytes) + " bytes";
+    case Op::Copy: return std::string(copy_kind_name(op.copy)) + " copy of " + std::to_string(op.bytes) + " bytes";
+    case Op::Record: return "event record";
+    case Op::Wait: return "event wait";
+    case Op::HostFn: return "host function";
+  }
+  return "?";
+}
+
+static int stream_number(const Rank& r, const Stream* s) {
+  if (s->legacy)
+    return 0;
+  int k = 0;
+  for (const Stream* o : r.streams) {
+    k += !o->legacy;
+    if (o == s)
+      break;
+  }
+  return k;
+}
 
 static void write_report() {
-  static bool written = false;
   const std::string& path = config().report_path;
-  if (path.empty() || written)
+  if (path.empty() || g_simulation_over)
     return;
-  written = true;
+  g_simulation_over = true;
+  if (!g_outcome_set)
+    g_outcome.time_s = now();
   std::string tmp = path + ".part";
   FILE* f = fopen(tmp.c_str(), "w");
   if (!f) {
@@ -829,10 +1018,32 @@ static void write_report() {
   }
   fprintf(f, "rank\tcategory\tname\tcount\tbytes\ttime_s\n");
   fprintf(f, "-1\trun\tmakespan\t0\t0\t%.17g\n", now());
-  std::vector<const Rank*> by_id;
+  fprintf(f, "%d\tstatus\t%s\t%d\t0\t%.17g\n", g_outcome.rank, g_outcome.status.c_str(), g_outcome.code,
+          g_outcome.time_s);
+  std::vector<Rank*> by_id;
   for (auto& entry : ranks())
     by_id.push_back(entry.second.get());
   std::sort(by_id.begin(), by_id.end(), [](const Rank* a, const Rank* b) { return a->id < b->id; });
+  for (Rank* r : by_id) {
+    if (g_outcome.status == "deadlock" && r->stats.end_s < 0) {
+      const Rank::MpiCall& c = r->in_mpi;
+      fprintf(f, "%d\tblocked\t%s\t%d\t%d\t%.17g\n", r->id, c.name ? c.name : "", c.peer, c.tag,
+              c.name ? c.t0 : now());
+    }
+    if (g_outcome.status == "pending_gpu_work" && r->id == g_outcome.rank)
+      for (const Stream* s : r->streams)
+        for (const Op& op : s->queue)
+          if (is_work(op))
+            fprintf(f, "%d\tpending\t%s\t%d\t%d\t%.17g\n", r->id, describe(op).c_str(), stream_number(*r, s),
+                    s->device, now());
+    // A call the run ended in counts until the end.
+    if (const Rank::MpiCall& c = r->in_mpi; c.name) {
+      Tally& t = r->stats.mpi[c.name];
+      t.count++;
+      t.bytes += c.bytes;
+      t.time_s += now() - c.t0;
+    }
+  }
   for (const Rank* r : by_id) {
     auto rows = [&](const char* cat, const std::map<std::string, Tally>& m) {
       for (auto& [name, t] : m)
@@ -846,6 +1057,7 @@ static void write_report() {
     fprintf(f, "%d\trank\thost_api\t0\t0\t%.17g\n", r->id, r->stats.host_api_s);
     fprintf(f, "%d\trank\tgpu_wait\t0\t0\t%.17g\n", r->id, r->stats.gpu_wait_s);
     fprintf(f, "%d\trank\tend\t0\t0\t%.17g\n", r->id, r->stats.end_s < 0 ? now() : r->stats.end_s);
+    fprintf(f, "%d\trank\tfinished\t%d\t0\t0\n", r->id, (int)(r->stats.end_s >= 0));
     const Stats& st = r->stats;
     double hidden = st.comm.overlap(st.compute);
     fprintf(f, "%d\tengine\tcompute\t0\t0\t%.17g\n", r->id, st.compute.measure());

@@ -36,7 +36,8 @@ def main(src: Path, out: Path) -> None:
     body.append("}")
     (out / "unsupported_stubs.cpp").write_text("\n".join(body) + "\n")
     names = implemented + stubs
-    mpi_names = [f"MPI_{m}" for m in mpi] + ["MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Comm_split_type"]
+    mpi_names = [f"MPI_{m}" for m in mpi] + ["MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Abort",
+                                              "MPI_Comm_split_type", "smpi_exit"]
     exports = "\n".join(f"    {n};" for n in names + mpi_names)
     (out / "libcudart.map").write_text(
         f"libcudart.so.13 {{\n  global:\n{exports}\n  local: *;\n}};\n"

@@ -24,22 +24,36 @@ using namespace orrery;
 static void stand(Rank& r, bool at_process, const Gpu* gpu = nullptr);
 
 namespace {
-class MpiScope {  // times one MPI call of the calling rank, which then stands next to its GPU again
+/* Times one MPI call of the calling rank, which then stands next to its GPU again, and counts
+ * the bytes it moves (README, results.json: what a call's bytes are). While the call runs the
+ * rank is in it: a deadlock names the call, its peer and tag. */
+class MpiScope {
  public:
-  explicit MpiScope(const char* name) : rank_(rank_self(name)), name_(name), t0_(now()) {}
+  explicit MpiScope(const char* name, double bytes = 0, int peer = Rank::kNoPeer, int tag = Rank::kNoPeer)
+      : rank_(rank_self(name)), name_(name), t0_(now()), bytes_((uint64_t)bytes), outer_(rank_.in_mpi) {
+    rank_.in_mpi = Rank::MpiCall{name, t0_, bytes_, peer, tag};
+  }
   ~MpiScope() {
     stand(rank_, false);
     Tally& t = rank_.stats.mpi[name_];
     t.count++;
+    t.bytes += bytes_;
     t.time_s += now() - t0_;
     rank_.stats.comm.add(t0_, now());
+    rank_.in_mpi = outer_;
   }
   Rank& rank() { return rank_; }
+  void add_bytes(double bytes) {  // a call whose bytes are known once it runs (MPI_Start)
+    bytes_ += (uint64_t)bytes;
+    rank_.in_mpi.bytes = bytes_;
+  }
 
  private:
   Rank& rank_;
   const char* name_;
   double t0_;
+  uint64_t bytes_;
+  Rank::MpiCall outer_;
 };
 }  // namespace
 
@@ -132,6 +146,41 @@ static int total_count(const int* counts, MPI_Comm comm) {  // a reduce-scatter'
   return total;
 }
 
+/* The bytes of a collective's send buffer at this rank (count x type size, summed over its
+ * blocks); MPI_IN_PLACE: the block of the receive buffer that stands for it. */
+static int comm_rank(MPI_Comm comm) {
+  int me = 0;
+  PMPI_Comm_rank(comm, &me);
+  return me;
+}
+static double own_block(const void* sbuf, int scount, MPI_Datatype stype, int rcount, MPI_Datatype rtype) {
+  return sbuf == MPI_IN_PLACE ? message_bytes(rcount, rtype) : message_bytes(scount, stype);
+}
+static double own_block_v(const void* sbuf, int scount, MPI_Datatype stype, const int* rcounts,
+                          MPI_Datatype rtype, MPI_Comm comm) {
+  return sbuf == MPI_IN_PLACE ? message_bytes(rcounts[comm_rank(comm)], rtype) : message_bytes(scount, stype);
+}
+// away from the root a scatter reads no send buffer: the block the rank receives
+static double scatter_bytes(int scount, MPI_Datatype stype, int rcount, MPI_Datatype rtype, int root,
+                            MPI_Comm comm) {
+  return comm_rank(comm) == root ? comm_size(comm) * message_bytes(scount, stype) : message_bytes(rcount, rtype);
+}
+static double alltoallv_bytes(const void* sbuf, const int* scounts, MPI_Datatype stype, const int* rcounts,
+                              MPI_Datatype rtype, MPI_Comm comm) {
+  bool in_place = sbuf == MPI_IN_PLACE;
+  return message_bytes(total_count(in_place ? rcounts : scounts, comm), in_place ? rtype : stype);
+}
+
+/* A peer or tag as the report names it: a rank of MPI_COMM_WORLD, any, or none. */
+static int world_of(int peer, MPI_Comm comm);
+static int peer_of(int peer, MPI_Comm comm) {
+  if (peer == MPI_ANY_SOURCE)
+    return Rank::kAnyPeer;
+  int world = peer < 0 ? -1 : world_of(peer, comm);
+  return world < 0 ? Rank::kNoPeer : world;
+}
+static int tag_of(int tag) { return tag == MPI_ANY_TAG ? Rank::kAnyPeer : tag < 0 ? Rank::kNoPeer : tag; }
+
 /* A blocking collective's measured correction (machine key collectives.*, fitted by
  * orrery calibrate where the point-to-point model misses a collective): the call
  * takes the extra time of its size range longer, waited out before it returns; a
@@ -154,23 +203,23 @@ class Correction {
     MpiScope scope("MPI_" #name);              \
     return PMPI_##name args;                   \
   }
-#define ORR_MPI_DATA(name, params, args, buffers) \
+#define ORR_MPI_DATA(name, params, args, buffers, bytes) \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name);              \
+    MpiScope scope("MPI_" #name, bytes);       \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
     return PMPI_##name args;                   \
   }
 #define ORR_UNPAREN(...) __VA_ARGS__
-#define ORR_MPI_COLL(name, params, args, buffers, size) \
+#define ORR_MPI_COLL(name, params, args, buffers, size, bytes) \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name);              \
+    MpiScope scope("MPI_" #name, bytes);       \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
     Correction fix(#name, message_bytes size, {ORR_UNPAREN buffers}); \
     return PMPI_##name args;                   \
   }
-#define ORR_MPI_POST(name, params, args, buffers) \
+#define ORR_MPI_POST(name, params, args, buffers, bytes) \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name);              \
+    MpiScope scope("MPI_" #name, bytes);       \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
     int rc = PMPI_##name args;                 \
     posted(scope.rank(), *rq); \
@@ -293,7 +342,7 @@ static int post_recv(Rank& r, void* buf, int count, MPI_Datatype dt, int src, in
 
 static int blocking_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
                          MPI_Comm comm, SendMode mode) {
-  MpiScope scope(name);
+  MpiScope scope(name, message_bytes(count, dt), peer_of(dst, comm), tag_of(tag));
   place(scope.rank(), {buf}, true);
   before_send(scope.rank(), buf, message_bytes(count, dt), world_of(dst, comm));
   switch (mode_for(scope.rank(), buf, count, dt, mode)) {
@@ -304,7 +353,7 @@ static int blocking_send(const char* name, const void* buf, int count, MPI_Datat
 }
 static int nonblocking_send(const char* name, const void* buf, int count, MPI_Datatype dt, int dst, int tag,
                             MPI_Comm comm, MPI_Request* rq, SendMode mode) {
-  MpiScope scope(name);
+  MpiScope scope(name, message_bytes(count, dt), peer_of(dst, comm), tag_of(tag));
   place(scope.rank(), {buf}, true);
   before_send(scope.rank(), buf, message_bytes(count, dt), world_of(dst, comm));
   int rc = post_send(scope.rank(), buf, count, dt, dst, tag, comm, rq, mode);
@@ -332,7 +381,7 @@ ORR_SEND_REQUEST(Issend, nonblocking_send, Synchronous)
 ORR_SEND_REQUEST(Ibsend, nonblocking_send, Buffered)
 
 ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* st) {
-  MpiScope scope("MPI_Recv");
+  MpiScope scope("MPI_Recv", message_bytes(count, dt), peer_of(src, comm), tag_of(tag));
   place(scope.rank(), {buf}, true);
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE ? &own : st;
@@ -342,7 +391,7 @@ ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag,
 }
 
 ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request* rq) {
-  MpiScope scope("MPI_Irecv");
+  MpiScope scope("MPI_Irecv", message_bytes(count, dt), peer_of(src, comm), tag_of(tag));
   place(scope.rank(), {buf}, true);
   receive_overhead(scope.rank(), buf, world_of(src, comm));  // charged when posted
   int rc = post_recv(scope.rank(), buf, count, dt, src, tag, comm, rq);
@@ -352,7 +401,9 @@ ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag
 
 ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
                             MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* st) {
-  MpiScope scope("MPI_Sendrecv");
+  // both messages: the one sent and the one received; a deadlock names the receive's peer
+  MpiScope scope("MPI_Sendrecv", message_bytes(scount, stype) + message_bytes(rcount, rtype), peer_of(src, comm),
+                 tag_of(rtag));
   place(scope.rank(), {sbuf, rbuf}, true);
   int to = world_of(dst, comm);
   before_send(scope.rank(), sbuf, message_bytes(scount, stype), to);
@@ -410,13 +461,21 @@ static int start(Rank& r, MPI_Request* rq) {
   posted(r, *rq);
   return rc;
 }
+/* The bytes a start moves: its persistent request's message (0 for one the shim did not make). */
+static double started_bytes(const Rank& r, const MPI_Request* rq) {
+  auto it = r.persistent.find((const void*)*rq);
+  return it == r.persistent.end() ? 0 : it->second.bytes;
+}
 ORR_EXPORT int MPI_Start(MPI_Request* rq) {
   MpiScope scope("MPI_Start");
+  scope.add_bytes(started_bytes(scope.rank(), rq));
   place(scope.rank(), {}, true);  // start() stands at the request's buffer
   return start(scope.rank(), rq);
 }
 ORR_EXPORT int MPI_Startall(int n, MPI_Request rqs[]) {
   MpiScope scope("MPI_Startall");
+  for (int i = 0; i < n; i++)
+    scope.add_bytes(started_bytes(scope.rank(), &rqs[i]));
   place(scope.rank(), {}, true);
   int rc = MPI_SUCCESS;
   for (int i = 0; i < n && rc == MPI_SUCCESS; i++)
@@ -532,6 +591,25 @@ ORR_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info in
   Rank& r = rank_self("MPI_Comm_split_type");
   const char* node = r.host->get_property("orrery:node");
   return PMPI_Comm_split(comm, node ? atoi(node) : 0, key, out);
+}
+
+/* MPI_Abort ends the whole job at once, as mpirun does, and the error code becomes the run's exit
+ * status (SMPI's own ignores the code and leaves the run to end in a deadlock). */
+ORR_EXPORT int MPI_Abort(MPI_Comm, int errorcode) {
+  end_run("aborted", rank_self("MPI_Abort").id, errorcode);
+}
+
+/* exit() in a C or C++ file built by smpicc/smpicxx (orrery mpicc/mpicxx): SMPI's smpi_helpers.h
+ * makes it smpi_exit, which ends only the calling rank and keeps its status for the end. Here,
+ * as under mpirun, a non-zero status or an exit before MPI_Finalize ends the job with it; an
+ * exit(0) after MPI_Finalize ends the rank, as returning from main would. (exit() in CUDA files,
+ * which nvcc builds, ends the process: engine.cpp's exit handler.) */
+ORR_EXPORT void smpi_exit(int status) {
+  Rank& r = rank_self("exit");
+  if (status != 0 || r.stats.end_s < 0)
+    end_run("exited", r.id, status);
+  finish_rank(r);
+  sg4::this_actor::exit();
 }
 
 ORR_EXPORT int MPI_Finalize(void) {

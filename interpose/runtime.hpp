@@ -55,6 +55,17 @@ const Config& config();
 [[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 [[noreturn]] void unsupported(const char* function);
 
+/* ---- how the run ended (engine.cpp): the report's status rows, read by orrery/results.py ----
+ * Ends the simulation now, for a failure of the program found while it runs (MPI_Abort, a
+ * rank's exit, a crash, GPU work pending when a rank ends): records the status, the rank
+ * concerned (-1: none) and a code (the exit status, MPI_Abort's error code, the signal), flushes
+ * the program's output, writes the report and ends the process with status 0: `orrery run`
+ * takes the outcome from the report, and SMPI's launcher adds nothing to the program's output. */
+[[noreturn]] void end_run(const char* status, int rank, int code);
+struct Rank;
+// A rank that ends with work still queued on its GPU ends the run (status pending_gpu_work).
+void finish_rank(const Rank& r);
+
 /* ---- a simulated GPU, shared by the ranks of its node ---- */
 /* A union of time intervals, built in (mostly) increasing order. */
 class IntervalSet {
@@ -202,6 +213,16 @@ struct MpiPath {
 
 struct Rank {
   int id = 0;
+  static constexpr int kNoPeer = -1, kAnyPeer = -2;
+  // The MPI call the rank is in (mpi.cpp's MpiScope): a deadlock names it, and a run that ends
+  // inside it counts it until then.
+  struct MpiCall {
+    const char* name = nullptr;  // nullptr: not in an MPI call
+    double t0 = 0;
+    uint64_t bytes = 0;
+    int peer = kNoPeer;          // a rank of MPI_COMM_WORLD, kNoPeer, or kAnyPeer (MPI_ANY_SOURCE)
+    int tag = kNoPeer;           // the same for tags (MPI_ANY_TAG)
+  } in_mpi;
   MpiPath mpi_host, mpi_device;
   sg4::Host* cpu = nullptr;          // its process's host endpoint (host-buffer messages)
   sg4::Host* host = nullptr;

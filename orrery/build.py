@@ -84,8 +84,12 @@ REAL_RUNTIME = {"-lcudart", "-lcudart_static"}
 def link_args(args: list[str]) -> list[str]:
     """A program's own link arguments, linked against Orrery's runtime: its directory is
     searched first (before a ``-L$CUDA_HOME/lib64`` the Makefile names) and ``-lcudart``
-    or ``-lcudart_static`` become Orrery's shared runtime."""
-    return [f"-L{lib_dir()}", *(a for a in args if a not in REAL_RUNTIME), "-lcudart"]
+    or ``-lcudart_static`` become Orrery's shared runtime. The runtime is linked even into a
+    program that makes no CUDA call: it also times the program's MPI calls and writes the run's
+    report, and a linker dropping it as unneeded (--as-needed) would leave a pure-MPI program
+    with neither."""
+    return [f"-L{lib_dir()}", *(a for a in args if a not in REAL_RUNTIME),
+            "-Wl,--push-state,--no-as-needed", "-lcudart", "-Wl,--pop-state"]
 
 
 def mpicc(args: list[str], cxx: bool = False) -> int:

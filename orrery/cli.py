@@ -1,8 +1,9 @@
 """The ``orrery`` command line: parses, validates, calls the library.
 
-Errors of Orrery's own types become one line on stderr and exit status 2
-(bad input) or 3 (the simulation failed); the simulated program's own exit
-status is passed through otherwise.
+Errors of Orrery's own types become one line on stderr, ``orrery: error: ...``,
+and exit status 2 (bad input) or 3 (the simulation could not go on); a run that
+fails otherwise ends with ``orrery: STATUS: ...`` on stderr and the exit status
+results.py assigns to that status (the program's own where it has one).
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ def _run_command(a: argparse.Namespace) -> int:
     outcome = run(opts)
     sys.stdout.flush()
     print(summary(outcome.results))
-    if outcome.exit_code:
-        print(f"orrery: the program exited with status {outcome.exit_code}")
     print(f"orrery: results in {Path(a.out) / 'results.json'}")
+    if outcome.results.failure:  # the last line on stderr: what failed (Orrery's own errors say "error")
+        sys.stdout.flush()
+        print(f"orrery: {outcome.results.status}: {outcome.results.failure.message}", file=sys.stderr)
     return outcome.exit_code
 
 

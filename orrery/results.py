@@ -1,8 +1,10 @@
 """Results of a run: the shim's per-rank report turned into results.json and a summary.
 
 The shim (interpose/engine.cpp, write_report) writes one tab-separated row per
-(rank, category, name) under the header REPORT_COLUMNS; this module is the
-only reader. Times are simulated seconds.
+(rank, category, name) under the header REPORT_COLUMNS, its first rows saying how
+the run ended; this module is the only reader. It also decides what a run's
+outcome is (``status``) and what ``orrery run`` exits with. Times are simulated
+seconds.
 """
 
 from __future__ import annotations
@@ -10,12 +12,25 @@ from __future__ import annotations
 import csv
 import json
 import math
+import signal
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import SimulationError
-
 REPORT_COLUMNS = ("rank", "category", "name", "count", "bytes", "time_s")
+
+#: A run's status (results.json `status`) and what `orrery run` exits with for it (README,
+#: "Using it on your program"): the program's own status where it has one, Orrery's otherwise.
+#: Bad input (exit 2) stops before a run and writes no results.json.
+STATUSES = ("completed", "exited", "aborted", "crashed", "deadlock", "pending_gpu_work", "orrery_error")
+EXIT_BAD_INPUT = 2
+EXIT_ORRERY_ERROR = 3
+EXIT_DEADLOCK = 4
+EXIT_PENDING_GPU_WORK = 5
+
+# the shim's internal statuses for Orrery's own limits, reported as orrery_error
+_EXIT_AFTER_FINALIZE = "exit_after_finalize"
+_SIMULATOR_CRASHED = "orrery_crashed"
+_NO_PEER, _ANY_PEER = -1, -2  # interpose/runtime.hpp, Rank::kNoPeer, Rank::kAnyPeer
 
 
 @dataclass
@@ -29,7 +44,8 @@ class Tally:
 class RankResult:
     rank: int
     host: str
-    end_s: float          # when the rank finished (MPI_Finalize or exit)
+    finished: bool        # it reached MPI_Finalize (else the run ended before it did, at end_s)
+    end_s: float          # when the rank finished (MPI_Finalize or exit), or the run ended
     host_s: float         # neither in MPI nor waiting for its GPU: API overheads and its own code
     host_api_s: float     # of which: modelled CUDA API overheads
     gpu_wait_s: float     # blocked in a CUDA synchronisation
@@ -50,8 +66,23 @@ class RankResult:
 
 
 @dataclass
+class Failure:
+    """What ended a run that did not complete: `ranks` concerned, when (`time_s`), a `code`
+    (exit status, MPI_Abort's error code, signal), and for a deadlock the MPI call each
+    unfinished rank is `blocked` in, for GPU work left at a rank's end what is `pending`."""
+    message: str
+    ranks: list[int]
+    time_s: float | None
+    code: int | None = None
+    blocked: list[dict] = field(default_factory=list)
+    pending: list[dict] = field(default_factory=list)
+
+
+@dataclass
 class Results:
-    makespan_s: float
+    status: str             # one of STATUSES
+    failure: Failure | None  # None for a completed run
+    makespan_s: float | None  # when the last rank finished, or the run ended; None: no report
     ranks: list[RankResult]
     kernels_without_cost: dict[str, int]
     run: dict
@@ -60,20 +91,176 @@ class Results:
         return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
 
 
-def read_report(path: Path, run: dict) -> Results:
+def _read_rows(path: Path) -> list[dict] | None:
     if not path.is_file():
-        raise SimulationError(f"the simulation wrote no report ({path}): it ended before the program did")
+        return None
     with path.open(newline="") as f:
         reader = csv.reader(f, delimiter="\t")
         header = tuple(next(reader, ()))
         if header != REPORT_COLUMNS:
-            raise SimulationError(f"{path}: report header {header} is not {REPORT_COLUMNS}")
-        rows = [dict(zip(header, r)) for r in reader]
+            return None
+        return [dict(zip(header, r)) for r in reader]
+
+
+def _signal_name(number: int) -> str:
+    try:
+        sig = signal.Signals(number)
+    except ValueError:
+        return f"signal {number}"
+    return f"signal {number} ({sig.name}: {signal.strsignal(sig)})"
+
+
+def _rank_list(ranks: list[int]) -> str:
+    words = [f"rank {r}" if len(ranks) == 1 else str(r) for r in ranks]
+    if len(words) == 1:
+        return words[0]
+    return "ranks " + ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _peer(value: int) -> str | int | None:
+    return "any" if value == _ANY_PEER else None if value == _NO_PEER else value
+
+
+def _blocked(rows: list[dict]) -> list[dict]:
+    out = []
+    for row in rows:
+        if row["category"] != "blocked":
+            continue
+        out.append({"rank": int(row["rank"]), "call": row["name"] or None,
+                    "peer": _peer(int(row["count"])), "tag": _peer(int(row["bytes"])),
+                    "since_s": float(row["time_s"])})
+    return out
+
+
+def _pending(rows: list[dict]) -> list[dict]:
+    out = []
+    for row in rows:
+        if row["category"] != "pending":
+            continue
+        number, device = int(row["count"]), int(row["bytes"])
+        stream = "the legacy default stream" if number == 0 else f"stream {number}"
+        out.append({"rank": int(row["rank"]), "stream": f"{stream} of device {device}", "work": row["name"]})
+    return out
+
+
+def _failure(status: str, rank: int, code: int, when: float, rows: list[dict], unfinished: list[int],
+             ) -> tuple[str, int, Failure | None]:
+    """The run's status, exit code and failure from the shim's status row."""
+    at = f"at simulated time {_time(when)}"
+    ranks = [rank] if rank >= 0 else []
+    if status == "completed":
+        return status, 0, None
+    if status == "exited":
+        if code == 0:  # a program's 0 would read as a success: the job failed all the same
+            return status, 1, Failure(f"rank {rank} called exit(0) {at} before MPI_Finalize", ranks, when, 0)
+        return status, code, Failure(f"rank {rank} exited with status {code} {at}", ranks, when, code)
+    if status == "aborted":
+        exit_code = code & 0xFF or 1  # as a shell sees it; MPI_Abort(comm, 0) fails all the same
+        return status, exit_code, Failure(f"rank {rank} called MPI_Abort with error code {code} {at}", ranks,
+                                          when, code)
+    if status == "crashed":
+        return status, 128 + code, Failure(f"rank {rank} was killed by {_signal_name(code)} {at}", ranks, when,
+                                           code)
+    if status == "deadlock":
+        blocked = _blocked(rows)
+        if not blocked:  # every rank had finished: one of the shim's GPU streams was left blocked
+            msg = f"the simulation deadlocked {at} after every rank had finished (a simulated GPU stream was blocked)"
+            return "orrery_error", EXIT_ORRERY_ERROR, Failure(msg, [], when)
+        parts = []
+        for b in blocked:
+            call = b["call"] or "no MPI call (outside the calls Orrery wraps)"
+            if b["peer"] is not None:
+                word = "from" if "recv" in call.lower() or "probe" in call.lower() else "to"
+                call += f" {word} {'any rank' if b['peer'] == 'any' else 'rank ' + str(b['peer'])}"
+                if b["tag"] is not None:
+                    call += f" (tag {b['tag']})"
+            parts.append(f"rank {b['rank']} in {call} since {_time(b['since_s'])}")
+        msg = f"{at} no rank can go on: " + "; ".join(parts)
+        return status, EXIT_DEADLOCK, Failure(msg, [b["rank"] for b in blocked], when, blocked=blocked)
+    if status == "pending_gpu_work":
+        pending = _pending(rows)
+        work = "; ".join(f"{p['work']} on {p['stream']}" for p in pending)
+        msg = (f"rank {rank} ended {at} with work still queued on its GPU: {work} (wait for it, e.g. "
+               "cudaDeviceSynchronize, before MPI_Finalize)")
+        return status, EXIT_PENDING_GPU_WORK, Failure(msg, ranks, when, pending=pending)
+    if status == _EXIT_AFTER_FINALIZE:
+        msg = (f"rank {rank} called exit(0) after MPI_Finalize {at} while {_rank_list(unfinished)} had not "
+               "finished: SimGrid runs every rank in one process, which exit() ends; return from main instead")
+        return "orrery_error", EXIT_ORRERY_ERROR, Failure(msg, ranks, when)
+    if status == _SIMULATOR_CRASHED:
+        msg = f"the simulator crashed ({_signal_name(code)}) {at}, outside any rank's code"
+        return "orrery_error", EXIT_ORRERY_ERROR, Failure(msg, ranks, when, code)
+    if status == "orrery_error":
+        return status, EXIT_ORRERY_ERROR, Failure(f"the simulation stopped {at}", ranks, when)
+    return "orrery_error", EXIT_ORRERY_ERROR, Failure(f"the report has an unknown status '{status}'", ranks, when)
+
+
+def read_run(out: Path, run: dict, returncode: int) -> Results:
+    """A run's results from what it left in `out` (the shim's report, an error Orrery stopped on,
+    the row a crash wrote before anything else) and the launcher's exit status; `run["exit_code"]`
+    becomes what `orrery run` exits with."""
+    report = out / "report.tsv"
+    rows = _read_rows(report)
+    crash = _read_rows_plain(out / "report.tsv.crash")
+    error = (out / "error.txt").read_text(errors="replace").strip() if (out / "error.txt").is_file() else None
+    reported = rows is not None
+    if not reported and crash:  # the crash left no report: its own row is all there is
+        rows = crash
+    status_row = next((r for r in rows or () if r["category"] == "status"), None)
+    if status_row is None:
+        if error:
+            return _empty("orrery_error", EXIT_ORRERY_ERROR, Failure(error, [], None), run)
+        if returncode >= 128:  # killed before the shim could say by whom
+            code = returncode - 128
+            return _empty("crashed", 128 + code, Failure(f"the simulation was killed by {_signal_name(code)}",
+                                                        [], None, code), run)
+        what = "wrote no report" if rows is None else "wrote a report without a status"
+        return _empty("orrery_error", EXIT_ORRERY_ERROR,
+                      Failure(f"the simulation {what} ({report}) and exited with status {returncode}", [], None),
+                      run)
+    res = _results(rows, run)
+    unfinished = [r.rank for r in res.ranks if not r.finished]
+    rank, code, when = int(status_row["rank"]), int(status_row["count"]), float(status_row["time_s"])
+    status, exit_code, failure = _failure(status_row["name"], rank, code, when, rows, unfinished)
+    if error:  # one of Orrery's own errors (interpose fatal): its message says what
+        status, exit_code = "orrery_error", EXIT_ORRERY_ERROR
+        failure = Failure(error, [rank] if rank >= 0 else [], when)
+    elif status == "completed" and returncode >= 128:
+        failure = Failure(f"the simulation completed, then its process was killed by "
+                          f"{_signal_name(returncode - 128)}", [], when, returncode - 128)
+        status, exit_code = "crashed", returncode
+    elif status == "completed" and returncode:
+        # a rank's main returned it (SMPI takes the first non-zero one and does not say whose)
+        failure = Failure(f"a rank returned {returncode} from main (SMPI does not say which)", [], when,
+                          returncode)
+        status, exit_code = "exited", returncode
+    res.status, res.failure = status, failure
+    res.run["exit_code"] = exit_code
+    if not reported:
+        res.makespan_s = None
+    return res
+
+
+def _read_rows_plain(path: Path) -> list[dict] | None:
+    """A crash's row: written without a header (interpose/engine.cpp, write_crash_row)."""
+    if not path.is_file():
+        return None
+    with path.open(newline="") as f:
+        return [dict(zip(REPORT_COLUMNS, r)) for r in csv.reader(f, delimiter="\t") if len(r) == len(REPORT_COLUMNS)]
+
+
+def _empty(status: str, exit_code: int, failure: Failure, run: dict) -> Results:
+    return Results(status, failure, None, [], {}, {**run, "exit_code": exit_code})
+
+
+def _results(rows: list[dict], run: dict) -> Results:
     makespan = 0.0
     per_rank: dict[int, dict] = {}
     uncosted: dict[str, int] = {}
     for row in rows:
         rank, cat, name = int(row["rank"]), row["category"], row["name"]
+        if cat in ("status", "blocked", "pending"):
+            continue
         t = Tally(int(row["count"]), float(row["time_s"]), int(row["bytes"]))
         if cat == "run":
             makespan = t.time_s
@@ -97,7 +284,7 @@ def read_report(path: Path, run: dict) -> Results:
         comm = d["overlap"]["communication"].time_s
         hidden = d["overlap"]["hidden"].time_s
         ranks.append(RankResult(
-            rank=rank, host=d["host"], end_s=end_s,
+            rank=rank, host=d["host"], finished=d["rank"]["finished"].count == 1, end_s=end_s,
             host_s=end_s - mpi_s - scalars["gpu_wait"], host_api_s=scalars["host_api"],
             gpu_wait_s=scalars["gpu_wait"], mpi_s=mpi_s, idle_s=makespan - end_s,
             kernel_s=math.fsum(t.time_s for t in d["kernel"].values()),
@@ -106,9 +293,13 @@ def read_report(path: Path, run: dict) -> Results:
             hidden_fraction=hidden / comm if comm > 0 else 0.0,
             mixed_placement_calls=d.get("mixed", 0),
             kernels={k: Tally(v.count, v.time_s) for k, v in d["kernel"].items()},
-            copies=d["copy"], mpi={k: Tally(v.count, v.time_s) for k, v in d["mpi"].items()},
+            copies=d["copy"], mpi=d["mpi"],
         ))
-    return Results(makespan, ranks, dict(sorted(uncosted.items())), run)
+    return Results("completed", None, makespan, ranks, dict(sorted(uncosted.items())), {**run, "exit_code": 0})
+
+
+def _time(seconds: float) -> str:
+    return _fmt(seconds) if seconds else "0 s"
 
 
 def _fmt(seconds: float) -> str:
@@ -123,9 +314,15 @@ def _fmt(seconds: float) -> str:
 def summary(results: Results) -> str:
     """A short table of where simulated time went, per rank (or min/mean/max beyond 16 ranks)."""
     cols = ("end_s", "kernel_s", "mpi_s", "gpu_wait_s", "host_s", "idle_s", "comm_exposed_s", "hidden_fraction")
-    heads = ("finished", "GPU kernels", "MPI", "GPU wait", "host", "idle", "comm exposed", "comm hidden")
-    lines = [f"orrery: simulated makespan {_fmt(results.makespan_s)} "
-             f"({len(results.ranks)} ranks on {results.run.get('machine', '?')})"]
+    ended = "finished" if results.status == "completed" else "ended"
+    heads = (ended, "GPU kernels", "MPI", "GPU wait", "host", "idle", "comm exposed", "comm hidden")
+    where = f"({len(results.ranks)} ranks on {results.run.get('machine', '?')})"
+    if results.status == "completed":
+        lines = [f"orrery: simulated makespan {_fmt(results.makespan_s)} {where}"]
+    elif results.makespan_s is None:
+        return f"orrery: the run ended ({results.status}) without a report of its ranks"
+    else:  # the ranks' times up to the failure
+        lines = [f"orrery: the run ended ({results.status}) at simulated time {_fmt(results.makespan_s)} {where}"]
     if len(results.ranks) <= 16:
         rows = [(f"rank {r.rank}", *(getattr(r, c) for c in cols)) for r in results.ranks]
     else:

@@ -2,8 +2,10 @@
 
 ``run()`` writes the platform, host file and the shim's configuration to the
 output folder, runs the program with ``smpirun`` (its stdout and stderr pass
-through), turns the shim's report into ``results.json`` and returns the
-program's exit code. Inputs are validated before anything is written.
+through), turns the shim's report into ``results.json`` (its ``status`` says
+how the run ended) and returns the exit code ``orrery run`` gives for it: the
+program's own where it has one (results.py, STATUSES). Inputs are validated
+before anything is written.
 """
 
 from __future__ import annotations
@@ -91,6 +93,10 @@ def _check(opts: RunOptions) -> Path:
         raise InputError("orrery run", None, str(exe),
                          "a program linked for SimGrid's SMPI: build it with `orrery mpicc`/`orrery mpicxx` "
                          "(or smpicc/smpicxx)")
+    if b"libcudart.so.13" not in head:  # Orrery's runtime times its MPI calls and writes the report
+        raise InputError("orrery run", None, str(exe),
+                         "a program linked against Orrery's libcudart.so.13, even one without CUDA calls: "
+                         "link it with `orrery mpicc`/`orrery mpicxx`")
     if shutil.which("smpirun") is None:
         raise SimulationError("SimGrid's smpirun is not on PATH: run the set-up command of the README")
     return exe.resolve()
@@ -130,7 +136,7 @@ def run(opts: RunOptions) -> RunOutcome:
     wrapper = _preload(lib)  # before anything is written
     out = opts.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("results.json", "report.tsv", "error.txt"):
+    for stale in ("results.json", "report.tsv", "report.tsv.crash", "error.txt"):
         (out / stale).unlink(missing_ok=True)
     (out / "platform.xml").write_text(platform.platform_xml(opts.machine, opts.layout))
     (out / "hostfile").write_text("\n".join(platform.rank_hosts(opts.layout)) + "\n")
@@ -162,8 +168,6 @@ def run(opts: RunOptions) -> RunOutcome:
     proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE if opts.capture_output else None,
                           text=True if opts.capture_output else None)
 
-    if (out / "error.txt").is_file():
-        raise SimulationError((out / "error.txt").read_text().strip())
     run_info = {
         "orrery_version": __version__,
         "machine": opts.machine.name,
@@ -174,10 +178,11 @@ def run(opts: RunOptions) -> RunOutcome:
         "ranks": opts.layout.ranks,
         "program": [Path(opts.program[0]).name, *opts.program[1:]],
         "overrides": list(opts.overrides),
-        "exit_code": proc.returncode,
     }
-    res = results.read_report(out / "report.tsv", run_info)
+    res = results.read_run(out, run_info, proc.returncode)
     tmp = out / "results.json.part"
     tmp.write_text(res.to_json())
     tmp.replace(out / "results.json")
-    return RunOutcome(proc.returncode, res, proc.stdout)
+    if res.status == "orrery_error":
+        raise SimulationError(res.failure.message)
+    return RunOutcome(res.run["exit_code"], res, proc.stdout)

@@ -153,6 +153,7 @@ int main(int argc, char** argv) {
     brief<<<1, 1>>>(d);  // stream 0
     CHECK(cudaStreamSynchronize(0));
     printf("elapsed %.17g\n", MPI_Wtime() - t0);
+    CHECK(cudaStreamSynchronize(nb));  // busy must not be left running at the end
   } else if (!strcmp(mode, "h2d-two-gpus")) {  // one copy to each of two GPUs at once
     const int a = atoi(argv[3]), b = atoi(argv[4]);
     float *da, *db;

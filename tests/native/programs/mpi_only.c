@@ -1,0 +1,58 @@
+/* A pure-MPI program (no CUDA call), built with `orrery mpicc`. Usage: mpi_only MODE, 2 ranks.
+ *   bytes: MPI calls with known counts and types, for the bytes results.json counts;
+ *   exit5: rank 1 calls exit(5) at once (smpicc makes it SMPI's smpi_exit), rank 0 waits for a
+ *          message that never comes. */
+#include <mpi.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const char* mode = argc > 1 ? argv[1] : "";
+  printf("rank %d before\n", rank);
+  static double v[1000];
+  static int w[600];
+  const int peer = 1 - rank;
+  if (!strcmp(mode, "bytes")) {
+    MPI_Sendrecv(v, 10, MPI_DOUBLE, peer, 1, v + 500, 20, MPI_DOUBLE, peer, 1, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    if (rank == 0) {
+      MPI_Send(v, 100, MPI_DOUBLE, 1, 0, MPI_COMM_WORLD);
+      MPI_Send(w, 3, MPI_INT, 1, 0, MPI_COMM_WORLD);
+    } else {
+      MPI_Recv(v, 100, MPI_DOUBLE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Recv(w, 3, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    MPI_Request rq[2];
+    MPI_Irecv(w + 300, 7, MPI_INT, peer, 2, MPI_COMM_WORLD, &rq[0]);
+    MPI_Isend(w, 7, MPI_INT, peer, 2, MPI_COMM_WORLD, &rq[1]);
+    MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+    MPI_Bcast(v, 50, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Allreduce(v, v + 500, 30, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, v, 30, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allgather(w, 5, MPI_INT, w + 300, 5, MPI_INT, MPI_COMM_WORLD);
+    MPI_Alltoall(w, 4, MPI_INT, w + 300, 4, MPI_INT, MPI_COMM_WORLD);
+    MPI_Scatter(v, 6, MPI_DOUBLE, v + 500, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank == 0) /* in place at the root: its count is the receive count */
+      MPI_Gather(MPI_IN_PLACE, 0, MPI_INT, w, 9, MPI_INT, 0, MPI_COMM_WORLD);
+    else
+      MPI_Gather(w, 9, MPI_INT, NULL, 0, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+  } else if (!strcmp(mode, "exit5")) {
+    if (rank == 1)
+      exit(5);
+    int token;
+    MPI_Recv(&token, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else {
+    fprintf(stderr, "unknown mode '%s'\n", mode);
+    return 2;
+  }
+  printf("rank %d after\n", rank);
+  MPI_Finalize();
+  return 0;
+}

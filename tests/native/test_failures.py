@@ -1,0 +1,201 @@
+"""Failures are failures: a deadlock, MPI_Abort, a rank's exit, a crash, GPU work left pending at
+a rank's end each end `orrery run` with a non-zero status, the program's output kept, and a
+results.json saying what happened, to which rank and when; a pure-MPI program runs as any other;
+results.json counts the bytes of every MPI call.
+
+The failing program (programs/failures.cu) has one rank (the last) run `busy` and wait for it
+before it fails, so the failure happens at L + BUSY + S (launch, kernel, synchronisation),
+L, S from the h100-ib200 description; the other ranks fail at once.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from conftest import HERE, orrery
+from derivations import REL, US
+
+pytestmark = pytest.mark.native
+
+BUSY = 1000 * US
+
+
+@pytest.fixture
+def costs(tmp_path):
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps({"kernels": {"busy": {"time": "1ms"}}}))
+    return ("--costs", str(path))
+
+
+@pytest.fixture(scope="module")
+def mpi_only(tmp_path_factory):
+    """The pure-MPI program, a C file built with `orrery mpicc` (no nvcc, no CUDA call)."""
+    dest = tmp_path_factory.mktemp("mpi_only") / "mpi_only"
+    orrery("mpicc", str(HERE / "native" / "programs" / "mpi_only.c"), "-o", str(dest), check=True)
+    return dest
+
+
+def fail(run_program, programs, mode, costs, ranks=2):
+    return run_program(programs["failures"], mode, options=(*costs, "--gpus-per-node", str(ranks)))
+
+
+def worked(h100) -> float:
+    """When the rank that ran busy and waited for it comes back: its launch, busy, the sync."""
+    return h100.overheads.launch + BUSY + h100.overheads.sync
+
+
+def check_reported(r, status: str, exit_code: int, ranks: list[int], time_s: float):
+    """The exit status, results.json's status, ranks and time, and what reached the terminal:
+    every rank's output up to the failure, Orrery's line naming the failure last on stderr, no
+    SimGrid backtrace, no launcher lines on stdout."""
+    assert r.returncode == exit_code, r.stderr
+    res = r.results
+    assert res["status"] == status
+    assert res["run"]["exit_code"] == exit_code
+    assert res["failure"]["ranks"] == ranks
+    assert res["failure"]["time_s"] == pytest.approx(time_s, rel=REL)
+    assert res["makespan_s"] == pytest.approx(time_s, rel=REL)
+    for rank in range(len(res["ranks"])):
+        assert f"rank {rank} before" in r.stdout
+    assert r.stderr.splitlines()[-1] == f"orrery: {status}: {res['failure']['message']}"
+    assert "backtrace" not in r.stderr.lower()
+    assert "Execution failed" not in r.stdout
+    return res
+
+
+def test_a_completed_run_says_so(run_program, programs):
+    r = run_program(programs["timing"], "one-stream", options=("--gpus-per-node", "1"))
+    assert r.returncode == 0, r.stderr
+    res = r.results
+    assert res["status"] == "completed" and res["failure"] is None and res["run"]["exit_code"] == 0
+    assert [rank["finished"] for rank in res["ranks"]] == [True]
+    assert "orrery:" not in r.stderr
+
+
+def test_two_ranks_receiving_first_is_a_deadlock_naming_both_calls(run_program, programs, costs, h100):
+    r = fail(run_program, programs, "deadlock2", costs)
+    t = worked(h100)  # rank 1 posts its receive after busy: then nothing can move
+    res = check_reported(r, "deadlock", 4, [0, 1], t)
+    assert res["failure"]["blocked"] == [
+        {"rank": 0, "call": "MPI_Recv", "peer": 1, "tag": 0, "since_s": 0.0},
+        {"rank": 1, "call": "MPI_Recv", "peer": 0, "tag": 0, "since_s": pytest.approx(t, rel=REL)},
+    ]
+    assert "rank 0 in MPI_Recv from rank 1 (tag 0) since 0 s" in res["failure"]["message"]
+    for rank in res["ranks"]:
+        assert not rank["finished"] and rank["end_s"] == pytest.approx(t, rel=REL)
+    # the receive each rank is blocked in counts as its MPI time up to the deadlock
+    assert res["ranks"][0]["mpi"]["MPI_Recv"] == {"count": 1, "bytes": 4, "time_s": pytest.approx(t, rel=REL)}
+    assert "rank 0 after" not in r.stdout
+
+
+def test_a_ring_of_synchronous_sends_is_a_deadlock(run_program, programs, costs, h100):
+    r = fail(run_program, programs, "ring", costs, ranks=3)
+    since = worked(h100)
+    t = since + h100.mpi.overhead("send", "host", True)  # rank 2's send is posted after its overhead
+    res = check_reported(r, "deadlock", 4, [0, 1, 2], t)
+    assert [(b["rank"], b["call"], b["peer"]) for b in res["failure"]["blocked"]] == \
+        [(0, "MPI_Ssend", 1), (1, "MPI_Ssend", 2), (2, "MPI_Ssend", 0)]
+    assert res["failure"]["blocked"][2]["since_s"] == pytest.approx(since, rel=REL)
+
+
+def test_mpi_abort_exits_with_its_error_code(run_program, programs, costs, h100):
+    r = fail(run_program, programs, "abort7", costs)
+    res = check_reported(r, "aborted", 7, [1], worked(h100))
+    assert res["failure"]["code"] == 7
+    assert res["failure"]["message"].startswith("rank 1 called MPI_Abort with error code 7 at simulated time ")
+    assert "rank 1 after" not in r.stdout
+
+
+@pytest.mark.parametrize("status", [5, 3])
+def test_a_rank_s_exit_status_is_passed_through(run_program, programs, costs, h100, status):
+    """exit(3) exits 3 as the program's own: results.json's status and the last stderr line tell it
+    from Orrery's own errors (exit 3, status orrery_error, `orrery: error: ...`)."""
+    r = fail(run_program, programs, f"exit{status}", costs)
+    res = check_reported(r, "exited", status, [1], worked(h100))
+    assert res["failure"]["code"] == status
+    assert not r.stderr.splitlines()[-1].startswith("orrery: error:")
+    assert res["ranks"][1]["kernels"]["busy(float*)"]["count"] == 1  # its work before the exit is there
+
+
+def test_a_segfault_names_the_rank_and_the_signal(run_program, programs, costs, h100):
+    r = fail(run_program, programs, "segv", costs)
+    res = check_reported(r, "crashed", 128 + 11, [1], worked(h100))
+    assert res["failure"]["code"] == 11
+    assert "rank 1 was killed by signal 11 (SIGSEGV" in res["failure"]["message"]
+
+
+@pytest.mark.parametrize("mode, stream, work, issue", [
+    ("pending-kernel", "the legacy default stream of device 0", ["kernel busy(float*)"], ("launch",)),
+    ("pending-memset", "the legacy default stream of device 0",
+     ["kernel busy(float*)", "memset of 1048576 bytes"], ("launch", "memcpy")),
+    ("pending-async-copy", "stream 1 of device 0",
+     ["kernel busy(float*)", "H2D copy of 1048576 bytes"], ("launch", "memcpy")),
+])
+def test_gpu_work_pending_at_a_rank_s_end_is_named(run_program, programs, costs, h100, mode, stream, work,
+                                                   issue):
+    """Rank 1 ends right after issuing the work (its host overheads: a launch, a memset's or a
+    copy's issue), with busy still running and what follows it queued."""
+    r = fail(run_program, programs, mode, costs)
+    t = sum(getattr(h100.overheads, o) for o in issue)
+    res = check_reported(r, "pending_gpu_work", 5, [1], t)
+    assert res["failure"]["pending"] == [{"rank": 1, "stream": stream, "work": w} for w in work]
+    assert "rank 1 after" in r.stdout  # it did reach its end
+    assert res["ranks"][1]["finished"] is True
+
+
+def test_main_returning_a_status_is_passed_through(run_program, programs):
+    r = run_program(programs["timing"], "exit", options=("--gpus-per-node", "1"))
+    assert r.returncode == 7
+    assert r.results["status"] == "exited" and r.results["failure"]["code"] == 7
+    assert r.stderr.splitlines()[-1].startswith("orrery: exited: a rank returned 7 from main")
+
+
+def test_a_pure_mpi_program_has_a_normal_report(run_program, mpi_only):
+    r = run_program(mpi_only, "bytes", options=("--gpus-per-node", "2"))
+    assert r.returncode == 0, r.stderr
+    res = r.results
+    assert res["status"] == "completed"
+    for rank in res["ranks"]:
+        assert rank["finished"] and rank["kernel_s"] == 0 and rank["copies"] == {}
+        assert rank["gpu_wait_s"] == 0 and rank["engines"] == {"compute": 0, "H2D": 0, "D2H": 0}
+        assert rank["mpi_s"] > 0
+
+
+def test_mpi_calls_count_their_bytes(run_program, mpi_only):
+    """Bytes per call, by hand from mpi_only.c's calls (double 8 B, int 4 B, 2 ranks): point-to-
+    point the message (MPI_Sendrecv both), collectives the rank's send buffer (MPI_Bcast the
+    buffer at every rank; MPI_Scatter the root's whole send buffer, a block elsewhere; MPI_Gather
+    in place at the root its block of the receive buffer)."""
+    res = run_program(mpi_only, "bytes", options=("--gpus-per-node", "2")).results
+    common = {"MPI_Sendrecv": (1, 10 * 8 + 20 * 8), "MPI_Irecv": (1, 7 * 4), "MPI_Isend": (1, 7 * 4),
+              "MPI_Waitall": (1, 0), "MPI_Bcast": (1, 50 * 8), "MPI_Allreduce": (2, 2 * 30 * 8),
+              "MPI_Allgather": (1, 5 * 4), "MPI_Alltoall": (1, 2 * 4 * 4), "MPI_Gather": (1, 9 * 4),
+              "MPI_Barrier": (1, 0)}
+    expected = [
+        {**common, "MPI_Send": (2, 100 * 8 + 3 * 4), "MPI_Scatter": (1, 2 * 6 * 8)},
+        {**common, "MPI_Recv": (2, 100 * 8 + 3 * 4), "MPI_Scatter": (1, 6 * 8)},
+    ]
+    for rank, want in zip(res["ranks"], expected):
+        assert {k: (v["count"], v["bytes"]) for k, v in rank["mpi"].items()} == want
+
+
+def test_exit_in_a_c_rank_is_passed_through(run_program, mpi_only):
+    """exit() in a file smpicc builds is SMPI's smpi_exit, which ended only the rank and left the
+    others to deadlock: rank 1's exit(5), before anything was simulated, ends the job with 5."""
+    r = run_program(mpi_only, "exit5", options=("--gpus-per-node", "2"))
+    res = check_reported(r, "exited", 5, [1], 0.0)
+    assert res["failure"]["code"] == 5
+
+
+def test_a_program_without_orrery_s_runtime_is_refused(tmp_path):
+    """A pure-MPI program linked by plain smpicc has no libcudart.so.13: nothing would time its MPI
+    calls or write the report."""
+    exe = tmp_path / "bare"
+    subprocess.run(["smpicc", str(HERE / "native" / "programs" / "mpi_only.c"), "-o", str(exe)], check=True)
+    p = orrery("run", "--out", str(tmp_path / "o"), "--", str(exe), "bytes")
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines()[-1].startswith(f"orrery: error: orrery run: got '{exe}'")
+    assert "orrery mpicc" in p.stderr
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,84 @@
+"""How a run's outcome is read from what the shim left (orrery/results.py, read_run): the paths a
+native test cannot provoke on purpose (a crash that left no report, a process killed from
+outside, Orrery's own limits)."""
+
+from __future__ import annotations
+
+import pytest
+
+from orrery import results
+
+pytestmark = pytest.mark.unit
+
+HEADER = "\t".join(results.REPORT_COLUMNS) + "\n"
+
+
+def rank_rows(rank: int, end: float, finished: bool) -> str:
+    rows = [("rank", "host_api", 0, 0), ("rank", "gpu_wait", 0, 0), ("rank", "end", 0, end),
+            ("rank", "finished", int(finished), 0), ("engine", "compute", 0, 0), ("engine", "H2D", 0, 0),
+            ("engine", "D2H", 0, 0), ("overlap", "communication", 0, 0), ("overlap", "hidden", 0, 0),
+            ("placement", f"n0-gpu{rank}", 0, 0), ("mixed", "placements", 0, 0)]
+    return "".join(f"{rank}\t{cat}\t{name}\t{count}\t0\t{t!r}\n" for cat, name, count, t in rows)
+
+
+def report(tmp_path, status_row: str, ranks=((0, 2e-6, True), (1, 2e-6, False))) -> None:
+    text = HEADER + "-1\trun\tmakespan\t0\t0\t2e-06\n" + status_row + "".join(rank_rows(*r) for r in ranks)
+    (tmp_path / "report.tsv").write_text(text)
+
+
+def test_a_crash_that_left_only_its_row_names_the_rank(tmp_path):
+    (tmp_path / "report.tsv.crash").write_text("1\tstatus\tcrashed\t6\t0\t3e-06\n")
+    res = results.read_run(tmp_path, {}, 0)
+    assert (res.status, res.run["exit_code"]) == ("crashed", 128 + 6)
+    assert res.failure.ranks == [1] and res.failure.time_s == 3e-06 and res.failure.code == 6
+    assert res.failure.message == "rank 1 was killed by signal 6 (SIGABRT: Aborted) at simulated time 3.000 us"
+    assert res.ranks == [] and res.makespan_s is None
+
+
+def test_a_process_killed_before_the_shim_could_tell_is_a_crash_of_no_known_rank(tmp_path):
+    res = results.read_run(tmp_path, {}, 128 + 9)
+    assert (res.status, res.run["exit_code"], res.failure.code, res.failure.ranks) == ("crashed", 137, 9, [])
+
+
+def test_no_report_and_no_reason_is_orrery_s_error(tmp_path):
+    res = results.read_run(tmp_path, {}, 1)
+    assert (res.status, res.run["exit_code"]) == ("orrery_error", results.EXIT_ORRERY_ERROR)
+    assert "wrote no report" in res.failure.message and "exited with status 1" in res.failure.message
+
+
+def test_an_exit_after_finalize_that_cuts_others_short_is_orrery_s_limit(tmp_path):
+    report(tmp_path, "0\tstatus\texit_after_finalize\t0\t0\t2e-06\n")
+    res = results.read_run(tmp_path, {}, 0)
+    assert (res.status, res.run["exit_code"]) == ("orrery_error", 3)
+    assert res.failure.message.startswith("rank 0 called exit(0) after MPI_Finalize at simulated time 2.000 us "
+                                          "while rank 1 had not finished")
+
+
+@pytest.mark.parametrize("code, exit_code", [(7, 7), (256 + 7, 7), (0, 1), (256, 1)])
+def test_an_abort_exits_with_its_code_as_a_shell_sees_it_never_zero(tmp_path, code, exit_code):
+    report(tmp_path, f"1\tstatus\taborted\t{code}\t0\t2e-06\n")
+    res = results.read_run(tmp_path, {}, 0)
+    assert res.status == "aborted" and res.run["exit_code"] == exit_code and res.failure.code == code
+
+
+def test_exit_zero_before_finalize_is_a_failure(tmp_path):
+    report(tmp_path, "1\tstatus\texited\t0\t0\t2e-06\n")
+    res = results.read_run(tmp_path, {}, 0)
+    assert (res.status, res.run["exit_code"]) == ("exited", 1)
+    assert "exit(0)" in res.failure.message and "before MPI_Finalize" in res.failure.message
+
+
+def test_an_error_of_orrery_wins_over_the_report_s_status(tmp_path):
+    report(tmp_path, "0\tstatus\torrery_error\t0\t0\t2e-06\n")
+    (tmp_path / "error.txt").write_text("the program called cudaGraphCreate, which Orrery does not simulate\n")
+    res = results.read_run(tmp_path, {}, 0)
+    assert (res.status, res.run["exit_code"]) == ("orrery_error", 3)
+    assert res.failure.message == "the program called cudaGraphCreate, which Orrery does not simulate"
+    assert res.failure.ranks == [0] and [r.finished for r in res.ranks] == [True, False]
+
+
+def test_a_deadlock_with_no_rank_blocked_is_orrery_s_error(tmp_path):
+    report(tmp_path, "-1\tstatus\tdeadlock\t0\t0\t2e-06\n", ranks=((0, 2e-6, True),))
+    res = results.read_run(tmp_path, {}, 0)
+    assert (res.status, res.run["exit_code"], res.failure.ranks) == ("orrery_error", 3, [])
+    assert "after every rank had finished" in res.failure.message
