@@ -38,7 +38,7 @@ import numpy as np
 from scipy import optimize
 
 from . import machine as machines
-from . import measurements, platform
+from . import measurements, platform, schema
 from . import validate as validation
 from .errors import InputError
 
@@ -633,23 +633,30 @@ def toml_value(v: object) -> str:
 
 
 def as_set(overrides: dict[str, object]) -> list[str]:
-    """Overrides as `--set KEY=VALUE` strings."""
-    return [f"{k}={toml_value(v)}" for k, v in overrides.items()]
+    """Overrides in SI units (a calibration file's) as `--set KEY=VALUE` strings, each quantity
+    with its unit written out (machine descriptions need units)."""
+    return [f"{k}={toml_value(machines.with_units(k, v))}" for k, v in overrides.items()]
 
 
 def load(path: str | Path, machine_name: str) -> list[str]:
     """A calibration file's overrides, as `--set` strings, checked against the machine it is for."""
     p = Path(path)
+    expected = "a calibration file written by orrery calibrate"
     try:
-        data = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise InputError(str(p), None, "unreadable", f"a calibration file written by orrery calibrate ({e})") from None
+        data = json.loads(schema.read_text(p, expected))
+    except json.JSONDecodeError as e:
+        raise InputError(str(p), None, "invalid JSON", f"{expected} (valid JSON: {e})") from None
+    if not isinstance(data, dict):
+        raise InputError(str(p), None, f"a JSON {type(data).__name__}", f"{expected}: a JSON object")
     if data.get("orrery_calibration") not in READABLE_VERSIONS:
         raise InputError(str(p), "orrery_calibration", data.get("orrery_calibration"),
                          f"version {' or '.join(map(str, READABLE_VERSIONS))}")
     if data.get("machine") != machine_name:
         raise InputError(str(p), "machine", data.get("machine"), f"a calibration of {machine_name}")
-    return as_set(data["overrides"])
+    overrides = data.get("overrides")
+    if not isinstance(overrides, dict):
+        raise InputError(str(p), "overrides", overrides, "a JSON object of machine parameters (KEY: value in SI units)")
+    return as_set(overrides)
 
 
 TERMS = {"copy_bandwidth": "copies", "latency": "point-to-point", "bandwidth": "point-to-point",
