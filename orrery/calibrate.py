@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -723,6 +724,12 @@ def report(cal: dict, closed_loop: list[validation.SweepResult], kinds: list[tup
 KERNEL_COLUMNS = ("kernel", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "time", "unit")
 
 
+def _cells(row: dict) -> str:
+    """A CSV row as it was written (DictReader puts a long row's extra cells in a list)."""
+    cells = [c for v in row.values() for c in (v if isinstance(v, list) else [v]) if c is not None]
+    return ",".join(cells)
+
+
 def fit_kernels(path: str | Path) -> tuple[str, dict[str, tuple[float, float, float, float]]]:
     """A kernel cost file (TOML text) fitted on a timing table, and per kernel
     (alpha, beta, median and max relative residual). Each kernel needs rows at
@@ -730,10 +737,7 @@ def fit_kernels(path: str | Path) -> tuple[str, dict[str, tuple[float, float, fl
     import csv
 
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise InputError(str(p), None, str(p), f"a readable kernel timing table ({e.strerror})") from None
+    text = schema.read_text(p, "a kernel timing table")
     reader = csv.DictReader(text.splitlines())
     if tuple(reader.fieldnames or ()) != KERNEL_COLUMNS:
         raise InputError(f"{p}:1", "header", ",".join(reader.fieldnames or ()), ",".join(KERNEL_COLUMNS))
@@ -747,11 +751,14 @@ def fit_kernels(path: str | Path) -> tuple[str, dict[str, tuple[float, float, fl
             for c in KERNEL_COLUMNS[1:7]:
                 threads *= int(row[c])
             seconds = float(row["time"]) * measurements.UNITS[unit][0]
-        except ValueError:
-            raise InputError(f"{p}:{line}", "row", ",".join(row.values()), "whole launch dimensions and a number") from None
-        if threads <= 0 or seconds <= 0:
-            raise InputError(f"{p}:{line}", "row", ",".join(row.values()), "positive dimensions and time")
+        except (TypeError, ValueError):  # TypeError: a short row's missing cell
+            raise InputError(f"{p}:{line}", "row", _cells(row),
+                             "whole launch dimensions and a number") from None
+        if threads <= 0 or not (math.isfinite(seconds) and seconds > 0):
+            raise InputError(f"{p}:{line}", "row", _cells(row), "positive dimensions and time")
         rows.setdefault(row["kernel"], []).append((threads, seconds, line))
+    if not rows:
+        raise InputError(str(p), None, "a header without rows", "a kernel timing table with rows")
     fits = {}
     for kernel, points in rows.items():
         if len({t for t, _, _ in points}) < 2:
