@@ -225,7 +225,11 @@ def load(path: str | Path) -> Problem:
     program = (source.parent / spec.program).resolve()
     machine = machines.load(spec.machine if spec.machine in machines.builtin_names()
                             else str((source.parent / spec.machine).resolve()), spec.options)
-    layout = platform.Layout.for_machine(machine, spec.nodes, spec.gpus_per_node, spec.ranks_per_node)
+    try:
+        layout = platform.Layout.for_machine(machine, spec.nodes, spec.gpus_per_node, spec.ranks_per_node)
+    except InputError as e:  # named by the spec's key, not the run's flag
+        key = {"--nodes": "nodes", "--gpus-per-node": "gpus_per_node", "--ranks-per-node": "ranks_per_node"}
+        raise InputError(str(source), key.get(e.source, e.source), e.value, e.expected) from None
     measured, files = _measured_rows(spec, source)
     return Problem(spec, source, program, machine, layout, names, measured, [source, *files])
 

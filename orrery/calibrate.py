@@ -743,7 +743,7 @@ def fit_kernels(path: str | Path) -> tuple[str, dict[str, tuple[float, float, fl
         raise InputError(f"{p}:1", "header", ",".join(reader.fieldnames or ()), ",".join(KERNEL_COLUMNS))
     rows: dict[str, list[tuple[int, float, int]]] = {}
     for line, row in enumerate(reader, start=2):
-        unit = row["unit"].strip()
+        unit = (row["unit"] or "").strip()  # None: a short row
         if unit not in measurements.UNITS or measurements.UNITS[unit][1] != "s":
             raise InputError(f"{p}:{line}", "unit", unit, "a time unit: us, ms or s")
         try:
