@@ -336,12 +336,14 @@ def simulate(repo: Path, m: machines.Machine, sweep: Sweep, sizes: list[int], ou
 
 
 def validate(machine_name: str, repo: Path, overrides: list[str] = (), measured_models: bool = True,
-             sweep_set: str | None = None) -> list[SweepResult]:
+             sweep_set: str | None = None, calibration: tuple[str, list[str]] | None = None) -> list[SweepResult]:
+    """Every sweep of the machine (or of its sweep set) simulated and compared; `calibration`
+    (a file and its overrides) applies before `overrides`, as in machine.load."""
     sweeps = sweeps_for(machine_name, sweep_set)
     from .calibrate import as_set  # calibrate builds on this module
 
     stack = as_set(set_description(machine_name, sweep_set))
-    m = machines.load(machine_name, stack + list(overrides), measured_models=measured_models)
+    m = machines.load(machine_name, stack + list(overrides), measured_models=measured_models, calibration=calibration)
     build_bench(repo)
     return [compare(repo, m, sweep, measured_points(repo, sweep)) for sweep in sweeps]
 
