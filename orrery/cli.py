@@ -151,7 +151,6 @@ def _calibrate_command(a: argparse.Namespace) -> int:
     path.write_text(json.dumps(cal, indent=1) + "\n")
     overrides = calibrate.as_set(cal["overrides"])
     calibrated = machine.load(a.machine, overrides, measured_models=False)
-    validate.build_bench(repo)
     closed = [validate.compare(repo, calibrated, sweep, points) for sweep, points in pairs]
     validate.write(closed, a.machine, out / "closed-loop")
     text = calibrate.report(cal, closed, [sweep.kind for sweep, _ in pairs])
