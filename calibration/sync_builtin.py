@@ -8,7 +8,8 @@ override of calibration/NAME/calibration.json replaces the parameter's value
 in its section, the measured models (copies, messages, gaps, collectives)
 are written between the file's BEGIN/END markers, each such parameter's
 source names the calibration (where it does not already), and the source of
-a measured model the calibration no longer has is removed. Nothing else in
+a measured model the calibration no longer has is removed. Values are written
+with their units (the calibration's are SI). Nothing else in
 the file changes. tests/unit/test_calibrate.py checks that the built-in
 equals its raw description plus the committed calibration.
 """
@@ -37,13 +38,13 @@ def sync(name: str, repo: Path = REPO) -> str:
     for key, value in overrides.items():
         section, field = key.split(".", 1)
         if section in machine.MEASURED_MODELS:
-            items = ",\n  ".join(calibrate.toml_value(v) for v in value)
+            items = ",\n  ".join(calibrate.toml_value(v) for v in machine.with_units(key, value))
             models.setdefault(section, []).append(f"{field} = [\n  {items},\n]")
         else:
             block = re.search(rf"^\[{section}\]\n(.*?)(?=^\[|\Z)", text, re.M | re.S)
             if not block or not re.search(rf"^{field} = .*$", block.group(1), re.M):
                 sys.exit(f"{toml_path}: no '{field}' in [{section}] to carry {key} into")
-            body = re.sub(rf"^{field} = .*$", f"{field} = {calibrate.toml_value(value)}", block.group(1), count=1,
+            body = re.sub(rf"^{field} = .*$", f"{field} = {calibrate.toml_value(machine.with_units(key, value))}", block.group(1), count=1,
                           flags=re.M)
             text = text[:block.start(1)] + body + text[block.end(1):]
         source = re.search(rf'^"{re.escape(key)}" = "(.*)"$', text, re.M)

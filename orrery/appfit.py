@@ -45,8 +45,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import os
+import io
 import json
+import math
+import os
 import re
 import tempfile
 import tomllib
@@ -57,7 +59,7 @@ from pathlib import Path
 import numpy as np
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from scipy import optimize
 
 from . import costs as cost_files
@@ -66,25 +68,31 @@ from . import platform
 from . import run as runner
 from . import units
 from .errors import InputError
-from .schema import input_error
+from .schema import Problems, Seconds, input_error, quantity, read_text
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _number(v: float | str) -> float:
-    return units.parse(v, "time") if isinstance(v, str) else float(v)
-
-
-# a plain number, or a time with its unit ("10us")
-Value = Annotated[float, BeforeValidator(_number)]
+# a plain number, or a time with its unit ("10us"); finite
+Value = quantity("time", signed=True, plain=True)
+Count = Annotated[int, Field(strict=True, ge=1)]
 
 
 class Parameter(_Strict):
     initial: Value
     min: Value | None = None
     max: Value | None = None
+
+    @model_validator(mode="after")
+    def _within(self) -> Parameter:
+        lo, hi = self.min, self.max
+        if lo is not None and hi is not None and lo >= hi:
+            raise Problems([("min", lo, f"less than max ({hi!r})")])
+        if (lo is not None and self.initial < lo) or (hi is not None and self.initial > hi):
+            raise Problems([("initial", self.initial, f"a value within min and max ({lo!r} to {hi!r})")])
+        return self
 
     def values(self) -> tuple[float, float, float]:
         lo = -np.inf if self.min is None else self.min
@@ -106,8 +114,8 @@ class Measured(_Strict):
 
 class Run(_Strict):
     args: list[str]
-    per: float = Field(default=1.0, gt=0)
-    measured: Value | None = None
+    per: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] = 1.0
+    measured: Annotated[Seconds, Field(gt=0)] | None = None  # a run time: 0 is no measurement
     row: dict[str, str] | None = None
 
     @model_validator(mode="after")
@@ -118,12 +126,12 @@ class Run(_Strict):
 
 
 class Spec(_Strict):
-    program: str
-    machine: str
+    program: Annotated[str, Field(min_length=1)]
+    machine: Annotated[str, Field(min_length=1)]
     options: list[str] = []
-    nodes: int = Field(default=1, ge=1)
-    gpus_per_node: int | None = Field(default=None, ge=1)
-    ranks_per_node: int | None = Field(default=None, ge=1)
+    nodes: Count = 1
+    gpus_per_node: Count | None = None
+    ranks_per_node: Count | None = None
     figure: str
     costs: str
     parameters: dict[str, Parameter] = Field(min_length=1)
@@ -150,11 +158,10 @@ def _measured_rows(spec: Spec, source: Path) -> tuple[list[float], list[Path]]:
     if spec.measured:
         path = Path(os.path.normpath(source.parent / spec.measured.file))
         try:
-            with path.open(newline="") as f:
-                table = list(csv.DictReader(f))
-        except OSError as e:
-            raise InputError(str(source), "measured.file", spec.measured.file,
-                             f"a readable CSV file ({e.strerror})") from None
+            table = list(csv.DictReader(io.StringIO(read_text(path, "a CSV file of measured run times"),
+                                                    newline="")))
+        except InputError as e:
+            raise InputError(str(source), "measured.file", spec.measured.file, f"{e.expected} ({e.value})") from None
         files.append(path)
     for i, run in enumerate(spec.runs):
         key = f"runs[{i}]"
@@ -172,9 +179,14 @@ def _measured_rows(spec: Spec, source: Path) -> tuple[list[float], list[Path]]:
             value = float(row[m.value]) * units.parse(f"1{m.unit}", "time")
             if m.per:
                 value /= float(row[m.per])
-        except (KeyError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
             raise InputError(f"{spec.measured.file}", f"{m.value}/{m.per}", row.get(m.value),
-                             f"numeric columns in the row selected by {key} ({e})") from None
+                             f"numeric columns in the row selected by {key} ({e!r})") from None
+        if not (math.isfinite(value) and value > 0):
+            raise InputError(f"{spec.measured.file}", m.value, row.get(m.value),
+                             f"a positive finite run time in the row selected by {key} (per {m.per}: "
+                             f"{row.get(m.per)!r})" if m.per else f"a positive finite run time in the row selected "
+                                                                  f"by {key}")
         values.append(value)
     return values, files
 
@@ -182,19 +194,20 @@ def _measured_rows(spec: Spec, source: Path) -> tuple[list[float], list[Path]]:
 def load(path: str | Path) -> Problem:
     source = Path(path)
     try:
-        data = tomllib.loads(source.read_text())
-    except OSError as e:
-        raise InputError(str(source), None, str(source), f"a readable fit spec ({e.strerror})") from None
+        data = tomllib.loads(read_text(source, "a fit spec"))
     except tomllib.TOMLDecodeError as e:
         raise InputError(str(source), None, "invalid TOML", f"valid TOML ({e})") from None
     try:
         spec = Spec.model_validate(data)
     except ValidationError as e:
-        raise input_error(e, str(source)) from None
+        raise input_error(e, str(source), Spec) from None
     try:
-        re.compile(spec.figure, re.M)
+        groups = re.compile(spec.figure, re.M).groups
     except re.error as e:
         raise InputError(str(source), "figure", spec.figure, f"a regular expression ({e})") from None
+    if groups < 1:
+        raise InputError(str(source), "figure", spec.figure,
+                         "a regular expression with a group, (...), around the simulated figure (a number)")
     names = sorted(spec.parameters)
     used = set(re.findall(r"(?<!\{)\{(\w+)\}(?!\})", spec.costs))
     if used != set(names):
@@ -212,7 +225,11 @@ def load(path: str | Path) -> Problem:
     program = (source.parent / spec.program).resolve()
     machine = machines.load(spec.machine if spec.machine in machines.builtin_names()
                             else str((source.parent / spec.machine).resolve()), spec.options)
-    layout = platform.Layout.for_machine(machine, spec.nodes, spec.gpus_per_node, spec.ranks_per_node)
+    try:
+        layout = platform.Layout.for_machine(machine, spec.nodes, spec.gpus_per_node, spec.ranks_per_node)
+    except InputError as e:  # named by the spec's key, not the run's flag
+        key = {"--nodes": "nodes", "--gpus-per-node": "gpus_per_node", "--ranks-per-node": "ranks_per_node"}
+        raise InputError(str(source), key.get(e.source, e.source), e.value, e.expected) from None
     measured, files = _measured_rows(spec, source)
     return Problem(spec, source, program, machine, layout, names, measured, [source, *files])
 
@@ -241,7 +258,15 @@ def simulate(problem: Problem, values: dict[str, float], workdir: Path) -> list[
         if not m:
             raise InputError(str(problem.source), "figure", problem.spec.figure,
                              f"a pattern the output of runs[{i}] matches (it printed: {(out.stdout or '')[-300:]})")
-        return float(m.group(1)) / run.per
+        try:
+            figure = float(m.group(1))
+            if not math.isfinite(figure):
+                raise ValueError(figure)
+        except (TypeError, ValueError):  # TypeError: the group took no part in the match
+            raise InputError(str(problem.source), "figure", problem.spec.figure,
+                             f"a pattern whose first group is a finite number in the output of runs[{i}] (it matched "
+                             f"{m.group(0)!r}, group 1 {m.group(1)!r})") from None
+        return figure / run.per
 
     with ThreadPoolExecutor() as pool:
         figures = list(pool.map(one, range(len(problem.spec.runs))))

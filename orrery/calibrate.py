@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,7 +39,7 @@ import numpy as np
 from scipy import optimize
 
 from . import machine as machines
-from . import measurements, platform
+from . import measurements, platform, schema
 from . import validate as validation
 from .errors import InputError
 
@@ -633,23 +634,30 @@ def toml_value(v: object) -> str:
 
 
 def as_set(overrides: dict[str, object]) -> list[str]:
-    """Overrides as `--set KEY=VALUE` strings."""
-    return [f"{k}={toml_value(v)}" for k, v in overrides.items()]
+    """Overrides in SI units (a calibration file's) as `--set KEY=VALUE` strings, each quantity
+    with its unit written out (machine descriptions need units)."""
+    return [f"{k}={toml_value(machines.with_units(k, v))}" for k, v in overrides.items()]
 
 
 def load(path: str | Path, machine_name: str) -> list[str]:
     """A calibration file's overrides, as `--set` strings, checked against the machine it is for."""
     p = Path(path)
+    expected = "a calibration file written by orrery calibrate"
     try:
-        data = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise InputError(str(p), None, "unreadable", f"a calibration file written by orrery calibrate ({e})") from None
+        data = json.loads(schema.read_text(p, expected))
+    except json.JSONDecodeError as e:
+        raise InputError(str(p), None, "invalid JSON", f"{expected} (valid JSON: {e})") from None
+    if not isinstance(data, dict):
+        raise InputError(str(p), None, f"a JSON {type(data).__name__}", f"{expected}: a JSON object")
     if data.get("orrery_calibration") not in READABLE_VERSIONS:
         raise InputError(str(p), "orrery_calibration", data.get("orrery_calibration"),
                          f"version {' or '.join(map(str, READABLE_VERSIONS))}")
     if data.get("machine") != machine_name:
         raise InputError(str(p), "machine", data.get("machine"), f"a calibration of {machine_name}")
-    return as_set(data["overrides"])
+    overrides = data.get("overrides")
+    if not isinstance(overrides, dict):
+        raise InputError(str(p), "overrides", overrides, "a JSON object of machine parameters (KEY: value in SI units)")
+    return as_set(overrides)
 
 
 TERMS = {"copy_bandwidth": "copies", "latency": "point-to-point", "bandwidth": "point-to-point",
@@ -716,6 +724,12 @@ def report(cal: dict, closed_loop: list[validation.SweepResult], kinds: list[tup
 KERNEL_COLUMNS = ("kernel", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "time", "unit")
 
 
+def _cells(row: dict) -> str:
+    """A CSV row as it was written (DictReader puts a long row's extra cells in a list)."""
+    cells = [c for v in row.values() for c in (v if isinstance(v, list) else [v]) if c is not None]
+    return ",".join(cells)
+
+
 def fit_kernels(path: str | Path) -> tuple[str, dict[str, tuple[float, float, float, float]]]:
     """A kernel cost file (TOML text) fitted on a timing table, and per kernel
     (alpha, beta, median and max relative residual). Each kernel needs rows at
@@ -723,16 +737,13 @@ def fit_kernels(path: str | Path) -> tuple[str, dict[str, tuple[float, float, fl
     import csv
 
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise InputError(str(p), None, str(p), f"a readable kernel timing table ({e.strerror})") from None
+    text = schema.read_text(p, "a kernel timing table")
     reader = csv.DictReader(text.splitlines())
     if tuple(reader.fieldnames or ()) != KERNEL_COLUMNS:
         raise InputError(f"{p}:1", "header", ",".join(reader.fieldnames or ()), ",".join(KERNEL_COLUMNS))
     rows: dict[str, list[tuple[int, float, int]]] = {}
     for line, row in enumerate(reader, start=2):
-        unit = row["unit"].strip()
+        unit = (row["unit"] or "").strip()  # None: a short row
         if unit not in measurements.UNITS or measurements.UNITS[unit][1] != "s":
             raise InputError(f"{p}:{line}", "unit", unit, "a time unit: us, ms or s")
         try:
@@ -740,11 +751,14 @@ def fit_kernels(path: str | Path) -> tuple[str, dict[str, tuple[float, float, fl
             for c in KERNEL_COLUMNS[1:7]:
                 threads *= int(row[c])
             seconds = float(row["time"]) * measurements.UNITS[unit][0]
-        except ValueError:
-            raise InputError(f"{p}:{line}", "row", ",".join(row.values()), "whole launch dimensions and a number") from None
-        if threads <= 0 or seconds <= 0:
-            raise InputError(f"{p}:{line}", "row", ",".join(row.values()), "positive dimensions and time")
+        except (TypeError, ValueError):  # TypeError: a short row's missing cell
+            raise InputError(f"{p}:{line}", "row", _cells(row),
+                             "whole launch dimensions and a number") from None
+        if threads <= 0 or not (math.isfinite(seconds) and seconds > 0):
+            raise InputError(f"{p}:{line}", "row", _cells(row), "positive dimensions and time")
         rows.setdefault(row["kernel"], []).append((threads, seconds, line))
+    if not rows:
+        raise InputError(str(p), None, "a header without rows", "a kernel timing table with rows")
     fits = {}
     for kernel, points in rows.items():
         if len({t for t, _, _ in points}) < 2:

@@ -1,14 +1,16 @@
 """The ``orrery`` command line: parses, validates, calls the library.
 
 Errors of Orrery's own types become one line on stderr, ``orrery: error: ...``,
-and exit status 2 (bad input) or 3 (the simulation could not go on); a run that
-fails otherwise ends with ``orrery: STATUS: ...`` on stderr and the exit status
-results.py assigns to that status (the program's own where it has one).
+and exit status 2 (bad input, argparse's own errors included) or 3 (the
+simulation could not go on); a run that fails otherwise ends with
+``orrery: STATUS: ...`` on stderr and the exit status results.py assigns to
+that status (the program's own where it has one).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -22,23 +24,56 @@ from .run import FILL_POLICIES, GPU_VISIBILITY, RunOptions, run
 SWEEP_SETS = "; ".join(f"{m}: {', '.join(sets)}" for m, sets in validate.SWEEP_SETS.items())
 
 
+#: What `orrery run` writes in --out (run.py): cleared before a run's inputs are checked, so that
+#: a rejected run leaves nothing of an earlier one looking current.
+RUN_OUTPUTS = ("results.json", "results.json.part", "report.tsv", "error.txt", "platform.xml", "hostfile",
+               "orrery.cfg", "machine.json")
+
+
+def _clear_run_outputs(out: Path) -> None:
+    if out.is_dir():
+        for name in RUN_OUTPUTS:
+            (out / name).unlink(missing_ok=True)
+
+
+def writable_folder(path: str, flag: str = "--out") -> Path:
+    """The folder a command writes to: one that exists or can be made, and can be written."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(flag, None, path, "a folder (this is a file)")
+    existing = next(d for d in [p, *p.absolute().parents] if d.exists())
+    if not existing.is_dir():
+        raise InputError(flag, None, path, f"a folder ({existing} is a file)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(flag, None, path, f"a folder Orrery can write to ({existing} is not writable)")
+    return p
+
+
+def _writable_file(path: str, flag: str) -> Path:
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(flag, None, path, "a file (this is a folder)")
+    writable_folder(str(p.absolute().parent), flag)
+    return p
+
+
 def _run_command(a: argparse.Namespace) -> int:
     program = list(a.program)
     if program and program[0] == "--":
         program = program[1:]
-    overrides = list(a.set)
+    _clear_run_outputs(writable_folder(a.out))
+    overrides, calibration = list(a.set), None
     if a.calibration:
         from . import calibrate
 
-        name = machine.load(a.machine).name
-        overrides = calibrate.load(a.calibration, name) + overrides  # --set wins
-    # a calibration brings its own measured models (copies, messages, collectives)
-    m = machine.load(a.machine, overrides, measured_models=not a.calibration)
+        calibration = (a.calibration, calibrate.load(a.calibration, machine.load(a.machine).name))
+    # a calibration brings its own measured models (copies, messages, collectives); --set wins over it
+    m = machine.load(a.machine, overrides, measured_models=not a.calibration, calibration=calibration)
     layout = platform.Layout.for_machine(m, a.nodes, a.gpus_per_node, a.ranks_per_node)
     opts = RunOptions(
         machine=m, layout=layout, program=program, out=Path(a.out), costs=costs.load(a.costs), mode=a.mode,
         strict=a.strict, d2h_fill=a.d2h_fill, fold_pinned=not a.no_fold_pinned, gpu_visibility=a.gpu_visibility,
-        overrides=tuple(overrides),
+        overrides=tuple((calibration[1] if calibration else []) + overrides),
     )
     outcome = run(opts)
     sys.stdout.flush()
@@ -79,14 +114,15 @@ def _machine_command(a: argparse.Namespace) -> int:
 
 def _validate_command(a: argparse.Namespace) -> int:
     repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
-    out = Path(a.out)
-    overrides = list(a.set)
+    out = writable_folder(a.out)
+    calibration = None
     if a.calibration:
         from . import calibrate
 
-        overrides = calibrate.load(a.calibration, a.machine) + overrides  # --set wins
-    # a calibration brings its own measured models (copies, messages, collectives)
-    results = validate.validate(a.machine, repo, overrides, measured_models=not a.calibration, sweep_set=a.sweeps)
+        calibration = (a.calibration, calibrate.load(a.calibration, a.machine))
+    # a calibration brings its own measured models (copies, messages, collectives); --set wins over it
+    results = validate.validate(a.machine, repo, list(a.set), measured_models=not a.calibration, sweep_set=a.sweeps,
+                                calibration=calibration)
     print(validate.report(results))
     for path in validate.write(results, a.machine, out):
         print(f"orrery: plot {path}")
@@ -100,7 +136,7 @@ def _calibrate_command(a: argparse.Namespace) -> int:
     from . import calibrate
 
     repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
-    out = Path(a.out)
+    out = writable_folder(a.out)
     if a.sweeps and a.input:
         raise InputError("--sweeps", None, a.sweeps, "either --sweeps (a set of the shared measurements) or --input files")
     layout = None
@@ -110,18 +146,19 @@ def _calibrate_command(a: argparse.Namespace) -> int:
             raise InputError("--collective-layout", None, a.collective_layout,
                              "NODESxGPUS, two positive whole numbers (e.g. 2x4: 8 ranks, 4 on each of 2 nodes)")
         layout = (int(parts[0]), int(parts[1]))
+    # the kernel table is read first: a bad one stops the command before the calibration's runs
+    kernels = calibrate.fit_kernels(a.kernels) if a.kernels else None
     cal, pairs = calibrate.calibrate(a.machine, repo, [Path(f) for f in a.input], a.p2p_path, a.sweeps, layout)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "calibration.json"
     path.write_text(json.dumps(cal, indent=1) + "\n")
     overrides = calibrate.as_set(cal["overrides"])
     calibrated = machine.load(a.machine, overrides, measured_models=False)
-    validate.build_bench(repo)
     closed = [validate.compare(repo, calibrated, sweep, points) for sweep, points in pairs]
     validate.write(closed, a.machine, out / "closed-loop")
     text = calibrate.report(cal, closed, [sweep.kind for sweep, _ in pairs])
-    if a.kernels:
-        costs_text, fits = calibrate.fit_kernels(a.kernels)
+    if kernels:
+        costs_text, fits = kernels
         (out / "costs.toml").write_text(costs_text)
         text += "\nkernels (alpha + beta * threads), cost file in " + str(out / "costs.toml") + ":\n" + "\n".join(
             f"  {k}: alpha {f[0] * 1e6:.3f} us, beta {f[1] * 1e12:.4f} ps/thread, residual median {100 * f[2]:.2f}%, "
@@ -135,6 +172,9 @@ def _calibrate_command(a: argparse.Namespace) -> int:
 def _fit_command(a: argparse.Namespace) -> int:
     from . import appfit
 
+    writable_folder(a.out)
+    if a.costs_out:
+        _writable_file(a.costs_out, "--costs-out")
     problem = appfit.load(a.spec)
     result = appfit.fit(problem)
     appfit.write(problem, result, Path(a.out))
@@ -145,8 +185,29 @@ def _fit_command(a: argparse.Namespace) -> int:
     return 0
 
 
+class _UsageError(Exception):
+    """A command line argparse refuses."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its errors one line (usage is in --help) raised for main() to report."""
+
+    def error(self, message: str):
+        raise _UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _out_of_run(argv: list[str]) -> Path | None:
+    """The --out folder of an `orrery run` command line argparse refused, if it can be told."""
+    p = _Parser(add_help=False)
+    p.add_argument("--out", default="orrery-out")
+    try:
+        return Path(p.parse_known_args(argv)[0].out)
+    except _UsageError:
+        return None
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="orrery", description=__doc__.splitlines()[0])
+    p = _Parser(prog="orrery", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"orrery {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -240,7 +301,14 @@ def main(argv: list[str] | None = None) -> int:
         except OrreryError as e:
             print(f"orrery: error: {e}", file=sys.stderr)
             return 2
-    args = parser().parse_args(argv)
+    try:
+        args = parser().parse_args(argv)
+    except _UsageError as e:
+        out = _out_of_run(argv[1:]) if argv[:1] == ["run"] else None
+        if out is not None:
+            _clear_run_outputs(out)
+        print(f"orrery: error: {e}", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except InputError as e:

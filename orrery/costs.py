@@ -29,7 +29,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from .errors import InputError
-from .schema import Time, input_error
+from .schema import Seconds as Time
+from .schema import input_error, read_text
 
 #: Device time of a kernel that no cost entry matches (a short memory-bound kernel).
 DEFAULT_KERNEL_TIME = 5e-6
@@ -83,20 +84,21 @@ def load(path: str | Path | None) -> Costs:
     p = Path(path)
     if not p.is_file():
         raise InputError(str(p), None, str(p), "an existing cost file (--costs)")
+    if p.suffix not in (".toml", ".json"):
+        raise InputError(str(p), None, p.suffix, "a .toml or .json cost file")
+    text = read_text(p, "a cost file")
     try:
-        if p.suffix == ".toml":
-            data = tomllib.loads(p.read_text())
-        elif p.suffix == ".json":
-            data = json.loads(p.read_text())
-        else:
-            raise InputError(str(p), None, p.suffix, "a .toml or .json cost file")
+        data = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
         raise InputError(str(p), None, "unparsable file", f"valid {p.suffix[1:].upper()} ({e})") from None
+    if not isinstance(data, dict):
+        raise InputError(str(p), None, f"a JSON {type(data).__name__}", "a cost file: a JSON object with default "
+                                                                       "and kernels")
     try:
         parsed = _CostFile.model_validate(data)
     except ValidationError as e:
-        raise input_error(e, str(p), unknown_key="no such key (allowed: default.time, kernels.<name>.time/alpha/beta)"
-                          ) from None
+        raise input_error(e, str(p), _CostFile,
+                          unknown_key="no such key (allowed: default.time, kernels.<name>.time/alpha/beta)") from None
     kernels = {
         name: KernelCost(e.time if e.time is not None else (e.alpha or 0.0), e.beta or 0.0)
         for name, e in parsed.kernels.items()

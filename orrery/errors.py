@@ -1,7 +1,8 @@
 """Orrery's exception types: every error a user can cause is one of these.
 
-The CLI turns them into one line on stderr and a non-zero exit; library users
-catch :class:`OrreryError`.
+The CLI turns them into one line on stderr (several problems of one input: a
+summary line, then one line each) and a non-zero exit; library users catch
+:class:`OrreryError`.
 """
 
 from __future__ import annotations
@@ -26,3 +27,15 @@ class SimulationError(OrreryError):
 
 class BuildError(OrreryError):
     """Compiling or linking a program with Orrery's wrappers failed."""
+
+
+class InputErrors(InputError):
+    """Every problem found in one input at once: a summary line, then one line per problem,
+    each an InputError naming its file (or flag), key and value. Its source, key, value and
+    expected are the first problem's."""
+
+    def __init__(self, source: str, errors: list[InputError]):
+        first = errors[0]
+        self.source, self.key, self.value, self.expected = first.source, first.key, first.value, first.expected
+        self.errors = errors
+        OrreryError.__init__(self, f"{source}: {len(errors)} errors\n" + "\n".join(f"  {e}" for e in errors))

@@ -12,13 +12,30 @@ from __future__ import annotations
 import tomllib
 from importlib import resources
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from . import schema
 from .errors import InputError
-from .schema import Bandwidth, Flops, SignedTime, Size, Time, input_error
-Count = Annotated[int, Field(strict=True, ge=1)]
+from .schema import Bandwidth, Flops, Problems, SignedTime, Size, Time, input_error
+
+#: A count the shim keeps in a C int.
+Count = Annotated[int, Field(strict=True, ge=1, le=2**31 - 1)]
+#: The platform has a host per GPU and, on a mesh, a link per pair of GPUs of a node.
+MAX_GPUS_PER_NODE = 256
+MAX_CPU_SOCKETS = 16
+Flag = Annotated[bool, Field(strict=True)]  # true or false, not "yes" or 1
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("expected a name (not empty or blank)")
+    return text
+
+
+Name = Annotated[str, AfterValidator(_not_blank)]
 
 
 class _Section(BaseModel):
@@ -26,8 +43,8 @@ class _Section(BaseModel):
 
 
 class Node(_Section):
-    gpus: Count
-    cpu_sockets: Count
+    gpus: Annotated[Count, Field(le=MAX_GPUS_PER_NODE)]
+    cpu_sockets: Annotated[Count, Field(le=MAX_CPU_SOCKETS)]
     host_memory_bandwidth: Bandwidth
     host_memcpy_bandwidth: Bandwidth
     # The link between two CPU sockets (xGMI, UPI) as PCIe traffic crosses it, per direction.
@@ -43,7 +60,7 @@ class Node(_Section):
 
 
 class Gpu(_Section):
-    model: str
+    model: Name
     sm_count: Count
     memory: Size
     hbm_bandwidth: Bandwidth
@@ -89,8 +106,8 @@ class Pcie(_Section):
 
 class NvLink(_Section):
     topology: Literal["mesh", "nvswitch", "none"]
-    links_per_pair: Annotated[int, Field(strict=True, ge=1)] | None = None  # mesh: links between two GPUs
-    links_per_gpu: Annotated[int, Field(strict=True, ge=1)] | None = None   # nvswitch: links of one GPU
+    links_per_pair: Count | None = None  # mesh: links between two GPUs
+    links_per_gpu: Count | None = None   # nvswitch: links of one GPU
     link_bandwidth: Bandwidth | None = None  # per link and direction
     latency: Time | None = None              # GPU to GPU
 
@@ -106,7 +123,8 @@ class Fabric(_Section):
     switch_latency: Time
     # nodes under one leaf (fat-tree), one rail switch per rail (rail-optimized) or one router (dragonfly)
     nodes_per_leaf: Count
-    oversubscription: Annotated[float, Field(ge=1)]  # a switch's downlink over uplink bandwidth (fat-tree)
+    # a switch's downlink over uplink bandwidth (fat-tree): a finite ratio, a plain number
+    oversubscription: Annotated[float, Field(strict=True, ge=1, allow_inf_nan=False)]
     # fat-tree (and rail-optimized) levels: 2, leaves under one spine; 3, leaves grouped in pods
     # of leaves_per_pod under a pod spine each, the pod spines under one core
     levels: Literal[2, 3] = 2
@@ -153,7 +171,7 @@ class Mpi(_Section):
 
 
 class GpuDirect(_Section):
-    rdma: bool  # NICs read and write GPU memory; off: device-buffer messages are staged through host memory
+    rdma: Flag  # NICs read and write GPU memory; off: device-buffer messages are staged through host memory
     staging_chunk: Size  # without RDMA, the MPI library copies a message through host memory in chunks this large
 
 
@@ -176,21 +194,25 @@ class _Measured(_Section):
 
     @model_validator(mode="after")
     def _ordered(self) -> _Measured:
+        problems = []
         for key, model in self:
             if model is None:
                 continue
             *inner, last = model
             if last.up_to is not None:
-                raise ValueError(f"{self.section}.{key}: the last segment covers every larger size and has no up_to")
+                problems.append((f"{key}.{len(model) - 1}.up_to", last.up_to,
+                                 "no up_to on the last segment: it covers every larger size"))
             bounds = [seg.up_to for seg in inner]
             if None in bounds or any(b <= a for a, b in zip(bounds, bounds[1:])):
-                raise ValueError(f"{self.section}.{key}: every segment but the last needs up_to, increasing "
-                                 f"(got {bounds})")
+                problems.append((key, bounds, "up_to on every segment but the last, increasing"))
+                continue
             for i, (seg, start) in enumerate(zip(model, [0.0, *bounds])):
                 if isinstance(seg, Segment) and seg.latency + start / seg.bandwidth < 0:
                     least = "a non-negative latency" if not start else (
                         f"a latency of at least {-start / seg.bandwidth!r} s, no negative time above {start:g} B")
-                    raise ValueError(f"{self.section}.{key}: segment {i + 1} {least} (got {seg.latency!r} s)")
+                    problems.append((f"{key}.{i}.latency", seg.latency, f"segment {i + 1} {least}"))
+        if problems:
+            raise Problems(problems)
         return self
 
 
@@ -301,7 +323,7 @@ class Collectives(_Measured):
 
 
 class Machine(_Section):
-    name: str
+    name: Name
     description: str
     node: Node
     gpu: Gpu
@@ -321,34 +343,47 @@ class Machine(_Section):
 
     @model_validator(mode="after")
     def _semantics(self) -> Machine:
+        problems: list[tuple[str, object, str]] = []
+        known = [f"{name}.{field}" for name, section in self if isinstance(section, _Section)
+                 for field in type(section).model_fields]
         for key in self.sources:
-            section, _, field = key.partition(".")
-            model = getattr(self, section, None)
-            if not isinstance(model, _Section) or field not in type(model).model_fields:
-                raise ValueError(f"sources names '{key}', which is not a machine parameter")
+            if key not in known:
+                near = schema.closest(key, known)
+                problems.append(("sources", key, "keys that name machine parameters" +
+                                 (f" (did you mean '{near}'?)" if near else " (e.g. 'pcie.bandwidth')")))
         if self.nic.per_node > self.node.gpus:
-            raise ValueError(f"nic.per_node ({self.nic.per_node}) must not exceed node.gpus ({self.node.gpus})")
+            problems.append(("nic.per_node", self.nic.per_node, f"at most node.gpus ({self.node.gpus}): a NIC per GPU"))
         needs = {"mesh": ("links_per_pair", "link_bandwidth", "latency"),
                  "nvswitch": ("links_per_gpu", "link_bandwidth", "latency"), "none": ()}
         for field in needs[self.nvlink.topology]:
             if getattr(self.nvlink, field) is None:
-                raise ValueError(f"nvlink.{field} is required for nvlink.topology = '{self.nvlink.topology}'")
+                topology = self.nvlink.topology
+                problems.append((f"nvlink.{field}", None, f"a value: nvlink.topology = '{topology}' needs it"))
         if self.fabric.topology == "dragonfly":
             for field in ("routers_per_group", "local_bandwidth", "global_bandwidth"):
                 if getattr(self.fabric, field) is None:
-                    raise ValueError(f"fabric.{field} is required for fabric.topology = 'dragonfly'")
+                    problems.append((f"fabric.{field}", None, "a value: fabric.topology = 'dragonfly' needs it"))
         if self.fabric.levels == 3 and self.fabric.topology == "dragonfly":
-            raise ValueError("fabric.levels = 3 is for fat-tree and rail-optimized fabrics, not dragonfly")
+            problems.append(("fabric.levels", 3, ("2 with fabric.topology = 'dragonfly' (3 levels are for fat-tree "
+                                                  "and rail-optimized fabrics)")))
         if self.fabric.levels == 3 and self.fabric.leaves_per_pod is None:
-            raise ValueError("fabric.leaves_per_pod is required for fabric.levels = 3")
-        if (self.node.socket_link_bandwidth is None) != (self.node.socket_link_latency is None):
-            raise ValueError("node.socket_link_bandwidth and node.socket_link_latency go together: set both or "
-                             "neither")
+            problems.append(("fabric.leaves_per_pod", None, "a value: fabric.levels = 3 needs it"))
+        link = {"socket_link_bandwidth": self.node.socket_link_bandwidth,
+                "socket_link_latency": self.node.socket_link_latency}
+        for field, other in (("socket_link_bandwidth", "socket_link_latency"),
+                             ("socket_link_latency", "socket_link_bandwidth")):
+            if link[field] is None and link[other] is not None:
+                problems.append((f"node.{field}", None, f"a value with node.{other} (set both or neither)"))
         if self.node.socket_link_bandwidth is not None and self.host_link.kind != "pcie":
-            raise ValueError("node.socket_link_bandwidth is for GPUs on PCIe (host_link.kind = 'pcie'): "
-                             "an NVLink-C2C superchip has its own CPU")
-        if self.host_link.kind == "nvlink-c2c" and (self.host_link.bandwidth is None or self.host_link.latency is None):
-            raise ValueError("host_link.bandwidth and host_link.latency are required for host_link.kind = 'nvlink-c2c'")
+            problems.append(("node.socket_link_bandwidth", self.node.socket_link_bandwidth,
+                             (f"no value with host_link.kind = '{self.host_link.kind}': it is for GPUs on PCIe, "
+                              "an NVLink-C2C superchip has its own CPU")))
+        if self.host_link.kind == "nvlink-c2c":
+            for field in ("bandwidth", "latency"):
+                if getattr(self.host_link, field) is None:
+                    problems.append((f"host_link.{field}", None, "a value: host_link.kind = 'nvlink-c2c' needs it"))
+        if problems:
+            raise Problems(problems)
         return self
 
     @property
@@ -372,10 +407,10 @@ def builtin_names() -> list[str]:
                   if p.name.endswith(".toml"))
 
 
-def _parse_override(text: str) -> tuple[str, object]:
+def _parse_override(text: str, source: str = "--set") -> tuple[str, object]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
-        raise InputError("--set", None, text, "KEY=VALUE, e.g. pcie.bandwidth=64GB/s")
+        raise InputError(source, None, text, "KEY=VALUE, e.g. pcie.bandwidth=64GB/s")
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
@@ -383,30 +418,49 @@ def _parse_override(text: str) -> tuple[str, object]:
     return key.strip(), value
 
 
+def parameter_keys() -> list[str]:
+    """Every parameter a description may set, by dotted key."""
+    return [f"{name}.{field}" for name, info in Machine.model_fields.items()
+            if isinstance(info.annotation, type) and issubclass(info.annotation, _Section)
+            for field in info.annotation.model_fields]
+
+
 def _apply_override(data: dict, key: str, value: object, source: str) -> None:
     section, _, field = key.partition(".")
     info = Machine.model_fields.get(section)
     model = info.annotation if info else None
     if not (isinstance(model, type) and issubclass(model, _Section) and field in model.model_fields):
-        raise InputError(source, key, value, "a parameter of the machine (e.g. pcie.bandwidth)")
+        near = schema.closest(key, parameter_keys())
+        expected = "a parameter of the machine" + (f" (did you mean '{near}'?)" if near else " (e.g. pcie.bandwidth)")
+        if source == "--set":
+            raise InputError(source, key, value, expected)
+        raise InputError(source, f"overrides.{key}", value, expected)
     data.setdefault(section, {})[field] = value
+
+
+def with_units(key: str, value: object) -> object:
+    """A parameter's value in SI units (as calibration files hold them) with its unit written out."""
+    return schema.with_units(schema.type_at(Machine, tuple(key.split("."))), value)
 
 
 #: Sections that hold measured models, written by `orrery calibrate` (which fits them afresh).
 MEASURED_MODELS = ("copies", "messages", "gaps", "collectives")
 
 
-def load(name_or_path: str, overrides: list[str] = (), measured_models: bool = True) -> Machine:
-    """Load a built-in machine by name or a description file, applying overrides; without
-    `measured_models`, the description's copies, messages, gaps and collectives sections are left
-    out first (what a calibration starts from)."""
+def load(name_or_path: str, overrides: Sequence[str] = (), measured_models: bool = True,
+         calibration: tuple[str, Sequence[str]] | None = None) -> Machine:
+    """Load a built-in machine by name or a description file, applying overrides (`--set`
+    KEY=VALUE strings); without `measured_models`, the description's copies, messages, gaps and
+    collectives sections are left out first (what a calibration starts from). A `calibration`,
+    (its file, its overrides as KEY=VALUE strings), applies before the overrides, and a
+    problem with one of its values is blamed on that file."""
     path = Path(name_or_path)
     if name_or_path in builtin_names():
         source = f"built-in machine {name_or_path}"
         text = resources.files("orrery.machines").joinpath(f"{name_or_path}.toml").read_text()
     elif path.suffix == ".toml" and path.is_file():
         source = str(path)
-        text = path.read_text()
+        text = schema.read_text(path, "a machine description")
     else:
         raise InputError("--machine", None, name_or_path,
                          f"a built-in machine ({', '.join(builtin_names())}) or a .toml file")
@@ -417,16 +471,23 @@ def load(name_or_path: str, overrides: list[str] = (), measured_models: bool = T
     if not measured_models:
         for section in MEASURED_MODELS:
             data.pop(section, None)
-    overridden = set()
-    for text_override in overrides:
-        key, value = _parse_override(text_override)
-        _apply_override(data, key, value, "--set")
-        overridden.add(key)
+    overridden: dict[str, str] = {}
+    layers = [(calibration[0], calibration[1])] if calibration else []
+    for where, texts in [*layers, ("--set", overrides)]:
+        for text_override in texts:
+            key, value = _parse_override(text_override, where)
+            _apply_override(data, key, value, where)
+            overridden[key] = where
     return validate(data, source, overridden)
 
 
-def validate(data: dict, source: str, overridden: set[str] = frozenset()) -> Machine:
+def validate(data: dict, source: str, overridden: dict[str, str] | set[str] = frozenset()) -> Machine:
+    """A description's data as a Machine, or an InputError naming every problem; `overridden`
+    maps each key set from outside the file to where it came from ("--set" or a calibration
+    file; a set of keys: all from --set)."""
+    if not isinstance(overridden, dict):
+        overridden = dict.fromkeys(overridden, "--set")
     try:
         return Machine.model_validate(data)
     except ValidationError as e:
-        raise input_error(e, source, overridden=overridden) from None
+        raise input_error(e, source, Machine, overridden=overridden) from None

@@ -19,18 +19,22 @@ recognised by their content:
 
 Bad input stops with an error naming the file and line: unknown format,
 missing or unknown units, mixed units in one series, values that are not
-numbers, sizes that do not increase (and, in ``orrery calibrate``, a sweep
-with too few sizes for a fit).
+positive finite numbers, sizes that are not whole numbers (0 or more; more
+than 0 for a bandwidth) or do not increase, a file with no measurements (a
+header without rows); and, in ``orrery calibrate``, a sweep with too few sizes
+for a fit.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError
+from .schema import read_text
 
 # unit -> (factor to SI, SI unit)
 UNITS = {
@@ -59,6 +63,12 @@ class Series:
         return self.benchmark, self.metric, self.path, self.buffers
 
     def add(self, size: int, value: float, unit: str, line: int) -> None:
+        if not (math.isfinite(value) and value > 0):
+            raise InputError(f"{self.source}:{line}", "value", value,
+                             "a positive finite measurement (a time or a rate of 0, a negative one, nan or inf "
+                             "is no measurement)")
+        if size == 0 and UNITS.get(unit, (0, ""))[1] == "B/s":
+            raise InputError(f"{self.source}:{line}", "size", size, "a size of 1 byte or more for a bandwidth")
         if unit not in UNITS:
             raise InputError(f"{self.source}:{line}", "unit", unit, f"one of {', '.join(UNITS)}")
         if unit != self.unit:
@@ -72,11 +82,19 @@ class Series:
         self.lines.append(line)
 
 
-def _number(text: str, source: str, line: int, what: str) -> float:
+def _number(text: str | None, source: str, line: int, what: str) -> float:
     try:
         return float(text)
-    except ValueError:
+    except (TypeError, ValueError):  # TypeError: a short CSV row's missing cell
         raise InputError(f"{source}:{line}", what, text, "a number") from None
+
+
+def _whole(text: str | None, source: str, line: int, what: str, least: int = 0) -> int:
+    """A size or count: a whole number, `least` or more."""
+    x = _number(text, source, line, what)
+    if not (math.isfinite(x) and x == int(x) and x >= least):
+        raise InputError(f"{source}:{line}", what, text, f"a whole number, {least} or more")
+    return int(x)
 
 
 def _measurement_csv(path: Path, text: str) -> list[Series]:
@@ -90,12 +108,12 @@ def _measurement_csv(path: Path, text: str) -> list[Series]:
         s = series.setdefault(key, Series(str(path), *key, unit=unit))
         for column in ("ranks", "nodes"):
             if (row.get(column) or "").strip():
-                n = int(_number(row[column], str(path), i, column))
+                n = _whole(row[column], str(path), i, column, least=1)
                 if getattr(s, column) not in (None, n):
                     raise InputError(f"{path}:{i}", column, n, f"{getattr(s, column)}, as in the series' earlier rows "
                                                                "(one series, one layout)")
                 setattr(s, column, n)
-        size = int(_number(row["size_bytes"], str(path), i, "size_bytes"))
+        size = _whole(row["size_bytes"], str(path), i, "size_bytes")
         s.add(size, _number(row["value"], str(path), i, "value"), unit, i)
     return list(series.values())
 
@@ -163,7 +181,7 @@ def _osu(path: Path, text: str) -> list[Series]:
         parts = ln.split()
         if len(parts) < 2:
             raise InputError(f"{path}:{i}", "row", ln.strip(), "a size and a value")
-        s.add(int(_number(parts[0], str(path), i, "size")), _number(parts[1], str(path), i, "value"), s.unit, i)
+        s.add(_whole(parts[0], str(path), i, "size"), _number(parts[1], str(path), i, "value"), s.unit, i)
     if s is None and other:
         raise InputError(f"{path}:{other[0]}", "columns", other[1],
                          "Latency, Avg Latency, Bandwidth or Bi-Bandwidth after Size, with its unit (osu_latency, "
@@ -277,7 +295,7 @@ def _babelstream(path: Path, text: str) -> list[Series]:
     m = re.search(r"Array size:\s*([\d.]+)\s*MB", text)
     if not m:
         raise InputError(str(path), None, "no 'Array size: N MB' line", "BabelStream output")
-    size = round(float(m.group(1)) * 1e6)
+    size = round(_number(m.group(1), str(path), text[:m.start()].count("\n") + 1, "array size") * 1e6)
     out = []
     for i, ln in enumerate(text.splitlines(), start=1):
         parts = ln.split()
@@ -293,10 +311,15 @@ def _babelstream(path: Path, text: str) -> list[Series]:
 
 def load(path: str | Path) -> list[Series]:
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise InputError(str(p), None, str(p), f"a readable measurement file ({e.strerror})") from None
+    series = _read(p, read_text(p, "a measurement file"))
+    if not series or not all(s.sizes for s in series):
+        empty = next((s for s in series if not s.sizes), None)
+        raise InputError(str(p), None, f"no measurements{f' in {empty.benchmark}' if empty else ''}",
+                         "rows of measurements (a size and a value each) below the header")
+    return series
+
+
+def _read(p: Path, text: str) -> list[Series]:
     first = text.lstrip().splitlines()[0] if text.strip() else ""
     if first.startswith("benchmark,metric,path,buffers,size_bytes,value,unit"):
         return _measurement_csv(p, text)

@@ -66,6 +66,13 @@ from dataclasses import dataclass
 from .errors import InputError
 from .machine import Machine
 
+# Limits of a layout: the platform grows by about 23 MB of XML (3 s to write) per 1000 nodes
+# of 4 GPUs, and SMPI runs every rank as an actor of one process; beyond them a run would
+# not finish in any useful time (an unbounded --nodes never returned).
+MAX_NODES = 4096
+MAX_RANKS_PER_NODE = 1024
+MAX_RANKS = 16384
+
 #: Host speed of every simulated host: 1 simulated second of work = 1e12 flops.
 HOST_SPEED = 1e12
 
@@ -86,14 +93,18 @@ class Layout:
     def for_machine(cls, machine: Machine, nodes: int, gpus_per_node: int | None = None,
                     ranks_per_node: int | None = None) -> Layout:
         g = machine.node.gpus if gpus_per_node is None else gpus_per_node
-        if nodes < 1:
-            raise InputError("--nodes", None, nodes, "a positive number of nodes")
+        if not 1 <= nodes <= MAX_NODES:
+            raise InputError("--nodes", None, nodes, f"a number of nodes from 1 to {MAX_NODES} (Orrery's limit)")
         if not 1 <= g <= machine.node.gpus:
             raise InputError("--gpus-per-node", None, g,
                              f"between 1 and {machine.node.gpus} (GPUs per node of {machine.name})")
         r = g if ranks_per_node is None else ranks_per_node
-        if r < 1:
-            raise InputError("--ranks-per-node", None, r, "a positive number of ranks per node")
+        if not 1 <= r <= MAX_RANKS_PER_NODE:
+            raise InputError("--ranks-per-node", None, r,
+                             f"a number of ranks per node from 1 to {MAX_RANKS_PER_NODE} (Orrery's limit)")
+        if nodes * r > MAX_RANKS:
+            raise InputError("--nodes", None, nodes, f"at most {MAX_RANKS // r} nodes of {r} ranks: {MAX_RANKS} ranks "
+                                                     "in all (Orrery's limit)")
         return cls(nodes, g, r)
 
 

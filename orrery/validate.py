@@ -1,6 +1,7 @@
 """Validation: Orrery's microbenchmarks on a built-in machine against measured sweeps.
 
-``orrery validate --machine NAME`` builds calibration/bench, runs each sweep
+``orrery validate --machine NAME`` builds calibration/bench (in a temporary
+folder: the repository may be read-only), runs each sweep
 that has a measured counterpart for that machine through the simulator, at
 the measured sizes, and lines the two up: per size the measured and the
 simulated value and the relative error, per sweep the median, 95th
@@ -13,19 +14,22 @@ Not here: fitting the machine to the measurements (the calibration issue).
 
 from __future__ import annotations
 
+import atexit
 import csv
 import json
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import machine as machines
 from . import measurements, platform
 from .costs import Costs
-from .errors import InputError, OrreryError
+from .errors import BuildError, InputError, OrreryError
 from .run import RunOptions, run
 
 
@@ -315,7 +319,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def simulate(repo: Path, m: machines.Machine, sweep: Sweep, sizes: list[int], out: Path) -> dict[int, float]:
     layout = platform.Layout.for_machine(m, sweep.nodes, sweep.gpus_per_node)
-    program = [str(repo / "calibration" / "bench" / sweep.program[0]), *sweep.program[1:],
+    program = [str(build_bench(repo) / sweep.program[0]), *sweep.program[1:],
                "-l", ",".join(map(str, sizes))]
     outcome = run(RunOptions(machine=m, layout=layout, program=program, out=out, costs=Costs({}),
                              capture_output=True))
@@ -336,20 +340,41 @@ def simulate(repo: Path, m: machines.Machine, sweep: Sweep, sizes: list[int], ou
 
 
 def validate(machine_name: str, repo: Path, overrides: list[str] = (), measured_models: bool = True,
-             sweep_set: str | None = None) -> list[SweepResult]:
+             sweep_set: str | None = None, calibration: tuple[str, list[str]] | None = None) -> list[SweepResult]:
+    """Every sweep of the machine (or of its sweep set) simulated and compared; `calibration`
+    (a file and its overrides) applies before `overrides`, as in machine.load."""
     sweeps = sweeps_for(machine_name, sweep_set)
     from .calibrate import as_set  # calibrate builds on this module
 
     stack = as_set(set_description(machine_name, sweep_set))
-    m = machines.load(machine_name, stack + list(overrides), measured_models=measured_models)
+    m = machines.load(machine_name, stack + list(overrides), measured_models=measured_models, calibration=calibration)
     build_bench(repo)
     return [compare(repo, m, sweep, measured_points(repo, sweep)) for sweep in sweeps]
 
 
-def build_bench(repo: Path) -> None:
-    orrery = str(Path(sys.executable).parent / "orrery")
-    subprocess.run(["make", "-s", "-C", str(repo / "calibration" / "bench"), f"NVCC={orrery} nvcc",
-                    f"MPICXX={orrery} mpicxx"], check=True, stdout=subprocess.DEVNULL)
+_built: dict[Path, Path] = {}
+_building = threading.Lock()
+
+
+def build_bench(repo: Path) -> Path:
+    """calibration/bench of `repo` built with Orrery's wrappers, once per process, in a temporary
+    folder removed at exit (nothing is written into the repository, which may be read-only);
+    returns the folder with the programs."""
+    src = (repo / "calibration" / "bench").resolve()
+    with _building:
+        if src not in _built:
+            dest = Path(tempfile.mkdtemp(prefix="orrery-bench-"))
+            atexit.register(shutil.rmtree, dest, ignore_errors=True)
+            for f in [*src.glob("*.cu"), *src.glob("*.h"), src / "Makefile"]:
+                shutil.copy2(f, dest / f.name)
+            orrery = str(Path(sys.executable).parent / "orrery")
+            made = subprocess.run(["make", "-s", "-C", str(dest), f"NVCC={orrery} nvcc", f"MPICXX={orrery} mpicxx"],
+                                  stdout=subprocess.DEVNULL, check=False)
+            if made.returncode:
+                raise BuildError(f"building {src}'s microbenchmarks in {dest} failed (make exited "
+                                 f"{made.returncode}; its errors are above)")
+            _built[src] = dest
+        return _built[src]
 
 
 def compare(repo: Path, m: machines.Machine, sweep: Sweep, points: list[tuple[int, float]]) -> SweepResult:

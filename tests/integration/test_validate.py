@@ -101,3 +101,31 @@ def test_validate_with_a_calibration_gives_its_closed_loop(tmp_path):
     wrong = orrery("validate", "--machine", "gh200-slingshot", "--calibration", str(committed / "calibration.json"),
                    "--out", str(tmp_path / "w"), cwd=REPO)
     assert wrong.returncode == 2 and "expected a calibration of gh200-slingshot" in wrong.stderr
+
+
+def test_calibrate_builds_its_benchmarks_outside_a_read_only_repository(tmp_path):
+    """orrery calibrate (and validate) build calibration/bench in a folder of their own: a
+    read-only copy of the repository works, and no file appears in it (as root, whom the file
+    modes do not stop, the second check is the one that counts)."""
+    import os
+    import shutil
+
+    repo = tmp_path / "repo"
+    (repo / "calibration" / "bench").mkdir(parents=True)
+    src = REPO / "calibration" / "bench"
+    for f in [*src.glob("*.cu"), *src.glob("*.h"), src / "Makefile"]:
+        shutil.copy(f, repo / "calibration" / "bench" / f.name)
+    shutil.copytree(REPO / "calibration" / "data" / "measured", repo / "calibration" / "data" / "measured")
+    before = sorted(p.relative_to(repo) for p in repo.rglob("*"))
+    for p in [repo, *repo.rglob("*")]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    try:
+        c = orrery("calibrate", "--machine", "h100-ib200", "--repo", str(repo), "--out", str(tmp_path / "cal"))
+        after = sorted(p.relative_to(repo) for p in repo.rglob("*"))
+    finally:
+        for p in [repo, *repo.rglob("*")]:
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    assert c.returncode == 0, c.stderr
+    assert after == before
+    closed = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
+    assert len(closed) == 3 and all(s["simulated"] for s in closed)  # the benchmarks ran

@@ -102,7 +102,7 @@ def test_ranks_that_select_the_same_gpu_exchange_through_its_memory(run_program,
 
 # Gaps (machine key gaps.*, LogGP's g and G): none after the 1-byte exchange that lines the
 # ranks up, 10 us + s / 1 GB/s after a larger send.
-GAPS = "[{up_to = 100, latency = 0, bandwidth = '1TB/s'}, {latency = '10us', bandwidth = '1GB/s'}]"
+GAPS = "[{up_to = '100B', latency = 0, bandwidth = '1TB/s'}, {latency = '10us', bandwidth = '1GB/s'}]"
 
 
 @pytest.mark.parametrize("where, key, send_overhead, spaced", [
@@ -148,7 +148,7 @@ LONE = ("--gpus-per-node", "2", "--set", "mpi.send_overhead_host_intra=0", "--se
 
 @pytest.mark.parametrize("poll", [1e-6, None])
 def test_a_polled_message_is_seen_at_the_first_poll_after_it(run_program, programs, poll):
-    options = LONE + (("--set", f"mpi.poll_time={poll!r}") if poll else ())
+    options = LONE + (("--set", f"mpi.poll_time={poll!r}s") if poll else ())
     v = run_ok(run_program, programs, "polls", "1000", options=options).values()
     P = poll or 1e-7  # the default poll time
     message, go = one_way(5.5e-6, 1e12, 1000), one_way(5.5e-6, 1e12, 0)

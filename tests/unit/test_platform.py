@@ -218,6 +218,7 @@ def test_dragonfly_groups_local_all_to_all_and_one_global_link_per_group_pair():
 
 
 def test_dragonfly_needs_its_group_parameters():
-    with pytest.raises(InputError, match="fabric.global_bandwidth is required for fabric.topology = 'dragonfly'"):
+    with pytest.raises(InputError, match="key 'fabric.global_bandwidth': got None, expected a value: "
+                                         "fabric.topology = 'dragonfly' needs it"):
         machine.load("h100-ib200", ["fabric.topology='dragonfly'", "fabric.routers_per_group=4",
                                     "fabric.local_bandwidth='50GB/s'"])
