@@ -29,8 +29,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from .errors import InputError
-from .schema import Seconds as Time
-from .schema import input_error, read_text
+from .schema import Seconds, input_error, read_text
 
 #: Device time of a kernel that no cost entry matches (a short memory-bound kernel).
 DEFAULT_KERNEL_TIME = 5e-6
@@ -38,9 +37,9 @@ DEFAULT_KERNEL_TIME = 5e-6
 
 class _Entry(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    time: Time | None = None
-    alpha: Time | None = None
-    beta: Time | None = None
+    time: Seconds | None = None
+    alpha: Seconds | None = None
+    beta: Seconds | None = None
 
     @model_validator(mode="after")
     def _one_form(self) -> _Entry:
@@ -53,7 +52,7 @@ class _Entry(BaseModel):
 
 class _Default(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    time: Time
+    time: Seconds
 
 
 class _CostFile(BaseModel):
