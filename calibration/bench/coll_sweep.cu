@@ -16,6 +16,7 @@
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  use_local_gpu();
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

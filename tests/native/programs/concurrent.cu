@@ -61,72 +61,45 @@ int main(int argc, char** argv) {
       CHECK(cudaMemcpy(up ? d : h, up ? h : d, n, up ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
       printf("%s.%d %.17g\n", mode, rank, MPI_Wtime() - t0);
     }
-  } else if (!strcmp(mode, "peer-fan")) {
-    // rank 0: one peer copy from its GPU to each of GPUs 1..ACTIVE, in streams of GPU 0 that all
-    // wait for one event, so the copies start at the same instant; each timed by its own events
+  } else if (!strcmp(mode, "peer-fan") || !strcmp(mode, "h2d-fan")) {
+    // rank 0: one copy to each of ACTIVE GPUs, from its GPU's memory (peer: GPUs 1..ACTIVE) or
+    // from one pinned buffer (h2d: GPUs 0..ACTIVE-1), in streams that all wait for one event, so
+    // the copies start at the same instant; each timed by its own events
     if (rank == 0) {
-      const int k = argc > 3 ? atoi(argv[3]) : gpus - 1;
-      cudaStream_t s[16];
+      const bool peer = !strcmp(mode, "peer-fan");
+      const int k = argc > 3 ? atoi(argv[3]) : peer ? gpus - 1 : gpus;
+      const int first = peer ? 1 : 0;
+      cudaStream_t s[16], gs;
       cudaEvent_t go, a[16], b[16];
       char* p[16];
-      for (int g = 1; g <= k; g++) {
-        CHECK(cudaSetDevice(g));
-        CHECK(cudaMalloc(&p[g], n));
-      }
       CHECK(cudaSetDevice(0));
       CHECK(cudaEventCreate(&go));
-      cudaStream_t gs;
       CHECK(cudaStreamCreate(&gs));
       gate<<<1, 1, 0, gs>>>(d);
       CHECK(cudaEventRecord(go, gs));
-      for (int g = 1; g <= k; g++) {
+      for (int g = first; g < first + k; g++) {
+        CHECK(cudaSetDevice(g));
+        CHECK(cudaMalloc(&p[g], n));
+        CHECK(cudaSetDevice(peer ? 0 : g));  // a peer copy is work of the source GPU's stream
         CHECK(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking));
         CHECK(cudaEventCreate(&a[g]));
         CHECK(cudaEventCreate(&b[g]));
         CHECK(cudaStreamWaitEvent(s[g], go, 0));
         CHECK(cudaEventRecord(a[g], s[g]));
-        CHECK(cudaMemcpyPeerAsync(p[g], g, d, 0, n, s[g]));
+        if (peer)
+          CHECK(cudaMemcpyPeerAsync(p[g], g, d, 0, n, s[g]));
+        else
+          CHECK(cudaMemcpyAsync(p[g], h, n, cudaMemcpyHostToDevice, s[g]));
         CHECK(cudaEventRecord(b[g], s[g]));
       }
-      CHECK(cudaDeviceSynchronize());
-      for (int g = 1; g <= k; g++) {
-        float ms = 0;
-        CHECK(cudaEventElapsedTime(&ms, a[g], b[g]));
-        printf("peer.%d %.9g\n", g, ms * 1e-3);
-      }
-    }
-  } else if (!strcmp(mode, "h2d-fan")) {
-    // rank 0: one H2D copy to each of GPUs 0..ACTIVE-1 from one pinned buffer, released by one event
-    if (rank == 0) {
-      const int k = argc > 3 ? atoi(argv[3]) : gpus;
-      cudaStream_t s[16];
-      cudaEvent_t go, a[16], b[16];
-      char* p[16];
-      CHECK(cudaSetDevice(0));
-      CHECK(cudaEventCreate(&go));
-      cudaStream_t gs;
-      CHECK(cudaStreamCreate(&gs));
-      gate<<<1, 1, 0, gs>>>(d);
-      CHECK(cudaEventRecord(go, gs));
-      for (int g = 0; g < k; g++) {
-        CHECK(cudaSetDevice(g));
-        CHECK(cudaMalloc(&p[g], n));
-        CHECK(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking));
-        CHECK(cudaEventCreate(&a[g]));
-        CHECK(cudaEventCreate(&b[g]));
-        CHECK(cudaStreamWaitEvent(s[g], go, 0));
-        CHECK(cudaEventRecord(a[g], s[g]));
-        CHECK(cudaMemcpyAsync(p[g], h, n, cudaMemcpyHostToDevice, s[g]));
-        CHECK(cudaEventRecord(b[g], s[g]));
-      }
-      for (int g = 0; g < k; g++) {
+      for (int g = 0; g < gpus; g++) {
         CHECK(cudaSetDevice(g));
         CHECK(cudaDeviceSynchronize());
       }
-      for (int g = 0; g < k; g++) {
+      for (int g = first; g < first + k; g++) {
         float ms = 0;
         CHECK(cudaEventElapsedTime(&ms, a[g], b[g]));
-        printf("h2d.%d %.9g\n", g, ms * 1e-3);
+        printf("%s.%d %.9g\n", peer ? "peer" : "h2d", g, ms * 1e-3);
       }
     }
   } else if (!strcmp(mode, "send-device") || !strcmp(mode, "send-host")) {
