@@ -49,7 +49,9 @@ a single edge to its rail's NIC over the links of the GPU's (or process's) way
 there, so two ranks of a node meet at their leaf switch, or inside their NIC
 if they share it. For the blocking MPI calls on host buffers, a rank moves to its
 process's host endpoint (``n3-cpu2`` for local rank 2): host memory within the
-node, its rail's NIC beyond. The shim reads each GPU's description from its host's
+node, its rail's NIC beyond, one edge over its socket's memory and the links the
+GPUs' host copies cross (the PCIe switch uplink: a NIC reads host buffers by DMA
+through it). The shim reads each GPU's description from its host's
 ``orrery:*`` properties (gpu_properties below).
 
 A device-to-device copy is work of its GPU (d2d_latency + bytes / d2d_bandwidth,
