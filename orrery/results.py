@@ -86,6 +86,8 @@ class Results:
     ranks: list[RankResult]
     kernels_without_cost: dict[str, int]
     run: dict
+    # copies faster than the platform allows (orrery/physics.py): a bug of the simulator, never a result
+    physics_violations: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
@@ -334,6 +336,8 @@ def summary(results: Results) -> str:
     for label, *vals in rows:
         cells = [_fmt(v) for v in vals[:-1]] + [f"{100 * vals[-1]:.1f}%"]
         lines.append(f"{label:<10}" + "  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+    for line in results.physics_violations:
+        lines.append(f"warning: physically impossible, a bug of Orrery (please report it): {line}")
     mixed = [r for r in results.ranks if r.mixed_placement_calls]
     if mixed:
         calls = sum(r.mixed_placement_calls for r in mixed)

@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, platform, results
+from . import __version__, physics, platform, results
 from .costs import Costs
 from .errors import InputError, SimulationError
 from .machine import Machine
@@ -180,6 +180,7 @@ def run(opts: RunOptions) -> RunOutcome:
         "overrides": list(opts.overrides),
     }
     res = results.read_run(out, run_info, proc.returncode)
+    res.physics_violations = physics.violations(res, opts.machine, opts.layout)
     tmp = out / "results.json.part"
     tmp.write_text(res.to_json())
     tmp.replace(out / "results.json")

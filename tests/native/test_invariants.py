@@ -59,6 +59,8 @@ def simulate(concurrent, tmp_path_factory):
         p = orrery("run", "--machine", name, "--nodes", str(nodes), "--costs", str(costs), "--out", str(out),
                    *options, "--", str(concurrent), mode, str(n), *args)
         assert p.returncode == 0, p.stderr
+        # and the run's own net (orrery/physics.py) found nothing impossible
+        assert json.loads((out / "results.json").read_text())["physics_violations"] == []
         times = {}
         for line in p.stdout.splitlines():
             key, _, value = line.partition(" ")
