@@ -70,10 +70,12 @@ class MpiScope {
  * route; each such call is counted and the run's summary warns of them. A call
  * without buffers (a barrier, a wait) stands next to the GPU, and so does a rank
  * between calls, where MPI calls the shim does not wrap run. */
-static bool is_device(const void* b) {
+/* The GPU whose memory a buffer is, or null for host memory (and MPI_IN_PLACE). */
+static const Gpu* gpu_of(const void* b) {
   const Allocation* a = b == MPI_IN_PLACE ? nullptr : find_allocation(b);
-  return a && a->device;
+  return a && a->device ? a->gpu : nullptr;
 }
+static bool is_device(const void* b) { return gpu_of(b) != nullptr; }
 static bool is_host_data(const void* b) { return b && b != MPI_IN_PLACE && !is_device(b); }
 static bool any_device(std::initializer_list<const void*> buffers) {
   for (const void* b : buffers)
@@ -89,10 +91,6 @@ static void stand(Rank& r, bool at_process, const Gpu* gpu) {
   sg4::Host* where = at_process && r.cpu ? r.cpu : gpu ? gpu->message_end : r.device_end;
   if (sg4::this_actor::get_host() != where)
     sg4::this_actor::set_host(where);
-}
-static const Gpu* gpu_of(const void* b) {
-  const Allocation* a = b == MPI_IN_PLACE ? nullptr : find_allocation(b);
-  return a && a->device ? a->gpu : nullptr;
 }
 /* Stands a rank where one buffer is. */
 static void stand_at(Rank& r, const void* b) {

@@ -161,6 +161,17 @@ def socket_of_switch(machine: Machine, switch: int) -> int:
     return switch * machine.node.sockets_modelled // switches
 
 
+def socket_of_nic(machine: Machine, nic: int) -> int:
+    """The socket whose root complex a NIC's PCIe switch hangs off (the switch of its rail's first GPU)."""
+    return socket_of_switch(machine, switch_of_gpu(machine, next(g for g in range(machine.node.gpus)
+                                                                 if nic_of_gpu(machine, g) == nic)))
+
+
+def memory_link(node: int, socket: int) -> str:
+    """The link between a socket's host memory and its root complex."""
+    return f"n{node}-mem" if socket == 0 else f"n{node}-mem-s{socket}"
+
+
 def socket_of_gpu(machine: Machine, gpu: int) -> int:
     return socket_of_switch(machine, switch_of_gpu(machine, gpu))
 
@@ -441,9 +452,8 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
             b.router(f"{endpoint}-mem")
             b.link(f"{endpoint}-shm", endpoint, f"{endpoint}-mem", m.node.host_memcpy_bandwidth, SHM_LATENCY)
             b.link(f"{endpoint}-mem", f"{endpoint}-mem", home, m.node.host_memory_bandwidth, 0.0)
-        b.link(f"n{n}-mem", cpu_host(n), rootc, m.node.host_memory_bandwidth, 0.0)
-        for socket in range(1, sockets):
-            b.link(f"n{n}-mem-s{socket}", socket_memory_host(n, socket), root_complex(n, socket),
+        for socket in range(sockets):
+            b.link(memory_link(n, socket), socket_memory_host(n, socket), root_complex(n, socket),
                    m.node.host_memory_bandwidth, 0.0)
         for a in range(sockets):
             for c in range(a + 1, sockets):
@@ -483,7 +493,7 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
                 # chunk per stage, and the first chunk's copy out of the GPU (or the last
                 # one's into it) is not overlapped: the link's latency, for a whole chunk
                 # (the shim scales it to a smaller message).
-                b.link(f"{nic}-sw", root_complex(n, socket_of_switch(m, switch_of_gpu(m, rail_gpus[0]))), port,
+                b.link(f"{nic}-sw", root_complex(n, socket_of_nic(m, i)), port,
                        staging_bandwidth(m), staging_stage(m))
             b.link(f"{nic}-ib", nic, leaf_switch(leaf_of_node(m, n), i), m.nic.bandwidth,
                    m.nic.latency + sw_lat / 2)
@@ -494,13 +504,12 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
             # with them); without it, the NIC hangs off the root complex by a link of its own
             # (the staging link is for device buffers only)
             nic, rootc = f"n{n}-nic{rail}", root_complex(n, socket)
-            memory = [(f"n{n}-mem" if socket == 0 else f"n{n}-mem-s{socket}", "UP")]
+            memory = [(memory_link(n, socket), "UP")]
             if m.gpudirect.rdma:
                 b.path(endpoint, nic, memory + b.shortest(rootc, nic))
             else:
-                nic_root = socket_of_switch(m, switch_of_gpu(m, next(g for g in range(G) if nic_of_gpu(m, g) == rail)))
                 b.link(f"{endpoint}-dma", None, None, m.pcie.bandwidth, m.pcie.latency)
-                b.path(endpoint, nic, memory + b.shortest(rootc, root_complex(n, nic_root))
+                b.path(endpoint, nic, memory + b.shortest(rootc, root_complex(n, socket_of_nic(m, rail)))
                        + [(f"{endpoint}-dma", "UP"), (f"{nic}-pcie", "UP")])
         if m.nvlink.topology == "mesh":
             for a in range(G):
