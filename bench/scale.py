@@ -49,8 +49,9 @@ def main() -> None:
                     help="override a machine parameter in both runs, as orrery run --set (repeatable)")
     a = ap.parse_args()
     sys.path.insert(0, str(REPO))
-    from orrery import machine, platform
-    from orrery.run import SMPI_CONFIG
+    from orrery import machines as machine
+    from orrery.machines import platform
+    from orrery.run.launch import SMPI_CONFIG
 
     work = Path(tempfile.mkdtemp(prefix="orrery-bench-"))
     subprocess.run(["make", "-s", "-C", str(REPO / "examples/jacobi"), f"NVCC={ORRERY} nvcc",

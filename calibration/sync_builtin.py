@@ -3,7 +3,7 @@
     orrery calibrate --machine gh200-slingshot --out calibration/gh200-slingshot
     .venv/bin/python calibration/sync_builtin.py gh200-slingshot
 
-rewrites orrery/machines/NAME.toml so that it ships calibrated: every scalar
+rewrites orrery/machines/builtin/NAME.toml so that it ships calibrated: every scalar
 override of calibration/NAME/calibration.json replaces the parameter's value
 in its section, the measured models (copies, messages, gaps, collectives)
 are written between the file's BEGIN/END markers, each such parameter's
@@ -21,7 +21,8 @@ import re
 import sys
 from pathlib import Path
 
-from orrery import calibrate, machine
+from orrery import machines as machine
+from orrery.calibration import calibrate
 
 REPO = Path(__file__).resolve().parents[1]
 BEGIN = "# BEGIN measured models (written by calibration/sync_builtin.py from the calibration)"
@@ -30,7 +31,7 @@ END = "# END measured models"
 
 def sync(name: str, repo: Path = REPO) -> str:
     cal_path = repo / "calibration" / name / "calibration.json"
-    toml_path = repo / "orrery" / "machines" / f"{name}.toml"
+    toml_path = repo / "orrery" / "machines" / "builtin" / f"{name}.toml"
     overrides = json.loads(cal_path.read_text())["overrides"]
     text = toml_path.read_text()
     cited = f"fitted: calibration/{name}/calibration.json (orrery calibrate; inputs and residuals there)"

@@ -1,8 +1,12 @@
 """Orrery: predict how a CUDA + MPI program behaves on a GPU cluster you do not have.
 
-Stages, one module each: machine (descriptions) -> platform (SimGrid platform)
--> build (compiler wrappers) -> run (the program under SMPI with the CUDA
-stand-in) -> results (results.json and the summary). ``cli`` is the command line.
+The package is laid out by pipeline stage:
+
+- ``machines``: machine descriptions -> the SimGrid platform (``machines.platform``);
+- ``run``: compiler wrappers, the program under SMPI with the CUDA stand-in, results;
+- ``calibration``: measured sweeps, the microbenchmarks that reproduce them, fits.
+
+``cli`` is the command line; ``errors``, ``units`` and ``schema`` are shared by every stage.
 """
 
 __version__ = "0.1.0"

@@ -15,10 +15,14 @@ import signal
 import sys
 from pathlib import Path
 
-from . import __version__, build, costs, machine, platform, validate
+from . import __version__
+from . import machines as machine
+from .calibration import validate
 from .errors import InputError, OrreryError
-from .results import summary
-from .run import FILL_POLICIES, GPU_VISIBILITY, RunOptions, run
+from .machines import platform
+from .run import build, costs
+from .run.launch import FILL_POLICIES, GPU_VISIBILITY, RunOptions, run
+from .run.results import summary
 
 # --sweeps help: each machine's other sets of shared sweeps
 SWEEP_SETS = "; ".join(f"{m}: {', '.join(sets)}" for m, sets in validate.SWEEP_SETS.items())
@@ -64,7 +68,7 @@ def _run_command(a: argparse.Namespace) -> int:
     _clear_run_outputs(writable_folder(a.out))
     overrides, calibration = list(a.set), None
     if a.calibration:
-        from . import calibrate
+        from .calibration import calibrate
 
         calibration = (a.calibration, calibrate.load(a.calibration, machine.load(a.machine).name))
     # a calibration brings its own measured models (copies, messages, collectives); --set wins over it
@@ -117,7 +121,7 @@ def _validate_command(a: argparse.Namespace) -> int:
     out = writable_folder(a.out)
     calibration = None
     if a.calibration:
-        from . import calibrate
+        from .calibration import calibrate
 
         calibration = (a.calibration, calibrate.load(a.calibration, a.machine))
     # a calibration brings its own measured models (copies, messages, collectives); --set wins over it
@@ -133,7 +137,7 @@ def _validate_command(a: argparse.Namespace) -> int:
 def _calibrate_command(a: argparse.Namespace) -> int:
     import json
 
-    from . import calibrate
+    from .calibration import calibrate
 
     repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
     out = writable_folder(a.out)
@@ -170,7 +174,7 @@ def _calibrate_command(a: argparse.Namespace) -> int:
 
 
 def _fit_command(a: argparse.Namespace) -> int:
-    from . import appfit
+    from .calibration import appfit
 
     writable_folder(a.out)
     if a.costs_out:

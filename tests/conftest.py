@@ -105,8 +105,7 @@ def run_program(tmp_path):
 
 @pytest.fixture(scope="session")
 def h100():
-    from orrery import machine
-
+    from orrery import machines as machine
     return machine.load("h100-ib200")
 
 

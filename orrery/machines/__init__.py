@@ -1,0 +1,16 @@
+"""Stage 1: machines. A machine description (TOML, validated by ``description``) becomes the
+SimGrid platform its run is simulated on (``platform``)."""
+
+from .description import (
+    MEASURED_MODELS,
+    Machine,
+    Segment,
+    builtin_names,
+    load,
+    parameter_keys,
+    validate,
+    with_units,
+)
+
+__all__ = ["MEASURED_MODELS", "Machine", "Segment", "builtin_names", "load", "parameter_keys", "validate",
+           "with_units"]

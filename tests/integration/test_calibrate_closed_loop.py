@@ -54,8 +54,7 @@ def test_calibration_file_has_provenance_fits_and_overrides(calibration):
 def test_run_applies_a_calibration(calibration, programs, tmp_path):
     out, _ = calibration
     cal = json.loads((out / "calibration.json").read_text())
-    from orrery import machine
-
+    from orrery import machines as machine
     m = machine.load("h100-ib200")
     n = 4_000_000
     p = orrery("run", "--gpus-per-node", "1", "--calibration", str(out / "calibration.json"), "--out",
@@ -222,8 +221,7 @@ def test_nvbandwidth_points_are_compared_not_fitted(tmp_path):
     assert cal["overrides"] == {} and len(cal["not_fitted"]) == 1
     assert "too few for a fit: compared in the closed loop" in cal["not_fitted"][0]
     (sweep,) = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
-    from orrery import machine
-
+    from orrery import machines as machine
     m = machine.load("h100-ib200")
     n = 64 * 1024 * 1024
     copy = m.overheads.memcpy + 2 * m.pcie.latency + n / m.pcie.bandwidth + m.overheads.sync
@@ -399,8 +397,7 @@ def test_h100_pcie_per_message_overhead_within_a_node_comes_from_its_osu_bibw(tm
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "again" / "calibration.json").read_bytes() == (tmp_path / "calibration.json").read_bytes()
     overrides = produced["overrides"]
-    from orrery import machine
-
+    from orrery import machines as machine
     assert set(overrides) == {"mpi.send_overhead_device_intra", "mpi.recv_overhead_device_intra", "gaps.device_intra"}
     m = machine.load("h100-pcie")
     # GPU, its switch's uplink, the link between the sockets, the other switch's uplink, the other GPU

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import ORRERY, REPO, nvcc_available, orrery
 
 pytestmark = [pytest.mark.integration,

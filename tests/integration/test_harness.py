@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 pytestmark = pytest.mark.integration
@@ -47,15 +46,13 @@ def test_host_sweeps_without_a_gpu(tmp_path):
     assert colls == {"allreduce", "allgather", "alltoall", "bcast", "reduce_scatter"}
     assert len(rows) == 3 * 13 + 5 * 11  # collectives from one float (4 B) up
     # what the harness writes, the calibration reads as it is
-    from orrery import measurements
-
+    from orrery.calibration import measurements
     loaded = measurements.load(out)
     series = {(s.benchmark, s.metric) for s in loaded}
     assert ("allreduce", "collective_latency") in series and ("pingpong", "latency") in series
     # ... and each collective series, with the layout its rows state (2 ranks on 1 node), is
     # reproduced by coll_sweep, its correction keyed by the collective's name
-    from orrery import validate
-
+    from orrery.calibration import validate
     found = {s.benchmark: validate.sweep_for(s)[0] for s in loaded if s.metric == "collective_latency"}
     assert {name: (sw.program[:3], sw.nodes, sw.gpus_per_node, sw.kind) for name, sw in found.items()} == {
         name: (("coll_sweep", name, "H"), 1, 2, ("collective_latency", name, "H"))

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ORRERY, REPO, nvcc_available, orrery
 
 pytestmark = [pytest.mark.integration,
@@ -36,8 +35,7 @@ def bench(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def h100():
-    from orrery import machine
-
+    from orrery import machines as machine
     return machine.load("h100-ib200")
 
 
@@ -171,8 +169,7 @@ def test_window_gap_gives_back_the_gap_the_osu_windows_ran_with(bench, tmp_path)
     message per gap; calibrate.window_gap, given each window's time per message and
     osu_latency's lone-message times, gives the 8 us back: the formulas the calibration fits
     gaps with describe what the simulator does."""
-    from orrery import calibrate
-
+    from orrery.calibration import calibrate
     o, gap = 1e-6, 8e-6
     opts = ("--set", "mpi.send_overhead_device=1us", "--set", "mpi.recv_overhead_device=1us",
             "--set", "gaps.device_inter=[{latency = '8us', bandwidth = '1000TB/s'}]")
@@ -192,8 +189,8 @@ def test_the_calibration_s_route_latency_within_a_node_is_the_simulated_one(benc
     what a 1-byte osu_latency between GPUs 0 and 1 of a node takes with no per-message
     overheads (and, on these built-ins, no measured message models): NVLink (h100-ib200), four
     PCIe hops and the sockets' link between cards on two sockets (h100-pcie)."""
-    from orrery import calibrate, machine
-
+    from orrery import machines as machine
+    from orrery.calibration import calibrate
     m = machine.load(machine_name)
     assert m.messages.device_intra is None
     zero = [f"mpi.{side}_overhead_device{intra}=0" for side in ("send", "recv") for intra in ("", "_intra")]

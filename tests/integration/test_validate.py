@@ -7,7 +7,6 @@ import json
 import statistics
 
 import pytest
-
 from conftest import REPO, nvcc_available, orrery
 
 pytestmark = [pytest.mark.integration,
@@ -25,8 +24,7 @@ def measured(test: str, scale: float = 1.0) -> dict[int, float]:
 
 
 def test_validate_h100_copies_against_bandwidth_test(tmp_path):
-    from orrery import machine
-
+    from orrery import machines as machine
     p = orrery("validate", "--machine", "h100-ib200", "--out", str(tmp_path), cwd=REPO)
     assert p.returncode == 0, p.stderr
     data = json.loads((tmp_path / "validation.json").read_text())
@@ -56,7 +54,7 @@ def test_validate_h100_copies_against_bandwidth_test(tmp_path):
 
 def test_validate_needs_a_machine_with_measurements(tmp_path):
     mine = tmp_path / "mine.toml"
-    mine.write_text((REPO / "orrery" / "machines" / "h100-pcie.toml").read_text().replace('"h100-pcie"', '"mine"'))
+    mine.write_text((REPO / "orrery" / "machines" / "builtin" / "h100-pcie.toml").read_text().replace('"h100-pcie"', '"mine"'))
     p = orrery("validate", "--machine", str(mine), "--out", str(tmp_path / "v"), cwd=REPO)
     assert p.returncode == 2
     assert (f"--machine: got '{mine}', expected a machine with measured sweeps to compare against: dgx-h100, "

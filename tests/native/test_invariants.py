@@ -25,7 +25,8 @@ from conftest import REPO, build, needs_nvcc, orrery
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orrery import machine, platform
+from orrery import machines as machine
+from orrery.machines import platform
 
 pytestmark = [pytest.mark.native, needs_nvcc]
 

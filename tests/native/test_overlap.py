@@ -7,7 +7,6 @@ host overheads; X the time of one copy on PCIe; costs from the cost file).
 from __future__ import annotations
 
 import pytest
-
 from derivations import BRIEF, BUSY, REL, cost_options, gpudirect_message, run_ok
 
 pytestmark = pytest.mark.native

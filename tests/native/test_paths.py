@@ -19,7 +19,8 @@ from derivations import (
     wire,
 )
 
-from orrery import machine, platform
+from orrery import machines as machine
+from orrery.machines import platform
 
 pytestmark = pytest.mark.native
 

@@ -1,7 +1,7 @@
 """Simulated times of small nvcc-built programs against values derived by hand.
 
 Every expected value below is written out from the h100-ib200 description
-(orrery/machines/h100-ib200.toml): L, M, S are the host overheads of a kernel
+(orrery/machines/builtin/h100-ib200.toml): L, M, S are the host overheads of a kernel
 launch, a copy and a synchronisation; a copy from pinned host memory to GPU g
 crosses two PCIe links (root -> switch -> GPU), each with latency `pl`, at the
 PCIe bandwidth; kernels cost what the test's cost file says. SimGrid runs

@@ -34,7 +34,7 @@ BUILT_IN = "built-in machine h100-ib200"
 
 def machine(*changes: tuple[str, str]) -> str:
     """h100-ib200's description with lines replaced (each `old` is a whole, unique line)."""
-    text = resources.files("orrery.machines").joinpath("h100-ib200.toml").read_text()
+    text = resources.files("orrery.machines.builtin").joinpath("h100-ib200.toml").read_text()
     for old, new in changes:
         assert text.count(f"\n{old}\n") == 1, old
         text = text.replace(f"\n{old}\n", f"\n{new}\n")

@@ -1,10 +1,9 @@
 import json
-
 from pathlib import Path
 
 import pytest
 
-from orrery import calibrate
+from orrery.calibration import calibrate
 from orrery.errors import InputError
 
 pytestmark = pytest.mark.unit
@@ -76,7 +75,7 @@ def test_a_lone_point_far_off_the_fit_is_left_out_and_the_rest_refitted():
 def test_osu_latency_and_osu_bibw_without_osu_bw_give_the_per_message_overhead():
     """A window of osu_bibw takes 2 W o + L per side and a lone message 2 o + L: from the two
     fits' small-message times the overhead o is recovered, and the NIC's rate from osu_bibw."""
-    from orrery import machine as machines
+    from orrery import machines
     W, o, L, rate = calibrate.WINDOW, 0.9e-6, 1.0e-6, 23e9
     lone = calibrate.Fit("osu_latency", [calibrate.Segment(1, 4096, 2 * o + L, 1e30)], 0, 0, [])
     window = calibrate.Fit("osu_bibw", [calibrate.Segment(1, 4096, (2 * W * o + L) / W, 1e30),
@@ -94,8 +93,8 @@ def test_shared_memory_windows_set_the_copy_rate_and_a_lone_message_takes_their_
     the node's copy rate is the fastest bandwidth of the window's segments (the route must not
     be slower than any of them), and a lone message takes 2 o + L (+ 2 L of handshake from the eager
     threshold on) at the rate of the windows' segment for its size (in cache or not)."""
-    from orrery import machine as machines
-    from orrery import platform
+    from orrery import machines
+    from orrery.machines import platform
     W, o = calibrate.WINDOW, 0.5e-6
     m = machines.load("gh200-slingshot", ['mpi.intra_node="direct"'], measured_models=False)
     L = 2 * platform.SHM_LATENCY
@@ -193,8 +192,7 @@ def test_calibration_file_is_checked(tmp_path):
 
 
 def test_route_latency_matches_the_platform_s_links():
-    from orrery import machine
-
+    from orrery import machines as machine
     h = machine.load("h100-ib200")
     # GPU link + NIC link on each side, two NIC adapters, one leaf switch (tests/native/test_timing.py)
     assert calibrate.route_latency_between_nodes(h) == pytest.approx(
@@ -212,8 +210,7 @@ def kernel_table(tmp_path, rows):
 
 
 def test_kernel_fit_recovers_alpha_and_beta_and_writes_a_cost_file(tmp_path):
-    from orrery import costs
-
+    from orrery.run import costs
     alpha, beta = 12e-6, 7e-12
     rows = []
     for gx in (64, 256, 1024, 4096):
@@ -244,8 +241,7 @@ def test_kernel_table_errors_name_file_and_line(tmp_path):
 def test_gh200_built_in_carries_its_committed_calibration():
     """gh200-slingshot ships calibrated: its description is the raw one (without measured models)
     plus the overrides of calibration/gh200-slingshot/calibration.json, value for value."""
-    from orrery import machine
-
+    from orrery import machines as machine
     committed = Path(__file__).resolve().parents[2] / "calibration" / "gh200-slingshot" / "calibration.json"
     shipped = machine.load("gh200-slingshot")
     rebuilt = machine.load("gh200-slingshot", calibrate.load(committed, "gh200-slingshot"), measured_models=False)
@@ -262,15 +258,14 @@ def test_sync_builtin_writes_a_calibration_into_the_description(tmp_path):
     import importlib.util
     import shutil
 
-    from orrery import machine
-
+    from orrery import machines as machine
     repo = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location("sync_builtin", repo / "calibration" / "sync_builtin.py")
     sync = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sync)
     (tmp_path / "calibration" / "h100-ib200").mkdir(parents=True)
-    (tmp_path / "orrery" / "machines").mkdir(parents=True)
-    shutil.copy(repo / "orrery" / "machines" / "h100-ib200.toml", tmp_path / "orrery" / "machines")
+    (tmp_path / "orrery" / "machines" / "builtin").mkdir(parents=True)
+    shutil.copy(repo / "orrery" / "machines" / "builtin" / "h100-ib200.toml", tmp_path / "orrery" / "machines" / "builtin")
     overrides = {"pcie.bandwidth": 50e9, "mpi.collective_selector": "ompi",
                  "copies.D2H": [{"up_to": 2e6, "latency": 1e-6, "bandwidth": 45e9}, {"latency": 0.0, "bandwidth": 2e10}]}
     (tmp_path / "calibration" / "h100-ib200" / "calibration.json").write_text(json.dumps({"overrides": overrides}))

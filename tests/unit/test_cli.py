@@ -39,7 +39,7 @@ def test_machine_show_lists_a_measured_model_segment_by_segment():
 def test_machine_validate_accepts_a_good_file_and_names_the_bad_key(tmp_path):
     from importlib import resources
 
-    text = resources.files("orrery.machines").joinpath("dgx-a100.toml").read_text()
+    text = resources.files("orrery.machines.builtin").joinpath("dgx-a100.toml").read_text()
     good = tmp_path / "mine.toml"
     good.write_text(text.replace('name = "dgx-a100"', 'name = "mine"'))
     p = orrery("machine", "validate", str(good))

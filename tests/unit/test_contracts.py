@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from orrery import machine, platform, results
+from orrery import machines as machine
+from orrery.machines import platform
+from orrery.run import results
 
 pytestmark = pytest.mark.unit
 

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from orrery import costs
 from orrery.errors import InputError
+from orrery.run import costs
 
 pytestmark = pytest.mark.unit
 

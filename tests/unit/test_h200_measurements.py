@@ -5,7 +5,8 @@ microbenchmarks' output, read by the calibration from what a real GPU printed.""
 from __future__ import annotations
 
 from conftest import REPO
-from orrery import calibrate, measurements
+
+from orrery.calibration import calibrate, measurements
 
 DATA = REPO / "calibration" / "data" / "h200-harness"
 

@@ -3,14 +3,14 @@ from importlib import resources
 
 import pytest
 
-from orrery import machine
+from orrery import machines as machine
 from orrery.errors import InputError
 
 pytestmark = pytest.mark.unit
 
 
 def raw(name="h100-ib200"):
-    return tomllib.loads(resources.files("orrery.machines").joinpath(f"{name}.toml").read_text())
+    return tomllib.loads(resources.files("orrery.machines.builtin").joinpath(f"{name}.toml").read_text())
 
 
 def test_builtin_h100_ib200_values():
@@ -54,7 +54,7 @@ def test_unknown_machine_lists_the_builtins():
 
 
 def test_file_errors_name_file_key_and_value(tmp_path):
-    text = resources.files("orrery.machines").joinpath("h100-ib200.toml").read_text()
+    text = resources.files("orrery.machines.builtin").joinpath("h100-ib200.toml").read_text()
     path = tmp_path / "m.toml"
     path.write_text(text.replace("sm_count = 132\n", ""))
     with pytest.raises(InputError, match=rf"{path}: key 'gpu.sm_count': got None, expected this key"):

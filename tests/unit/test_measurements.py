@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from orrery import measurements
+from orrery.calibration import measurements
 from orrery.errors import InputError
 
 pytestmark = pytest.mark.unit

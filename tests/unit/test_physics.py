@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from orrery import machine, physics, platform
-from orrery.results import RankResult, Results, Tally, summary
+from orrery import machines as machine
+from orrery.machines import platform
+from orrery.run import physics
+from orrery.run.results import RankResult, Results, Tally, summary
 
 pytestmark = pytest.mark.unit
 MiB = 1 << 20

@@ -3,8 +3,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from orrery import machine, platform
+from orrery import machines as machine
 from orrery.errors import InputError
+from orrery.machines import platform
 
 pytestmark = pytest.mark.unit
 

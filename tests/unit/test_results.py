@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from orrery import results
+from orrery.run import results
 
 pytestmark = pytest.mark.unit
 

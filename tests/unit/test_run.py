@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from orrery import run as running
 from orrery.errors import SimulationError
+from orrery.run import launch as running
 
 pytestmark = pytest.mark.unit
 

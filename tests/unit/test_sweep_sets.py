@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from orrery import calibrate, machine, validate
+from orrery import machines as machine
+from orrery.calibration import calibrate, validate
 
 pytestmark = pytest.mark.unit
 

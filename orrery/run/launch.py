@@ -16,11 +16,13 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, physics, platform, results
+from .. import __version__
+from .._paths import lib_dir
+from ..errors import InputError, SimulationError
+from ..machines import platform
+from ..machines.description import Machine
+from . import physics, results
 from .costs import Costs
-from .errors import InputError, SimulationError
-from .machine import Machine
-from ._paths import lib_dir
 
 FILL_POLICIES = ("large", "zero", "keep")
 GPU_VISIBILITY = ("node", "bound")

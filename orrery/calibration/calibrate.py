@@ -38,10 +38,11 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize
 
-from . import machine as machines
-from . import measurements, platform, schema
+from .. import machines, schema
+from ..errors import InputError
+from ..machines import platform
+from . import measurements
 from . import validate as validation
-from .errors import InputError
 
 FORMAT_VERSION = 3  # 2: copies.* models among the overrides; 3: gaps.* and collectives.NAME_device/_host too
 READABLE_VERSIONS = (1, 2, 3)  # version 1 files only hold scalar overrides, read alike

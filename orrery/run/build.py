@@ -17,8 +17,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .errors import BuildError
-from ._paths import lib_dir
+from .._paths import lib_dir
+from ..errors import BuildError
 
 NVCC_FLAGS = ["-cudart", "shared", "-Xcompiler", "-fPIC"]
 _COMPILE_ONLY = {"-c", "--compile", "-E", "--preprocess", "-M", "-MM", "--version", "-V", "--help", "-h",

@@ -26,11 +26,12 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import machine as machines
-from . import measurements, platform
-from .costs import Costs
-from .errors import BuildError, InputError, OrreryError
-from .run import RunOptions, run
+from .. import machines
+from ..errors import BuildError, InputError, OrreryError
+from ..machines import platform
+from ..run.costs import Costs
+from ..run.launch import RunOptions, run
+from . import measurements
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,8 @@ import heapq
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-from .errors import InputError
-from .machine import Machine
+from ..errors import InputError
+from .description import Machine
 
 # Limits of a layout: the platform grows by about 23 MB of XML (3 s to write) per 1000 nodes
 # of 4 GPUs, and SMPI runs every rank as an actor of one process; beyond them a run would

@@ -11,8 +11,8 @@ It is not a model of anything: the tests derive times, this only refuses the imp
 
 from __future__ import annotations
 
-from . import platform
-from .machine import Machine
+from ..machines import platform
+from ..machines.description import Machine
 from .results import Results
 
 #: how much faster than its bound a rate may be before it is impossible: the

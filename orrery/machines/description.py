@@ -10,16 +10,16 @@ not know about SimGrid: ``platform.py`` turns a Machine into a platform.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from . import schema
-from .errors import InputError
-from .schema import Bandwidth, Flops, Problems, SignedTime, Size, Time, input_error
+from .. import schema
+from ..errors import InputError
+from ..schema import Bandwidth, Flops, Problems, SignedTime, Size, Time, input_error
 
 #: A count the shim keeps in a C int.
 Count = Annotated[int, Field(strict=True, ge=1, le=2**31 - 1)]
@@ -403,7 +403,7 @@ class Machine(_Section):
 
 
 def builtin_names() -> list[str]:
-    return sorted(p.name.removesuffix(".toml") for p in resources.files("orrery.machines").iterdir()
+    return sorted(p.name.removesuffix(".toml") for p in resources.files("orrery.machines.builtin").iterdir()
                   if p.name.endswith(".toml"))
 
 
@@ -457,7 +457,7 @@ def load(name_or_path: str, overrides: Sequence[str] = (), measured_models: bool
     path = Path(name_or_path)
     if name_or_path in builtin_names():
         source = f"built-in machine {name_or_path}"
-        text = resources.files("orrery.machines").joinpath(f"{name_or_path}.toml").read_text()
+        text = resources.files("orrery.machines.builtin").joinpath(f"{name_or_path}.toml").read_text()
     elif path.suffix == ".toml" and path.is_file():
         source = str(path)
         text = schema.read_text(path, "a machine description")

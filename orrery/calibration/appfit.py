@@ -55,20 +55,18 @@ import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
 from typing import Annotated
 
+import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from scipy import optimize
 
-from . import costs as cost_files
-from . import machine as machines
-from . import platform
-from . import run as runner
-from . import units
-from .errors import InputError
-from .schema import Problems, Seconds, input_error, quantity, read_text
+from .. import machines, units
+from ..errors import InputError
+from ..machines import platform
+from ..run import costs as cost_files
+from ..run import launch as runner
+from ..schema import Problems, Seconds, input_error, quantity, read_text
 
 
 class _Strict(BaseModel):

@@ -33,8 +33,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError
-from .schema import read_text
+from ..errors import InputError
+from ..schema import read_text
 
 # unit -> (factor to SI, SI unit)
 UNITS = {

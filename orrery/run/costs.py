@@ -28,8 +28,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from .errors import InputError
-from .schema import Seconds, input_error, read_text
+from ..errors import InputError
+from ..schema import Seconds, input_error, read_text
 
 #: Device time of a kernel that no cost entry matches (a short memory-bound kernel).
 DEFAULT_KERNEL_TIME = 5e-6

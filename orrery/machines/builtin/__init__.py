@@ -1,0 +1,1 @@
+"""The built-in machine descriptions (``orrery machine list``), one TOML file each."""
