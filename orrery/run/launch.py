@@ -124,7 +124,7 @@ def _config_lines(opts: RunOptions, out: Path) -> str:
 
 def _preload(lib: Path) -> str:
     """smpirun's -wrapper that gives SMPI's launcher, not the script around it, the library that
-    pins every message's ends where its rank posted it (interpose/smpi_pins.cpp)."""
+    pins every message's ends where its rank posted it (interpose/mpi/smpi_pins.cpp)."""
     preload = [str(lib / "liborrery_smpi.so"), *os.environ.get("LD_PRELOAD", "").split()]
     if " " in preload[0]:  # smpirun splits the wrapper on spaces
         raise SimulationError(f"Orrery is installed under a path with a space ({lib}): SMPI's launcher "
@@ -156,7 +156,7 @@ def run(opts: RunOptions) -> RunOutcome:
             f"--cfg=smpi/coll-selector:{mpi.collective_selector}"]
     # SMPI charges each MPI_Test and MPI_Iprobe (and each poll of MPI_Probe) 100 us by default,
     # growing with every failed call: the machine's poll time instead, the same for every call
-    # (the shim sleeps it in the probes, interpose/mpi.cpp)
+    # (the shim sleeps it in the probes, interpose/mpi/mpi.cpp)
     cmd += [f"--cfg=smpi/test:{mpi.poll_time!r}", "--cfg=smpi/iprobe:0", "--cfg=smpi/grow-injected-times:no"]
     cmd += [  # ranks sharing a GPU exchange messages through its memory
             f"--cfg=network/loopback-bw:{opts.machine.gpu.d2d_bandwidth!r}",

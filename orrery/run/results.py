@@ -1,6 +1,6 @@
 """Results of a run: the shim's per-rank report turned into results.json and a summary.
 
-The shim (interpose/engine.cpp, write_report) writes one tab-separated row per
+The shim (interpose/core/engine.cpp, write_report) writes one tab-separated row per
 (rank, category, name) under the header REPORT_COLUMNS, its first rows saying how
 the run ended; this module is the only reader. It also decides what a run's
 outcome is (``status``) and what ``orrery run`` exits with. Times are simulated
@@ -30,7 +30,7 @@ EXIT_PENDING_GPU_WORK = 5
 # the shim's internal statuses for Orrery's own limits, reported as orrery_error
 _EXIT_AFTER_FINALIZE = "exit_after_finalize"
 _SIMULATOR_CRASHED = "orrery_crashed"
-_NO_PEER, _ANY_PEER = -1, -2  # interpose/runtime.hpp, Rank::kNoPeer, Rank::kAnyPeer
+_NO_PEER, _ANY_PEER = -1, -2  # interpose/core/runtime.hpp, Rank::kNoPeer, Rank::kAnyPeer
 
 
 @dataclass
@@ -58,7 +58,7 @@ class RankResult:
     comm_exposed_s: float  # of which not overlapped
     hidden_fraction: float  # comm_hidden_s / comm_s (0 without communication)
     # collectives over host and device buffers: their messages all leave from next to the GPU,
-    # so their host data took the GPU's route (interpose/mpi.cpp)
+    # so their host data took the GPU's route (interpose/mpi/mpi.cpp)
     mixed_placement_calls: int
     kernels: dict[str, Tally] = field(default_factory=dict)
     copies: dict[str, Tally] = field(default_factory=dict)
@@ -244,7 +244,7 @@ def read_run(out: Path, run: dict, returncode: int) -> Results:
 
 
 def _read_rows_plain(path: Path) -> list[dict] | None:
-    """A crash's row: written without a header (interpose/engine.cpp, write_crash_row)."""
+    """A crash's row: written without a header (interpose/core/engine.cpp, write_crash_row)."""
     if not path.is_file():
         return None
     with path.open(newline="") as f:

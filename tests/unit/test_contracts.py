@@ -17,16 +17,16 @@ SHIM = REPO / "interpose"
 
 
 def test_every_gpu_property_the_shim_reads_is_generated():
-    read = set(re.findall(r'"(orrery:\w+)"', "".join(p.read_text() for p in SHIM.glob("*.cpp"))))
+    read = set(re.findall(r'"(orrery:\w+)"', "".join(p.read_text() for p in SHIM.rglob("*.cpp"))))
     # optional copy models, one property per direction (the shim builds the key from copy_kind_name)
     assert "orrery:copy_model_" in read
     read.discard("orrery:copy_model_")
-    read |= {f"orrery:copy_model_{kind}" for kind in re.findall(r'return "(\w+)";', (SHIM / "engine.cpp").read_text())
+    read |= {f"orrery:copy_model_{kind}" for kind in re.findall(r'return "(\w+)";', (SHIM / "core" / "engine.cpp").read_text())
              if kind != "H2H"}
     # ... and message models, one per path (the shim builds the key from kMessagePathNames)
     assert "orrery:message_model_" in read
     read.discard("orrery:message_model_")
-    paths = re.search(r"kMessagePathNames\[MESSAGE_PATHS\] = \{([^}]*)\}", (SHIM / "engine.cpp").read_text())
+    paths = re.search(r"kMessagePathNames\[MESSAGE_PATHS\] = \{([^}]*)\}", (SHIM / "core" / "engine.cpp").read_text())
     read |= {f"orrery:message_model_{p}" for p in re.findall(r'"(\w+)"', paths.group(1))}
     # ... and gaps, one per path (the shim builds the key from the buffer kind and "_inter"/"_intra")
     assert "orrery:message_gap_" in read
@@ -35,7 +35,7 @@ def test_every_gpu_property_the_shim_reads_is_generated():
     # ... and collective corrections, per collective (named by the .def's ORR_MPI_COLL entries) and kind
     assert "orrery:collective_correction_" in read
     read.discard("orrery:collective_correction_")
-    colls = re.findall(r"^ORR_MPI_COLL\((\w+),", (SHIM / "mpi_api.def").read_text(), re.M)
+    colls = re.findall(r"^ORR_MPI_COLL\((\w+),", (SHIM / "mpi" / "mpi_api.def").read_text(), re.M)
     read |= {f"orrery:collective_correction_{c.lower()}{kind}" for c in colls for kind in ("", "_device", "_host")}
     fix = "[{extra = '2us'}]"
     one = "[{latency = '1us', bandwidth = '10GB/s'}]"
@@ -49,7 +49,7 @@ def test_every_gpu_property_the_shim_reads_is_generated():
 
 
 def test_report_header_matches_the_reader():
-    engine = (SHIM / "engine.cpp").read_text()
+    engine = (SHIM / "core" / "engine.cpp").read_text()
     header = re.search(r'fprintf\(f, "(rank\\t[^"]*)\\n"\);', engine).group(1)
     assert tuple(header.split("\\t")) == results.REPORT_COLUMNS
 
@@ -59,7 +59,7 @@ def written_out_mpi_calls() -> list[str]:
     spec = importlib.util.spec_from_file_location("gen_exports", SHIM / "gen_exports.py")
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
-    source = (SHIM / "mpi.cpp").read_text()
+    source = (SHIM / "mpi" / "mpi.cpp").read_text()
     for name in gen.WRITTEN_OUT:
         assert re.search(rf"ORR_EXPORT int MPI_{name}\(|^ORR_SEND(_REQUEST)?\({name},", source, re.MULTILINE), name
     return gen.WRITTEN_OUT
@@ -67,9 +67,9 @@ def written_out_mpi_calls() -> list[str]:
 
 def test_readme_lists_exactly_the_supported_calls():
     readme = (REPO / "README.md").read_text()
-    cuda = [n for n in re.findall(r"^ORR_CUDA\((\w+),", (SHIM / "cuda_api.def").read_text(), re.M)
+    cuda = [n for n in re.findall(r"^ORR_CUDA\((\w+),", (SHIM / "cudart" / "cuda_api.def").read_text(), re.M)
             if not n.startswith("__")]
-    mpi = ["MPI_" + n for n in re.findall(r"^ORR_MPI(?:_POST|_DATA|_COLL)?\((\w+),", (SHIM / "mpi_api.def").read_text(), re.M)]
+    mpi = ["MPI_" + n for n in re.findall(r"^ORR_MPI(?:_POST|_DATA|_COLL)?\((\w+),", (SHIM / "mpi" / "mpi_api.def").read_text(), re.M)]
     mpi += ["MPI_" + n for n in written_out_mpi_calls()]
     section = readme.split("### Supported CUDA calls", 1)[1].split("## Machines", 1)[0]
     listed = set(re.findall(r"\b(cuda[A-Z]\w+|MPI_\w+)\b", section))

@@ -7,7 +7,7 @@
  * kernels and memsets as executions on the GPU host (ranks and streams sharing
  * a GPU share its speed), copies as transfers between platform hosts (so they
  * cross the platform's PCIe, NVLink or device-memory links). */
-#include "runtime.hpp"
+#include "core/runtime.hpp"
 
 #include <dlfcn.h>
 

@@ -1,5 +1,5 @@
 /* CUDA error reporting: the sticky last error and the error names/strings. */
-#include "runtime.hpp"
+#include "core/runtime.hpp"
 
 using namespace orrery;
 

@@ -8,7 +8,7 @@
  * along host routes.
  * Device buffers need no translation: messages sent from folded device memory
  * carry no data (memory.cpp's copy callback). */
-#include "runtime.hpp"
+#include "core/runtime.hpp"
 
 #include <map>
 
@@ -223,7 +223,7 @@ class Correction {
     posted(scope.rank(), *rq); \
     return rc;                                 \
   }
-#include "mpi_api.def"
+#include "mpi/mpi_api.def"
 #undef ORR_MPI
 #undef ORR_MPI_DATA
 #undef ORR_MPI_COLL

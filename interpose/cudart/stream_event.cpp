@@ -1,5 +1,5 @@
 /* Streams and events: creation, ordering, synchronisation and timing. */
-#include "runtime.hpp"
+#include "core/runtime.hpp"
 
 #include <set>
 

@@ -4,7 +4,7 @@
  * per rank), so the table maps every copy's stub address to the kernel's
  * demangled name. A launch costs the host the machine's launch overhead and
  * keeps the stream's GPU busy for the kernel's modelled time. */
-#include "runtime.hpp"
+#include "core/runtime.hpp"
 
 #include <cxxabi.h>
 

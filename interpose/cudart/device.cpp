@@ -1,6 +1,6 @@
 /* Device management, answered from the machine description carried by the
  * platform's GPU hosts. A rank sees the GPUs of its node, as on a cluster. */
-#include "runtime.hpp"
+#include "core/runtime.hpp"
 
 #include <cstring>
 

@@ -11,7 +11,7 @@
 #ifndef ORRERY_RUNTIME_HPP
 #define ORRERY_RUNTIME_HPP
 
-#include "cuda_abi.h"
+#include "cudart/cuda_abi.h"
 
 #include <simgrid/s4u.hpp>
 

@@ -7,7 +7,7 @@
  * otherwise. A device-to-host copy
  * writes the fill pattern of the run into its destination when it completes in
  * simulated time, so that data-dependent loops see a deterministic value. */
-#include "runtime.hpp"
+#include "core/runtime.hpp"
 
 #include <smpi/smpi.h>
 
