@@ -1,13 +1,18 @@
-"""The docs against the code: the generated machine schema is current."""
+"""The docs against the code: the generated machine schema is current, links resolve, and the
+README's tour shows commands the CLI takes."""
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, Field
 
+from orrery import cli
+from orrery import machines as machine
 from orrery.machines import description, schema_doc
 
 pytestmark = pytest.mark.unit
@@ -81,3 +86,125 @@ def test_schema_doc_refuses_a_field_without_a_description():
 
     with pytest.raises(schema_doc.MissingDescription, match=r"Section\.bare has no description"):
         schema_doc.field_table(Section)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_relative_links_point_at_existing_files_and_headings(page):
+    broken = []
+    for target in relative_links(page):
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and (dest.suffix != ".md" or anchor not in anchors(dest)):
+            broken.append(f"{target}: no heading #{anchor} in {dest.relative_to(REPO)}")
+    assert not broken, f"{page.relative_to(REPO)}: " + "; ".join(broken)
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    linked = {(REPO / t.partition("#")[0]).resolve() for t in relative_links(REPO / "README.md")}
+    assert [p.name for p in sorted(DOCS.glob("*.md")) if p.resolve() not in linked] == []
+
+
+def test_readme_begins_with_the_two_commands_ci_runs():
+    readme = (REPO / "README.md").read_text()
+    first = FENCE.search(readme)
+    assert first.group(1) == "bash scripts/setup.sh && bash scripts/demo.sh\nbash scripts/setup.sh && .venv/bin/pytest -q\n"
+    assert readme.index("```") < readme.index("\n## ")
+    ci = (REPO / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == first.group(1).splitlines()[1]
+
+
+def tour() -> str:
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("## A five-minute tour")
+    end = readme.find("\n## ", start + 1)
+    return readme[start:end if end >= 0 else None]
+
+
+def tour_command_lines() -> list[str]:
+    """The shell commands of the tour's code blocks, continuation lines joined, comments dropped."""
+    commands = []
+    for block in FENCE.findall(tour()):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s+#.*", "", line).strip()
+            commands += [part.strip() for part in line.split("&&") if part.strip()]
+    return commands
+
+
+def _subparsers(parser) -> dict:
+    for action in parser._actions:
+        if action.__class__.__name__ == "_SubParsersAction":
+            return action.choices
+    return {}
+
+
+def named_flags(argv: list[str]) -> list[str]:
+    """Problems with a command line's subcommands and flags, walked through the CLI's parser
+    without running anything (a shown command may leave out a flag's value)."""
+    parser, problems = cli.parser(), []
+    words = list(argv)
+    while words and _subparsers(parser):
+        word = words.pop(0)
+        if word not in _subparsers(parser):
+            return [f"no subcommand {word!r} (have {', '.join(_subparsers(parser))})"]
+        parser = _subparsers(parser)[word]
+        if word in ("nvcc", "mpicc", "mpicxx"):
+            return []  # the compiler's own options, verbatim
+    known = {s for a in parser._actions for s in a.option_strings}
+    for word in words:
+        if word == "--":
+            break
+        flag = word.split("=", 1)[0]
+        if flag.startswith("--") and flag not in known:
+            problems.append(f"{parser.prog} has no flag {flag}")
+    return problems
+
+
+def test_tour_commands_name_existing_subcommands_and_flags():
+    text = " ".join(prose(tour()).split())
+    shown = [c for c in tour_command_lines() if c.startswith("orrery ")]
+    shown += [c for c in INLINE_CODE.findall(text) if c.startswith("orrery ")]
+    shown += re.findall(r'"(orrery [^"]+)"', text)  # the wrappers, as a Makefile variable
+    # the tour's blocks, its inline commands (machine list and show, calibrate --input, ...) and wrappers
+    assert {c.split()[1] for c in shown} >= {"run", "machine", "validate", "calibrate", "nvcc", "mpicc", "mpicxx"}
+    problems = [f"{c}: {p}" for c in shown for p in named_flags(shlex.split(c)[1:])]
+    assert not problems
+
+
+def test_tour_command_lines_parse_and_their_inputs_exist():
+    created = {Path(c.split()[-1]).name for c in tour_command_lines() if c.startswith("cp ")}
+    outs: list[str] = []
+    runs = [c for c in tour_command_lines() if c.startswith("orrery ")]
+    assert {shlex.split(c)[1] for c in runs} >= {"run", "machine", "validate", "calibrate"}
+    for command in runs:
+        args = cli.parser().parse_args(shlex.split(command)[1:])  # raises on a flag it does not take
+        if getattr(args, "out", None):
+            outs.append(args.out)
+        m = getattr(args, "machine", None) or getattr(args, "file", None)
+        if m:
+            assert m in machine.builtin_names() or m in created or (REPO / m).is_file(), command
+        for override in getattr(args, "set", []):
+            machine.load("h100-ib200", [override])  # a key the schema has, in units it takes
+        if getattr(args, "costs", None):
+            assert (REPO / args.costs).is_file(), command
+        if getattr(args, "calibration", None):
+            assert any(args.calibration.startswith(o + "/") for o in outs), f"{command}: made by no command before it"
+
+
+def test_every_committed_calibration_is_documented_with_its_command_and_report():
+    page = (DOCS / "calibration.md").read_text()
+    flat = " ".join(page.split())
+    shown = {" ".join(c.split()) for c in INLINE_CODE.findall(flat) if c.startswith("orrery calibrate")}
+    links = {(DOCS / t).resolve() for t in relative_links(DOCS / "calibration.md")}
+    missing = []
+    for cal in sorted((REPO / "calibration").glob("*/calibration.json")):
+        folder = cal.parent.name
+        command = json.loads(cal.read_text())["command"] + f" --out calibration/{folder}"
+        sweeps = re.search(r"--sweeps (\S+)", command)
+        template = command.replace(sweeps.group(1), "SET") if sweeps else None
+        if command not in shown and template not in shown:
+            missing.append(f"{folder}: command `{command}`")
+        if (cal.parent / "report.txt").resolve() not in links:
+            missing.append(f"{folder}: no link to its report.txt")
+    assert not missing
