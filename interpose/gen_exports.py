@@ -57,14 +57,14 @@ class Call:
         return f"{self.ret} {self.symbol}{self.params}"
 
 
-def rows(text: str, macros: tuple[str, ...]) -> list[tuple[str, list[str]]]:
+def rows(text: str, macros: tuple[str, ...], table: str) -> list[tuple[str, list[str]]]:
     """The rows `MACRO(field, field, ...)` of an X-macro table, each field stripped; a field's
     own parentheses (a parameter list) keep their commas."""
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.DOTALL)
     found = []
     for m in re.finditer(r"^(\w+)\(", text, flags=re.MULTILINE):
         if m.group(1) not in macros:
-            raise TableError(f"unknown row kind {m.group(1)} (expected one of {', '.join(macros)})")
+            raise TableError(f"{table}: unknown row kind {m.group(1)} (expected one of {', '.join(macros)})")
         depth, field, fields, i = 1, "", [], m.end()
         while depth:
             c = text[i]
@@ -83,7 +83,7 @@ def rows(text: str, macros: tuple[str, ...]) -> list[tuple[str, list[str]]]:
 def cuda_calls(src: Path) -> list[Call]:
     path = src / "cudart" / "cuda_api.def"
     calls = []
-    for _, f in rows(path.read_text(), ("ORR_CUDA",)):
+    for _, f in rows(path.read_text(), ("ORR_CUDA",), path.name):
         if len(f) != 6:
             raise TableError(
                 f"{path.name}: {f[0]}: expected 6 fields (name, return type, parameters, "
@@ -96,7 +96,7 @@ def cuda_calls(src: Path) -> list[Call]:
 def mpi_calls(src: Path) -> list[Call]:
     path = src / "mpi" / "mpi_api.def"
     calls = []
-    for macro, f in rows(path.read_text(), (*MPI_GENERATED, "ORR_MPI_OWN")):
+    for macro, f in rows(path.read_text(), (*MPI_GENERATED, "ORR_MPI_OWN"), path.name):
         if macro == "ORR_MPI_OWN":
             if len(f) != 6:
                 raise TableError(
