@@ -223,11 +223,14 @@ class Correction {
     posted(scope.rank(), *rq); \
     return rc;                                 \
   }
+// the rows written out below: declared here with the row's signature, checked against SMPI's mpi.h
+#define ORR_MPI_OWN(symbol, ret, params, args, family, policy) extern "C" ret symbol params;
 #include "mpi/mpi_api.def"
 #undef ORR_MPI
 #undef ORR_MPI_DATA
 #undef ORR_MPI_COLL
 #undef ORR_MPI_POST
+#undef ORR_MPI_OWN
 
 /* ---- point-to-point, with the machine's protocol for the buffer's path ----
  * SMPI sends every message eagerly up to the largest eager threshold (run.py
