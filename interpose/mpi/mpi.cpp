@@ -25,7 +25,7 @@ static void stand(Rank& r, bool at_process, const Gpu* gpu = nullptr);
 
 namespace {
 /* Times one MPI call of the calling rank, which then stands next to its GPU again, and counts
- * the bytes it moves (README, results.json: what a call's bytes are). While the call runs the
+ * the bytes it moves (docs/running.md, results.json: what a call's bytes are). While the call runs the
  * rank is in it: a deadlock names the call, its peer and tag. */
 class MpiScope {
  public:
