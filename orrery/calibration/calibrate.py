@@ -145,7 +145,7 @@ def calibrate(machine_name: str, repo: Path | None, inputs: list[Path] = (), p2p
         # where the point-to-point model with the best algorithms still misses a collective: one
         # correction per collective and kind of buffers
         for (sweep, _), result in zip(collectives, results[chosen]):
-            if result.median_abs_error > MEDIAN_TOLERANCE or result.p95_abs_error > P95_TOLERANCE:
+            if result.median_abs_error > sweeps.MEDIAN_TOLERANCE or result.p95_abs_error > sweeps.P95_TOLERANCE:
                 which = "device" if sweep.kind[2] == "D" else "host"
                 overrides[f"collectives.{sweep.kind[1]}_{which}"] = derive.collective_corrections(result)
                 uncorrected[sweep.name] = {"median_abs_error": result.median_abs_error,

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from orrery import machines as machine
-from orrery.calibration import calibrate, validate
+from orrery.calibration import merge, sweeps
 
 pytestmark = pytest.mark.unit
 
@@ -14,11 +14,9 @@ MEASURED = Path(__file__).resolve().parents[2] / "calibration" / "data" / "measu
 
 
 def every_sweep():
-    for name, sweeps in validate.SWEEPS.items():
-        yield name, None, sweeps
-    for name, sets in validate.SWEEP_SETS.items():
-        for set_name, sweeps in sets.items():
-            yield name, set_name, sweeps
+    for name, sets in sweeps.catalogue().items():
+        for set_name, (_, found) in sets.items():
+            yield name, None if set_name == "default" else set_name, found
 
 
 def test_every_shared_point_to_point_row_belongs_to_a_sweep_of_one_set():
@@ -28,12 +26,12 @@ def test_every_shared_point_to_point_row_belongs_to_a_sweep_of_one_set():
     with (MEASURED / "p2p_mpi.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     homes = {i: [] for i in range(len(rows))}
-    for name, set_name, sweeps in every_sweep():
-        for sweep in sweeps:
+    for name, set_name, found in every_sweep():
+        for sweep in found:
             if sweep.file != "p2p_mpi.csv":
                 continue
             for i, row in enumerate(rows):
-                if validate.selects(sweep, row):
+                if sweeps.selects(sweep, row):
                     homes[i].append((name, set_name, sweep.name))
     missing = [(rows[i]["system"][:40], rows[i]["mpi_or_lib"][:40], rows[i]["path"][:20], rows[i]["buffers"],
                 rows[i]["metric"]) for i, h in homes.items() if not h]
@@ -50,11 +48,11 @@ def test_every_shared_mpi_collective_row_belongs_to_a_sweep_of_one_set():
         rows = [r for r in csv.DictReader(f) if r["benchmark"].startswith("OSU ")]
     assert len(rows) == 210
     homes = {i: [] for i in range(len(rows))}
-    for name, set_name, sweeps in every_sweep():
-        for sweep in sweeps:
+    for name, set_name, found in every_sweep():
+        for sweep in found:
             if sweep.file == "collectives.csv":
                 for i, row in enumerate(rows):
-                    if validate.selects(sweep, row):
+                    if sweeps.selects(sweep, row):
                         homes[i].append((name, set_name, sweep.name))
     missing = sorted({(rows[i]["system"][:30], rows[i]["library"][:40], rows[i]["benchmark"])
                       for i, h in homes.items() if not h})
@@ -63,12 +61,13 @@ def test_every_shared_mpi_collective_row_belongs_to_a_sweep_of_one_set():
     assert not twice, f"rows in two sweeps: {twice}"
 
 
-@pytest.mark.parametrize("name, set_name", sorted(validate.SET_DESCRIPTION))
+@pytest.mark.parametrize("name, set_name", sorted((m, s) for m, sets in sweeps.catalogue().items()
+                                                   for s, (d, _) in sets.items() if d))
 def test_each_set_s_description_changes_its_machine(name, set_name):
-    """A set's statement of its MPI stack or hardware (SET_DESCRIPTION) loads as overrides of
-    its machine and changes what the built-in says."""
-    changes = validate.set_description(name, set_name)
-    built_in, m = machine.load(name), machine.load(name, calibrate.as_set(changes))
+    """A set's statement of its MPI stack or hardware (its description in the sweep catalogue)
+    loads as overrides of its machine and changes what the built-in says."""
+    changes = sweeps.set_description(name, set_name)
+    built_in, m = machine.load(name), merge.candidate(name, changes)
     for key, value in changes.items():
         section, field = key.split(".")
         assert getattr(getattr(m, section), field) == value != getattr(getattr(built_in, section), field)
