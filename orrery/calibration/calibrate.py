@@ -80,7 +80,8 @@ def series(machine_name: str, repo: Path | None, inputs: list[Path], p2p_path: s
         return pairs, [Path(f) for f in inputs], skipped
     if sweep_set is None and machine_name not in sweeps.catalogue():
         raise InputError("--machine", None, machine_name,
-                         f"a machine with measured sweeps ({', '.join(sweeps.machines_with_defaults())}), or --input files")
+                         f"a machine with measured sweeps ({', '.join(sweeps.machines_with_defaults())}), "
+                         "or --input files")
     pairs = [(sw, sweeps.measured_points(sw, repo)) for sw in sweeps.sweeps_for(machine_name, sweep_set)]
     files = sorted({sweeps.measured_dir(repo) / sw.file for sw, _ in pairs})
     return pairs, files, []
@@ -140,7 +141,8 @@ def calibrate(machine_name: str, repo: Path | None, inputs: list[Path] = (), p2p
     gap_trials = search.pick_gaps(machine_name, m, repo, pairs, fits, overrides)
     trials, uncorrectable, uncorrected = {}, {}, {}
     if collectives:
-        trials, uncorrectable, chosen, results = search.pick_collective_selector(machine_name, repo, collectives, overrides)
+        trials, uncorrectable, chosen, results = search.pick_collective_selector(machine_name, repo, collectives,
+                                                                                 overrides)
         overrides["mpi.collective_selector"] = chosen
         # where the point-to-point model with the best algorithms still misses a collective: one
         # correction per collective and kind of buffers

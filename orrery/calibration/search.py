@@ -47,8 +47,8 @@ def pick_gaps(machine_name: str, m: machines.Machine, repo: Path | None, pairs, 
             measured = {metric: sweeps.seconds_per_transfer(sw.unit, pts, metric) for sw, pts in pairs
                         for metric, fit in windows.items() if sw.name == fit.sweep}
             lone = by_kind.get(("latency", path, buffers))
-            lone_times = next((sweeps.seconds_per_transfer(sw.unit, pts, "latency") for sw, pts in pairs if lone and sw.name == lone.sweep),
-                              None)
+            lone_times = next((sweeps.seconds_per_transfer(sw.unit, pts, "latency") for sw, pts in pairs
+                               if lone and sw.name == lone.sweep), None)
             cap = overhead_cap(lone_times, measured, L, bandwidth)
             overheads = [o_fit] + ([cap] if cap < o_fit else [])
             related = [(sw, pts) for sw, pts in pairs if sw.kind[1:] == (path, buffers)

@@ -96,12 +96,14 @@ def test_fat_tree_levels_are_checked():
         machine.load("h100-ib200", machine.parse_overrides(["fabric.levels=3"]))
     with pytest.raises(InputError, match=r"key 'fabric.levels': got 3, expected 2 with fabric.topology = 'dragonfly' "
                                          r"\(3 levels are for fat-tree and rail-optimized fabrics\)"):
-        machine.load("h100-ib200", machine.parse_overrides(["fabric.levels=3", "fabric.leaves_per_pod=2", "fabric.topology='dragonfly'",
+        machine.load("h100-ib200", machine.parse_overrides([
+                                    "fabric.levels=3", "fabric.leaves_per_pod=2", "fabric.topology='dragonfly'",
                                     "fabric.routers_per_group=2", "fabric.local_bandwidth='50GB/s'",
                                     "fabric.global_bandwidth='10GB/s'"]))
     with pytest.raises(InputError, match=r"key 'fabric.levels': got 4, expected 2 or 3"):
         machine.load("h100-ib200", machine.parse_overrides(["fabric.levels=4"]))
-    assert machine.load("h100-ib200", machine.parse_overrides(["fabric.levels=3", "fabric.leaves_per_pod=2"])).fabric.levels == 3
+    three = machine.parse_overrides(["fabric.levels=3", "fabric.leaves_per_pod=2"])
+    assert machine.load("h100-ib200", three).fabric.levels == 3
 
 
 def test_override_may_set_a_parameter_the_file_leaves_out():
@@ -126,7 +128,8 @@ def test_semantic_checks():
         machine.validate(data, "test")
     with pytest.raises(InputError, match="key 'node.socket_link_bandwidth': got 64000000000.0, expected no value "
                                          "with host_link.kind = 'nvlink-c2c': it is for GPUs on PCIe"):
-        machine.load("gh200-slingshot", machine.parse_overrides(["node.socket_link_bandwidth='64GB/s'", "node.socket_link_latency='0.1us'"]))
+        machine.load("gh200-slingshot", machine.parse_overrides(["node.socket_link_bandwidth='64GB/s'",
+                                                                 "node.socket_link_latency='0.1us'"]))
 
 
 @pytest.mark.parametrize("override, key, message", [

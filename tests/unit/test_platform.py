@@ -116,8 +116,8 @@ def test_fat_tree_leaves_and_oversubscribed_uplinks():
 
 
 def test_three_level_fat_tree_groups_leaves_in_pods_under_a_core():
-    m = machine.load("h100-ib200", machine.parse_overrides(["fabric.nodes_per_leaf=1", "fabric.oversubscription=2.0", "fabric.levels=3",
-                                    "fabric.leaves_per_pod=2"]))
+    m = machine.load("h100-ib200", machine.parse_overrides(["fabric.nodes_per_leaf=1", "fabric.oversubscription=2.0",
+                                                            "fabric.levels=3", "fabric.leaves_per_pod=2"]))
     root, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 5)))
     # 5 leaves, pods of 2: spines 0 and 1 hold two leaves, spine 2 one
     assert {r.get("id") for r in root.iter("router") if r.get("id").startswith(("spine", "core"))} == {

@@ -71,3 +71,42 @@ def test_each_set_s_description_changes_its_machine(name, set_name):
     for key, value in changes.items():
         section, field = key.split(".")
         assert getattr(getattr(m, section), field) == value != getattr(getattr(built_in, section), field)
+
+
+def test_a_measured_series_reaches_seconds_per_transfer_through_its_benchmark_s_unit(tmp_path):
+    """A measurement file's values go to SI (measurements), to the reproducing benchmark's unit
+    (sweeps.sweep_for: what the simulator's run prints) and to seconds per transfer (what the fits
+    model): osu_bibw moves its size both ways, osu_latency's time is the transfer's own."""
+    from orrery.calibration import measurements
+    f = tmp_path / "m.csv"
+    f.write_text("benchmark,metric,path,buffers,size_bytes,value,unit\n"
+                 "window64,bibw,inter-node,D D,1024,2.5,GB/s\nwindow64,bibw,inter-node,D D,4096,5000,MB/s\n"
+                 "pingpong,latency,intra-node,H H,8,3.5,us\n")
+    with pytest.raises(Exception, match="units may not be mixed"):
+        measurements.load(f)
+    f.write_text("benchmark,metric,path,buffers,size_bytes,value,unit\n"
+                 "window64,bibw,inter-node,D D,1024,2.5,GB/s\nwindow64,bibw,inter-node,D D,4096,5,GB/s\n"
+                 "pingpong,latency,intra-node,H H,8,3.5,us\n")
+    bibw, lat = (sweeps.sweep_for(s) for s in measurements.load(f))
+    sweep, points = bibw
+    assert sweep.unit == "MB/s" and sweep.program[:2] == ("osu_p2p", "bibw") and sweep.nodes == 2
+    assert points == [(1024, pytest.approx(2500.0, rel=1e-15)), (4096, pytest.approx(5000.0, rel=1e-15))]
+    sizes, seconds = sweeps.seconds_per_transfer(sweep.unit, points, sweep.kind[0])
+    assert seconds == [pytest.approx(2 * 1024 / 2.5e9, rel=1e-15), pytest.approx(2 * 4096 / 5e9, rel=1e-15)]
+    sweep, points = lat
+    assert sweep.unit == "us" and sweep.gpus_per_node == 2 and sweep.kind == ("latency", "intra-node", "H H")
+    assert sweeps.seconds_per_transfer(sweep.unit, points, "latency") == ([8], [pytest.approx(3.5e-6, rel=1e-15)])
+
+
+def test_the_catalogue_s_d2d_copy_counts_each_byte_once():
+    """bandwidthTest counts a device-to-device copy's bytes twice: the catalogue's D2D sweep halves
+    the published rates (measured_scale) and runs memcpy_sweep d2d 100 times a size."""
+    (d2d,) = [s for s in sweeps.sweeps_for("h100-ib200") if s.kind[1] == "D2D"]
+    assert d2d.program == ("memcpy_sweep", "d2d", "-i", "100") and d2d.measured_scale == 0.5
+    with (MEASURED / "device_bandwidth.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if "Voltage Park" in r["system"] and r["test"].startswith(
+            "memcpy device->device")]
+    first = {}
+    for r in rows:
+        first.setdefault(int(r["transfer_bytes"]), float(r["bandwidth_GBps"]) / 2)
+    assert dict(sweeps.measured_points(d2d)) == first
