@@ -83,7 +83,7 @@ _OSU_TEST = {"latency": "latency", "bandwidth": "bw", "bibw": "bibw"}  # fitted 
 
 def reproduction(metric: str, path: str, buffers: str, iterations: int) -> tuple[tuple[str, ...], dict[str, int]]:
     """The calibration/bench command (sizes follow as -l) and layout that reproduce a sweep of
-    this kind; None where calibration/bench has no counterpart."""
+    this kind (metric, path, buffers); a collective's layout is the sweep's own."""
     i = ("-i", str(iterations))
     if metric in _OSU_TEST:
         program = ("osu_p2p", _OSU_TEST[metric], *(("-d", "cuda") if "D" in buffers else ()), *buffers.split(), *i,
