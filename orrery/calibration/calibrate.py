@@ -90,6 +90,7 @@ def series(machine_name: str, repo: Path | None, inputs: list[Path], p2p_path: s
 def calibrate(machine_name: str, repo: Path | None, inputs: list[Path] = (), p2p_path: str | None = None,
               sweep_set: str | None = None, collective_layout: tuple[int, int] | None = None) -> tuple[dict, list]:
     """The calibration file's content, and the (sweep, points) pairs the closed loop checks."""
+    sweeps.check_sources(repo)
     stack: dict[str, object] = sweeps.set_description(machine_name, sweep_set)
     m = merge.candidate(machine_name, stack)
     pairs, files, skipped = series(machine_name, repo, list(inputs), p2p_path, sweep_set, collective_layout)

@@ -334,3 +334,12 @@ def test_sync_builtin_writes_a_calibration_into_the_description(tmp_path):
     m = machine.load(sync.sync("h100-ib200", tmp_path))
     assert m.copies.D2H is None and "copies.D2H" not in m.sources and m.copies.H2D[0].bandwidth == 50e9
     assert set(m.parameters()) == set(m.sources)
+
+
+def test_a_repo_without_the_measurements_is_named(tmp_path):
+    """--repo CHECKOUT takes a checkout's measurements and benchmarks instead of the installed
+    ones: a folder without them stops the calibration before anything runs, naming it."""
+    (tmp_path / "calibration" / "bench").mkdir(parents=True)
+    with pytest.raises(InputError, match=rf"^--repo: got '{tmp_path}/calibration/data/measured', expected a folder "
+                                         "with the shared measurements$"):
+        calibrate.calibrate("h100-ib200", tmp_path)
