@@ -58,7 +58,7 @@ def main() -> None:
                     f"MPICXX={ORRERY} mpicxx"], check=True)
     bare = work / "jacobi_mpi_only"
     subprocess.run(["smpicc", "-O2", str(REPO / "bench/jacobi_mpi_only.c"), "-o", str(bare)], check=True)
-    m = machine.load(a.machine, a.set)
+    m = machine.load(a.machine, machine.parse_overrides(a.set))
     overrides = [x for kv in a.set for x in ("--set", kv)]
     print("| simulated GPUs | iterations | Orrery wall (s) | Orrery peak RSS (GiB) | bare SMPI wall (s) "
           "| bare SMPI peak RSS (GiB) | wall ratio |")

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from orrery import machines as machine
-from orrery.calibration import calibrate
+from orrery.calibration import merge
 
 REPO = Path(__file__).resolve().parents[1]
 BEGIN = "# BEGIN measured models (written by calibration/sync_builtin.py from the calibration)"
@@ -39,13 +39,13 @@ def sync(name: str, repo: Path = REPO) -> str:
     for key, value in overrides.items():
         section, field = key.split(".", 1)
         if section in machine.MEASURED_MODELS:
-            items = ",\n  ".join(calibrate.toml_value(v) for v in machine.with_units(key, value))
+            items = ",\n  ".join(merge.toml_value(v) for v in machine.with_units(key, value))
             models.setdefault(section, []).append(f"{field} = [\n  {items},\n]")
         else:
             block = re.search(rf"^\[{section}\]\n(.*?)(?=^\[|\Z)", text, re.M | re.S)
             if not block or not re.search(rf"^{field} = .*$", block.group(1), re.M):
                 sys.exit(f"{toml_path}: no '{field}' in [{section}] to carry {key} into")
-            body = re.sub(rf"^{field} = .*$", f"{field} = {calibrate.toml_value(machine.with_units(key, value))}", block.group(1), count=1,
+            body = re.sub(rf"^{field} = .*$", f"{field} = {merge.toml_value(machine.with_units(key, value))}", block.group(1), count=1,
                           flags=re.M)
             text = text[:block.start(1)] + body + text[block.end(1):]
         source = re.search(rf'^"{re.escape(key)}" = "(.*)"$', text, re.M)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import __version__
 from . import machines as machine
-from .calibration import validate
+from .calibration import merge, sweeps
 from .errors import InputError, OrreryError
 from .machines import platform
 from .run import build, costs
@@ -25,7 +25,7 @@ from .run.launch import FILL_POLICIES, GPU_VISIBILITY, RunOptions, run
 from .run.results import summary
 
 # --sweeps help: each machine's other sets of shared sweeps
-SWEEP_SETS = "; ".join(f"{m}: {', '.join(sets)}" for m, sets in validate.SWEEP_SETS.items())
+SWEEP_SETS = "; ".join(f"{m}: {', '.join(sets)}" for m, sets in sweeps.other_sets().items())
 
 
 #: What `orrery run` writes in --out (run.py): cleared before a run's inputs are checked, so that
@@ -66,18 +66,14 @@ def _run_command(a: argparse.Namespace) -> int:
     if program and program[0] == "--":
         program = program[1:]
     _clear_run_outputs(writable_folder(a.out))
-    overrides, calibration = list(a.set), None
-    if a.calibration:
-        from .calibration import calibrate
-
-        calibration = (a.calibration, calibrate.load(a.calibration, machine.load(a.machine).name))
-    # a calibration brings its own measured models (copies, messages, collectives); --set wins over it
-    m = machine.load(a.machine, overrides, measured_models=not a.calibration, calibration=calibration)
+    overrides = machine.parse_overrides(a.set)
+    calibration = merge.read(a.calibration, machine.load(a.machine).name) if a.calibration else None
+    m = merge.machine(a.machine, calibration, overrides)
     layout = platform.Layout.for_machine(m, a.nodes, a.gpus_per_node, a.ranks_per_node)
     opts = RunOptions(
         machine=m, layout=layout, program=program, out=Path(a.out), costs=costs.load(a.costs), mode=a.mode,
         strict=a.strict, d2h_fill=a.d2h_fill, fold_pinned=not a.no_fold_pinned, gpu_visibility=a.gpu_visibility,
-        overrides=tuple((calibration[1] if calibration else []) + overrides),
+        overrides=tuple((calibration.as_set() if calibration else []) + list(a.set)),
     )
     outcome = run(opts)
     sys.stdout.flush()
@@ -94,7 +90,7 @@ def _machine_command(a: argparse.Namespace) -> int:
         for name in machine.builtin_names():
             print(f"{name:20} {machine.load(name).description}")
     elif a.machine_cmd == "show":
-        m = machine.load(a.name, a.set)
+        m = machine.load(a.name, machine.parse_overrides(a.set))
         width = max(len(k) for k in m.parameters())
         print(f"{m.name}: {m.description}")
         for key, value in m.parameters().items():
@@ -110,36 +106,31 @@ def _machine_command(a: argparse.Namespace) -> int:
         m = machine.load(a.file)
         print(f"{a.file}: valid machine '{m.name}' ({len(m.parameters())} parameters)")
     elif a.machine_cmd == "export":
-        m = machine.load(a.name, a.set)
+        m = machine.load(a.name, machine.parse_overrides(a.set))
         layout = platform.Layout.for_machine(m, a.nodes, a.gpus_per_node, a.ranks_per_node)
         print(platform.platform_xml(m, layout), end="")
     return 0
 
 
 def _validate_command(a: argparse.Namespace) -> int:
-    repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
-    out = writable_folder(a.out)
-    calibration = None
-    if a.calibration:
-        from .calibration import calibrate
+    from .calibration import report, validate
 
-        calibration = (a.calibration, calibrate.load(a.calibration, a.machine))
-    # a calibration brings its own measured models (copies, messages, collectives); --set wins over it
-    results = validate.validate(a.machine, repo, list(a.set), measured_models=not a.calibration, sweep_set=a.sweeps,
+    out = writable_folder(a.out)
+    overrides = machine.parse_overrides(a.set)
+    calibration = merge.read(a.calibration, a.machine) if a.calibration else None
+    results = validate.validate(a.machine, Path(a.repo) if a.repo else None, overrides, sweep_set=a.sweeps,
                                 calibration=calibration)
-    print(validate.report(results))
-    for path in validate.write(results, a.machine, out):
+    print(report.validation_report(results))
+    for path in report.write_validation(results, a.machine, out):
         print(f"orrery: plot {path}")
     print(f"orrery: numbers in {out / 'validation.json'}")
     return 0
 
 
 def _calibrate_command(a: argparse.Namespace) -> int:
-    import json
+    from .calibration import calibrate, fit
 
-    from .calibration import calibrate
-
-    repo = Path(a.repo) if a.repo else validate.find_repo(Path.cwd())
+    repo = Path(a.repo) if a.repo else None
     out = writable_folder(a.out)
     if a.sweeps and a.input:
         raise InputError("--sweeps", None, a.sweeps, "either --sweeps (a set of the shared measurements) or --input files")
@@ -151,25 +142,10 @@ def _calibrate_command(a: argparse.Namespace) -> int:
                              "NODESxGPUS, two positive whole numbers (e.g. 2x4: 8 ranks, 4 on each of 2 nodes)")
         layout = (int(parts[0]), int(parts[1]))
     # the kernel table is read first: a bad one stops the command before the calibration's runs
-    kernels = calibrate.fit_kernels(a.kernels) if a.kernels else None
+    kernels = fit.fit_kernels(a.kernels) if a.kernels else None
     cal, pairs = calibrate.calibrate(a.machine, repo, [Path(f) for f in a.input], a.p2p_path, a.sweeps, layout)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "calibration.json"
-    path.write_text(json.dumps(cal, indent=1) + "\n")
-    overrides = calibrate.as_set(cal["overrides"])
-    calibrated = machine.load(a.machine, overrides, measured_models=False)
-    closed = [validate.compare(repo, calibrated, sweep, points) for sweep, points in pairs]
-    validate.write(closed, a.machine, out / "closed-loop")
-    text = calibrate.report(cal, closed, [sweep.kind for sweep, _ in pairs])
-    if kernels:
-        costs_text, fits = kernels
-        (out / "costs.toml").write_text(costs_text)
-        text += "\nkernels (alpha + beta * threads), cost file in " + str(out / "costs.toml") + ":\n" + "\n".join(
-            f"  {k}: alpha {f[0] * 1e6:.3f} us, beta {f[1] * 1e12:.4f} ps/thread, residual median {100 * f[2]:.2f}%, "
-            f"max {100 * f[3]:.2f}%" for k, f in fits.items())
-    (out / "report.txt").write_text(text + "\n")
-    print(text)
-    print(f"orrery: calibration in {path}; closed-loop plots in {out / 'closed-loop'}")
+    print(calibrate.write(out, a.machine, cal, pairs, repo, kernels))
+    print(f"orrery: calibration in {out / 'calibration.json'}; closed-loop plots in {out / 'closed-loop'}")
     return 0
 
 
@@ -256,7 +232,8 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("calibrate", help="fit a machine on measured sweeps and check the fit (closed loop)")
     c.add_argument("--machine", default="h100-ib200")
     c.add_argument("--out", default="orrery-calibration", help="folder for calibration.json and the closed loop")
-    c.add_argument("--repo", help="Orrery's repository (default: found from the current folder)")
+    c.add_argument("--repo", help="an Orrery checkout whose calibration/data/measured and calibration/bench to use "
+                                  "(default: those installed with the package)")
     c.add_argument("--input", action="append", default=[], metavar="FILE",
                    help="measured sweeps to fit (measurement CSV, OSU, bandwidthTest, nccl-tests, BabelStream); "
                         "default: the shared measurements known for the machine")
@@ -281,7 +258,8 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--machine", default="h100-ib200")
     v.add_argument("--out", default="orrery-validate", help="folder for validation.json and the plots")
     v.add_argument("--sweeps", metavar="SET", help="another set of the machine's shared sweeps (" + SWEEP_SETS + ")")
-    v.add_argument("--repo", help="Orrery's repository (default: found from the current folder)")
+    v.add_argument("--repo", help="an Orrery checkout whose calibration/data/measured and calibration/bench to use "
+                                  "(default: those installed with the package)")
     v.add_argument("--calibration", help="a calibration file for this machine, written by `orrery calibrate`")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a machine parameter, e.g. pcie.bandwidth=64GB/s")

@@ -222,7 +222,8 @@ def load(path: str | Path) -> Problem:
         raise InputError(str(source), "costs", e.value, f"a valid cost file once filled in ({e.expected})") from None
     program = (source.parent / spec.program).resolve()
     machine = machines.load(spec.machine if spec.machine in machines.builtin_names()
-                            else str((source.parent / spec.machine).resolve()), spec.options)
+                            else str((source.parent / spec.machine).resolve()),
+                            machines.parse_overrides(spec.options))
     try:
         layout = platform.Layout.for_machine(machine, spec.nodes, spec.gpus_per_node, spec.ranks_per_node)
     except InputError as e:  # named by the spec's key, not the run's flag

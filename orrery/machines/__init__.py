@@ -8,9 +8,10 @@ from .description import (
     builtin_names,
     load,
     parameter_keys,
+    parse_overrides,
     validate,
     with_units,
 )
 
-__all__ = ["MEASURED_MODELS", "Machine", "Segment", "builtin_names", "load", "parameter_keys", "validate",
-           "with_units"]
+__all__ = ["MEASURED_MODELS", "Machine", "Segment", "builtin_names", "load", "parameter_keys", "parse_overrides",
+           "validate", "with_units"]

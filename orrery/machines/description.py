@@ -10,7 +10,7 @@ not know about SimGrid: ``platform.py`` turns a Machine into a platform.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
@@ -492,13 +492,17 @@ def with_units(key: str, value: object) -> object:
 MEASURED_MODELS = ("copies", "messages", "gaps", "collectives")
 
 
-def load(name_or_path: str, overrides: Sequence[str] = (), measured_models: bool = True,
-         calibration: tuple[str, Sequence[str]] | None = None) -> Machine:
-    """Load a built-in machine by name or a description file, applying overrides (`--set`
-    KEY=VALUE strings); without `measured_models`, the description's copies, messages, gaps and
-    collectives sections are left out first (what a calibration starts from). A `calibration`,
-    (its file, its overrides as KEY=VALUE strings), applies before the overrides, and a
-    problem with one of its values is blamed on that file."""
+def load(name_or_path: str, overrides: Mapping[str, object] = {}, measured_models: bool = True,
+         calibration: tuple[str, Mapping[str, object]] | None = None) -> Machine:
+    """Load a built-in machine by name or a description file, applying overrides (dotted key ->
+    value as a description writes it, quantities with their units: parse_overrides makes them of
+    `--set KEY=VALUE` strings); without `measured_models`, the description's copies, messages,
+    gaps and collectives sections are left out first (what a calibration starts from). A
+    `calibration` (its file, its overrides, alike) applies before the overrides, and a problem
+    with one of its values is blamed on that file."""
+    if isinstance(overrides, str) or not isinstance(overrides, Mapping):
+        raise TypeError(f"overrides: a mapping of key -> value (parse_overrides reads --set strings), "
+                        f"not {type(overrides).__name__}")
     path = Path(name_or_path)
     if name_or_path in builtin_names():
         source = f"built-in machine {name_or_path}"
@@ -517,13 +521,19 @@ def load(name_or_path: str, overrides: Sequence[str] = (), measured_models: bool
         for section in MEASURED_MODELS:
             data.pop(section, None)
     overridden: dict[str, str] = {}
-    layers = [(calibration[0], calibration[1])] if calibration else []
-    for where, texts in [*layers, ("--set", overrides)]:
-        for text_override in texts:
-            key, value = _parse_override(text_override, where)
+    layers = [calibration] if calibration else []
+    for where, values in [*layers, ("--set", overrides)]:
+        for key, value in values.items():
             _apply_override(data, key, value, where)
             overridden[key] = where
     return validate(data, source, overridden)
+
+
+def parse_overrides(texts: Sequence[str], source: str = "--set") -> dict[str, object]:
+    """`--set KEY=VALUE` strings as overrides (key -> value): a VALUE TOML reads (a number, a
+    quoted string, a table of a measured model's segments) as TOML, anything else as its text;
+    a later string for a key wins."""
+    return dict(_parse_override(text, source) for text in texts)
 
 
 def validate(data: dict, source: str, overridden: dict[str, str] | set[str] = frozenset()) -> Machine:

@@ -418,7 +418,7 @@ def test_olivia_ompi_4_windows_slower_than_a_lone_message_are_a_gap():
     would slow the lone message). The calibration takes the overhead the lone messages leave
     room for and a gap between sends for the rest: at 1 KiB, osu_bibw's 282 MB/s both ways is
     t = 2 x 1024 B / 282 MB/s per message and direction, a lone message takes T = 3.91 us, and
-    each side's 64 sends must start (64 t - T) / 63 - o apart (calibrate.window_gap)."""
+    each side's 64 sends must start (64 t - T) / 63 - o apart (derive.window_gap)."""
     cal = json.loads((REPO / "calibration" / "gh200-olivia-ompi-4-ucx" / "calibration.json").read_text())
     o = cal["overrides"]["mpi.send_overhead_device"]
     assert o < 0.5e-6  # osu_latency at 256 B (3.76 us) leaves almost nothing beside the route

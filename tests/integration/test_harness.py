@@ -52,8 +52,8 @@ def test_host_sweeps_without_a_gpu(tmp_path):
     assert ("allreduce", "collective_latency") in series and ("pingpong", "latency") in series
     # ... and each collective series, with the layout its rows state (2 ranks on 1 node), is
     # reproduced by coll_sweep, its correction keyed by the collective's name
-    from orrery.calibration import validate
-    found = {s.benchmark: validate.sweep_for(s)[0] for s in loaded if s.metric == "collective_latency"}
+    from orrery.calibration import sweeps
+    found = {s.benchmark: sweeps.sweep_for(s)[0] for s in loaded if s.metric == "collective_latency"}
     assert {name: (sw.program[:3], sw.nodes, sw.gpus_per_node, sw.kind) for name, sw in found.items()} == {
         name: (("coll_sweep", name, "H"), 1, 2, ("collective_latency", name, "H"))
         for name in ("allreduce", "allgather", "alltoall", "bcast", "reduce_scatter")}

@@ -166,10 +166,10 @@ def test_a_real_runtime_link_line_still_links_orrery_s_runtime(bench, tmp_path, 
 def test_window_gap_gives_back_the_gap_the_osu_windows_ran_with(bench, tmp_path):
     """On a machine with a per-message overhead of 1 us each side and a gap of 8 us between a
     rank's sends (gaps.device_inter), small messages' osu_bw and osu_bibw windows run a
-    message per gap; calibrate.window_gap, given each window's time per message and
+    message per gap; derive.window_gap, given each window's time per message and
     osu_latency's lone-message times, gives the 8 us back: the formulas the calibration fits
     gaps with describe what the simulator does."""
-    from orrery.calibration import calibrate
+    from orrery.calibration import derive
     o, gap = 1e-6, 8e-6
     opts = ("--set", "mpi.send_overhead_device=1us", "--set", "mpi.recv_overhead_device=1us",
             "--set", "gaps.device_inter=[{latency = '8us', bandwidth = '1000TB/s'}]")
@@ -179,18 +179,18 @@ def test_window_gap_gives_back_the_gap_the_osu_windows_ran_with(bench, tmp_path)
     bibw = sweep(bench, tmp_path, "osu_p2p", "bibw", "D", "D", "-l", sizes, "-i", "5", nodes=2, options=opts)
     for n in (64, 1024):
         T, T_ack = lat[n] * 1e-6, lat[4] * 1e-6
-        assert calibrate.window_gap("bandwidth", n / (bw[n] * 1e6), o, T, T_ack) == pytest.approx(gap, rel=0.01), n
-        assert calibrate.window_gap("bibw", 2 * n / (bibw[n] * 1e6), o, T, T_ack) == pytest.approx(gap, rel=0.01), n
+        assert derive.window_gap("bandwidth", n / (bw[n] * 1e6), o, T, T_ack) == pytest.approx(gap, rel=0.01), n
+        assert derive.window_gap("bibw", 2 * n / (bibw[n] * 1e6), o, T, T_ack) == pytest.approx(gap, rel=0.01), n
 
 
 @pytest.mark.parametrize("machine_name", ["h100-ib200", "h100-pcie"])
 def test_the_calibration_s_route_latency_within_a_node_is_the_simulated_one(bench, tmp_path, machine_name):
-    """calibrate.route_latency_within_node, which the overhead fits within a node subtract, is
+    """derive.route_latency within a node, which the overhead fits there subtract, is
     what a 1-byte osu_latency between GPUs 0 and 1 of a node takes with no per-message
     overheads (and, on these built-ins, no measured message models): NVLink (h100-ib200), four
     PCIe hops and the sockets' link between cards on two sockets (h100-pcie)."""
     from orrery import machines as machine
-    from orrery.calibration import calibrate
+    from orrery.calibration import derive
     m = machine.load(machine_name)
     assert m.messages.device_intra is None
     zero = [f"mpi.{side}_overhead_device{intra}=0" for side in ("send", "recv") for intra in ("", "_intra")]
@@ -200,4 +200,4 @@ def test_the_calibration_s_route_latency_within_a_node_is_the_simulated_one(benc
     assert p.returncode == 0, p.stderr
     one_way = float(next(line.split()[1] for line in p.stdout.splitlines() if line.startswith("1 ")))
     # the 1-byte message and SMPI's 16-byte envelope add under 0.01 us at these rates
-    assert one_way * 1e-6 == pytest.approx(calibrate.route_latency_within_node(m, "device"), abs=0.01e-6)
+    assert one_way * 1e-6 == pytest.approx(derive.route_latency(m, "intra-node", "device"), abs=0.01e-6)

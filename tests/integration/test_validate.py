@@ -127,3 +127,32 @@ def test_calibrate_builds_its_benchmarks_outside_a_read_only_repository(tmp_path
     assert after == before
     closed = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
     assert len(closed) == 3 and all(s["simulated"] for s in closed)  # the benchmarks ran
+
+
+def test_validate_and_calibrate_run_from_the_installed_package_outside_a_checkout(tmp_path):
+    """The measured data and calibration/bench's sources ship with the package: run from a
+    folder with no checkout above it, `orrery validate` compares the published H100 copy rates
+    (the same rows as the checkout's CSV) with simulated copies whose time is derived by hand,
+    and `orrery calibrate` names its input as the repository does, with the checkout's file's
+    SHA-256 (shipped byte for byte), and writes the committed calibration again."""
+    import hashlib
+
+    from conftest import assert_same_calibration
+
+    from orrery import machines as machine
+    assert not any((d / "calibration" / "bench").exists() for d in [tmp_path, *tmp_path.parents])
+    p = orrery("validate", "--machine", "h100-ib200", "--out", str(tmp_path / "v"), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    h2d = json.loads((tmp_path / "v" / "validation.json").read_text())["sweeps"][0]
+    assert dict(zip(h2d["sizes"], h2d["measured"])) == measured("memcpy host->device")
+    m = machine.load("h100-ib200")
+    o, pcie, n = m.overheads, m.pcie, h2d["sizes"][-1]
+    assert h2d["simulated"][-1] * 1e9 == pytest.approx(n / (o.memcpy + 2 * pcie.latency + n / pcie.bandwidth + o.sync),
+                                                       rel=2e-3)
+    c = orrery("calibrate", "--machine", "h100-ib200", "--out", str(tmp_path / "cal"), cwd=tmp_path)
+    assert c.returncode == 0, c.stderr
+    cal = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    source = REPO / "calibration" / "data" / "measured" / "device_bandwidth.csv"
+    assert cal["inputs"] == [{"file": "calibration/data/measured/device_bandwidth.csv",
+                              "sha256": hashlib.sha256(source.read_bytes()).hexdigest()}]
+    assert_same_calibration(cal, json.loads((REPO / "calibration" / "h100-ib200" / "calibration.json").read_text()))

@@ -38,10 +38,11 @@ def test_every_gpu_property_the_shim_reads_is_generated():
     read |= {f"orrery:collective_correction_{c.lower()}{kind}" for c in colls for kind in ("", "_device", "_host")}
     fix = "[{extra = '2us'}]"
     one = "[{latency = '1us', bandwidth = '10GB/s'}]"
-    m = machine.load("h100-ib200", [f"copies.{d}={one}" for d in ("H2D", "D2H", "D2D", "peer")] +
+    m = machine.load("h100-ib200", machine.parse_overrides(
+                     [f"copies.{d}={one}" for d in ("H2D", "D2H", "D2D", "peer")] +
                      [f"{section}.{p}={one}" for section in ("messages", "gaps")
                       for p in ("device_intra", "device_inter", "host_intra", "host_inter")] +
-                     [f"collectives.{c.lower()}{kind}={fix}" for c in colls for kind in ("", "_device", "_host")] + ["gpudirect.rdma=false", 'mpi.intra_node="nic"'])
+                     [f"collectives.{c.lower()}{kind}={fix}" for c in colls for kind in ("", "_device", "_host")] + ["gpudirect.rdma=false", 'mpi.intra_node="nic"']))
     written = set(platform.gpu_properties(m, platform.Layout(1, 1, 1), 0, 0))
     assert read <= written, f"the shim reads properties the platform lacks: {read - written}"
     assert "orrery:node" in read

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from conftest import REPO
 
-from orrery.calibration import calibrate, measurements
+from orrery.calibration import fit, measurements
 
 DATA = REPO / "calibration" / "data" / "h200-harness"
 
@@ -17,8 +17,8 @@ def by_key(*names):
 
 def fits_within_5_percent(s) -> bool:
     times = [n / v for n, v in zip(s.sizes, s.values)]
-    segments = calibrate.fit_piecewise(s.sizes, times)
-    errors = sorted(abs(calibrate.predict(segments, n) / t - 1) for n, t in zip(s.sizes, times))
+    segments = fit.fit_piecewise(s.sizes, times)
+    errors = sorted(abs(fit.predict(segments, n) / t - 1) for n, t in zip(s.sizes, times))
     return errors[len(errors) // 2] < 0.05
 
 

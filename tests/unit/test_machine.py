@@ -29,23 +29,23 @@ def test_every_builtin_parameter_has_a_source(name):
 
 
 def test_override_is_parsed_with_units():
-    m = machine.load("h100-ib200", ["pcie.bandwidth=64GB/s", "node.gpus=2", "nic.per_node=2"])
+    m = machine.load("h100-ib200", machine.parse_overrides(["pcie.bandwidth=64GB/s", "node.gpus=2", "nic.per_node=2"]))
     assert (m.pcie.bandwidth, m.node.gpus) == (64e9, 2)
 
 
 def test_override_of_unknown_key_is_named():
     with pytest.raises(InputError, match=r"--set: key 'pcie\.speed': got 1"):
-        machine.load("h100-ib200", ["pcie.speed=1"])
+        machine.load("h100-ib200", machine.parse_overrides(["pcie.speed=1"]))
 
 
 def test_override_with_bad_unit_names_the_override():
     with pytest.raises(InputError, match=r"--set pcie.bandwidth .*got '5GB', expected a bandwidth"):
-        machine.load("h100-ib200", ["pcie.bandwidth=5GB"])
+        machine.load("h100-ib200", machine.parse_overrides(["pcie.bandwidth=5GB"]))
 
 
 def test_override_needs_key_and_value():
     with pytest.raises(InputError, match="KEY=VALUE"):
-        machine.load("h100-ib200", ["pcie.bandwidth"])
+        machine.load("h100-ib200", machine.parse_overrides(["pcie.bandwidth"]))
 
 
 def test_unknown_machine_lists_the_builtins():
@@ -93,19 +93,21 @@ def test_topology_specific_parameters_are_required():
 def test_fat_tree_levels_are_checked():
     with pytest.raises(InputError, match="key 'fabric.leaves_per_pod': got None, expected a value: fabric.levels = 3 "
                                          "needs it"):
-        machine.load("h100-ib200", ["fabric.levels=3"])
+        machine.load("h100-ib200", machine.parse_overrides(["fabric.levels=3"]))
     with pytest.raises(InputError, match=r"key 'fabric.levels': got 3, expected 2 with fabric.topology = 'dragonfly' "
                                          r"\(3 levels are for fat-tree and rail-optimized fabrics\)"):
-        machine.load("h100-ib200", ["fabric.levels=3", "fabric.leaves_per_pod=2", "fabric.topology='dragonfly'",
+        machine.load("h100-ib200", machine.parse_overrides([
+                                    "fabric.levels=3", "fabric.leaves_per_pod=2", "fabric.topology='dragonfly'",
                                     "fabric.routers_per_group=2", "fabric.local_bandwidth='50GB/s'",
-                                    "fabric.global_bandwidth='10GB/s'"])
+                                    "fabric.global_bandwidth='10GB/s'"]))
     with pytest.raises(InputError, match=r"key 'fabric.levels': got 4, expected 2 or 3"):
-        machine.load("h100-ib200", ["fabric.levels=4"])
-    assert machine.load("h100-ib200", ["fabric.levels=3", "fabric.leaves_per_pod=2"]).fabric.levels == 3
+        machine.load("h100-ib200", machine.parse_overrides(["fabric.levels=4"]))
+    three = machine.parse_overrides(["fabric.levels=3", "fabric.leaves_per_pod=2"])
+    assert machine.load("h100-ib200", three).fabric.levels == 3
 
 
 def test_override_may_set_a_parameter_the_file_leaves_out():
-    m = machine.load("h100-ib200", ["nvlink.topology=nvswitch", "nvlink.links_per_gpu=18"])
+    m = machine.load("h100-ib200", machine.parse_overrides(["nvlink.topology=nvswitch", "nvlink.links_per_gpu=18"]))
     assert m.nvlink_pair_bandwidth == 18 * 25e9
 
 
@@ -126,7 +128,8 @@ def test_semantic_checks():
         machine.validate(data, "test")
     with pytest.raises(InputError, match="key 'node.socket_link_bandwidth': got 64000000000.0, expected no value "
                                          "with host_link.kind = 'nvlink-c2c': it is for GPUs on PCIe"):
-        machine.load("gh200-slingshot", ["node.socket_link_bandwidth='64GB/s'", "node.socket_link_latency='0.1us'"])
+        machine.load("gh200-slingshot", machine.parse_overrides(["node.socket_link_bandwidth='64GB/s'",
+                                                                 "node.socket_link_latency='0.1us'"]))
 
 
 @pytest.mark.parametrize("override, key, message", [
@@ -147,5 +150,5 @@ def test_semantic_checks():
 ])
 def test_measured_model_errors_name_the_override_key_and_value(override, key, message):
     with pytest.raises(InputError) as e:
-        machine.load("h100-ib200", [override])
+        machine.load("h100-ib200", machine.parse_overrides([override]))
     assert str(e.value) == f"--set {override.split('=')[0]} (on built-in machine h100-ib200): key '{key}': {message}"

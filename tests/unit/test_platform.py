@@ -70,7 +70,7 @@ def test_gpu_hosts_carry_their_description(h100):
 
 
 def test_no_nvlink_topology_has_no_gpu_to_gpu_links(h100):
-    m = machine.load("h100-ib200", ["nvlink.topology=none"])
+    m = machine.load("h100-ib200", machine.parse_overrides(["nvlink.topology=none"]))
     _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
     gpu = re.compile(r"^n\d+-gpu\d+$")
     assert not [e for e in edges if gpu.match(e[0]) and gpu.match(e[1])]
@@ -107,7 +107,7 @@ def test_nvswitch_pcie_sharing_and_rails_of_dgx_h100():
 
 
 def test_fat_tree_leaves_and_oversubscribed_uplinks():
-    m = machine.load("h100-ib200", ["fabric.nodes_per_leaf=2", "fabric.oversubscription=2.0"])
+    m = machine.load("h100-ib200", machine.parse_overrides(["fabric.nodes_per_leaf=2", "fabric.oversubscription=2.0"]))
     _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 5)))
     assert ("n3-nic0", "leaf1") in edges and ("n4-nic0", "leaf2") in edges
     # leaf 2 holds one node: 4 NICs x 25 GB/s down, half of it up
@@ -116,8 +116,8 @@ def test_fat_tree_leaves_and_oversubscribed_uplinks():
 
 
 def test_three_level_fat_tree_groups_leaves_in_pods_under_a_core():
-    m = machine.load("h100-ib200", ["fabric.nodes_per_leaf=1", "fabric.oversubscription=2.0", "fabric.levels=3",
-                                    "fabric.leaves_per_pod=2"])
+    m = machine.load("h100-ib200", machine.parse_overrides(["fabric.nodes_per_leaf=1", "fabric.oversubscription=2.0",
+                                                            "fabric.levels=3", "fabric.leaves_per_pod=2"]))
     root, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 5)))
     # 5 leaves, pods of 2: spines 0 and 1 hold two leaves, spine 2 one
     assert {r.get("id") for r in root.iter("router") if r.get("id").startswith(("spine", "core"))} == {
@@ -158,7 +158,7 @@ def test_messages_within_a_node_through_the_nic_start_at_endpoints_whose_one_way
     gpu = next(h for h in root.iter("host") if h.get("id") == "n0-gpu2")
     assert {p.get("id"): p.get("value") for p in gpu.iter("prop")}["orrery:mpi_endpoint"] == "n0-gpu2-mpi"
     # the default, direct: no message endpoints, NVLink between GPUs, shared memory between processes
-    direct = machine.load("gh200-slingshot", ['mpi.intra_node="direct"'])
+    direct = machine.load("gh200-slingshot", machine.parse_overrides(['mpi.intra_node="direct"']))
     root, edges = routes(platform.platform_xml(direct, platform.Layout.for_machine(direct, 1)))
     assert not any(h.get("id").endswith("-mpi") for h in root.iter("host"))
     assert ("n0-cpu1", "n0-cpu1-mem") in edges and ("n0-gpu0", "n0-gpu1") in edges
@@ -179,7 +179,7 @@ def test_modelled_sockets_have_their_own_root_complex_memory_and_devices():
     props = {h.get("id"): {p.get("id"): p.get("value") for p in h.iter("prop")} for h in root.iter("host")}
     assert props["n0-gpu0"]["orrery:cpu"] == "n0-cpu" and props["n0-gpu1"]["orrery:cpu"] == "n0-cpu-s1"
     # without GPUDirect RDMA, a NIC's staging goes through its own socket's root complex
-    staged = machine.load("h100-pcie", ["gpudirect.rdma=false", "nic.per_node=2"])
+    staged = machine.load("h100-pcie", machine.parse_overrides(["gpudirect.rdma=false", "nic.per_node=2"]))
     _, edges = routes(platform.platform_xml(staged, platform.Layout.for_machine(staged, 1)))
     assert ("n0-root", "n0-nic0-port") in edges and ("n0-root1", "n0-nic1-port") in edges
     one = machine.load("h100-ib200")
@@ -189,7 +189,7 @@ def test_modelled_sockets_have_their_own_root_complex_memory_and_devices():
 
 
 def test_without_gpudirect_rdma_nics_hang_off_the_root_complex(h100):
-    m = machine.load("h100-ib200", ["gpudirect.rdma=false"])
+    m = machine.load("h100-ib200", machine.parse_overrides(["gpudirect.rdma=false"]))
     _, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
     assert ("n0-root", "n0-nic1-port") in edges and ("n0-pcie1", "n0-nic1-port") not in edges
     assert ("n0-gpu1-port", "n0-nic1-port") not in edges
@@ -198,7 +198,7 @@ def test_without_gpudirect_rdma_nics_hang_off_the_root_complex(h100):
 def dragonfly(**more):
     sets = {"fabric.topology": "'dragonfly'", "fabric.nodes_per_leaf": "1", "fabric.routers_per_group": "2",
             "fabric.local_bandwidth": "'50GB/s'", "fabric.global_bandwidth": "'10GB/s'", **more}
-    return machine.load("h100-ib200", [f"{k}={v}" for k, v in sets.items()])
+    return machine.load("h100-ib200", machine.parse_overrides([f"{k}={v}" for k, v in sets.items()]))
 
 
 def test_dragonfly_groups_local_all_to_all_and_one_global_link_per_group_pair():
@@ -221,5 +221,5 @@ def test_dragonfly_groups_local_all_to_all_and_one_global_link_per_group_pair():
 def test_dragonfly_needs_its_group_parameters():
     with pytest.raises(InputError, match="key 'fabric.global_bandwidth': got None, expected a value: "
                                          "fabric.topology = 'dragonfly' needs it"):
-        machine.load("h100-ib200", ["fabric.topology='dragonfly'", "fabric.routers_per_group=4",
-                                    "fabric.local_bandwidth='50GB/s'"])
+        machine.load("h100-ib200", machine.parse_overrides(["fabric.topology='dragonfly'", "fabric.routers_per_group=4",
+                                    "fabric.local_bandwidth='50GB/s'"]))
