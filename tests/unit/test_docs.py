@@ -185,7 +185,7 @@ def test_tour_command_lines_parse_and_their_inputs_exist():
         if m:
             assert m in machine.builtin_names() or m in created or (REPO / m).is_file(), command
         for override in getattr(args, "set", []):
-            machine.load("h100-ib200", [override])  # a key the schema has, in units it takes
+            machine.load("h100-ib200", machine.parse_overrides([override]))  # a key the schema has, in units it takes
         if getattr(args, "costs", None):
             assert (REPO / args.costs).is_file(), command
         if getattr(args, "calibration", None):
