@@ -31,7 +31,7 @@ SWEEP_SETS = "; ".join(f"{m}: {', '.join(sets)}" for m, sets in validate.SWEEP_S
 #: What `orrery run` writes in --out (run.py): cleared before a run's inputs are checked, so that
 #: a rejected run leaves nothing of an earlier one looking current.
 RUN_OUTPUTS = ("results.json", "results.json.part", "report.tsv", "error.txt", "platform.xml", "hostfile",
-               "orrery.cfg", "machine.json")
+               "run.json", "machine.json")
 
 
 def _clear_run_outputs(out: Path) -> None:

@@ -32,76 +32,39 @@
 
 namespace orrery {
 
-/* ---------------- configuration ---------------- */
-
-static double parse_double(const std::string& key, const std::string& v) {
-  char* end = nullptr;
-  errno = 0;
-  double d = strtod(v.c_str(), &end);
-  if (errno || end == v.c_str() || *end)
-    fatal("configuration: key '%s' has value '%s', expected a number", key.c_str(), v.c_str());
-  return d;
-}
-
-static Config load_config() {
-  Config c;
-  const char* path = getenv("ORRERY_CONFIG");
-  if (!path || !*path)
-    return c;
-  std::ifstream in(path);
-  if (!in)
-    fatal("cannot read the run configuration %s (ORRERY_CONFIG)", path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#')
-      continue;
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    std::string item;
-    while (std::getline(ss, item, '\t'))
-      f.push_back(item);
-    const std::string& key = f[0];
-    if (key == "rank_cpu" && f.size() == 3) {
-      c.rank_cpu[(int)parse_double("rank_cpu", f[1])] = f[2];
-      continue;
-    }
-    if (key == "cost" && f.size() == 4) {
-      c.costs[f[1]] = KernelCost{parse_double("cost alpha", f[2]), parse_double("cost beta", f[3])};
-      continue;
-    }
-    if (f.size() != 2)
-      fatal("%s: malformed line '%s'", path, line.c_str());
-    const std::string& v = f[1];
-    if (key == "strict")
-      c.strict = v == "1";
-    else if (key == "default_kernel_s")
-      c.default_kernel_s = parse_double(key, v);
-    else if (key == "d2h_fill")
-      c.d2h_fill = v == "zero" ? FillPolicy::Zero : v == "keep" ? FillPolicy::Keep : FillPolicy::Large;
-    else if (key == "fold_threshold")
-      c.fold_threshold = (size_t)parse_double(key, v);
-    else if (key == "fold_pinned")
-      c.fold_pinned = v == "1";
-    else if (key == "fold_blocksize")
-      c.fold_blocksize = (size_t)parse_double(key, v);
-    else if (key == "gpu_visibility")
-      c.bound_gpu = v == "bound";
-    else if (key == "report")
-      c.report_path = v;
-    else if (key == "error")
-      c.error_path = v;
-    else
-      fatal("%s: unknown key '%s'", path, key.c_str());
-  }
-  return c;
-}
+/* ---------------- the run's description ---------------- */
 
 static bool g_config_loaded = false;  // a fatal error while reading it cannot end the run by the report
 
-const Config& config() {
-  static const Config c = load_config();
+static RunDescription load_description() {
+  const char* path = getenv("ORRERY_RUN");
+  if (!path || !*path)
+    fatal("no run description (ORRERY_RUN is not set): run programs with `orrery run`");
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in)
+    fatal("cannot read the run description %s (ORRERY_RUN)", path);
+  return parse_run_description(text.str(), path);
+}
+
+const RunDescription& run_description() {
+  static const RunDescription d = load_description();
   g_config_loaded = true;
-  return c;
+  return d;
+}
+
+const GpuHost& gpu_place(const sg4::Host* host) {
+  static const std::map<std::string, const GpuHost*> by_host = [] {
+    std::map<std::string, const GpuHost*> m;
+    for (const GpuHost& g : run_description().gpus)
+      m[g.host] = &g;
+    return m;
+  }();
+  auto it = by_host.find(host->get_name());
+  if (it == by_host.end())
+    fatal("the run description has no GPU on platform host %s", host->get_cname());
+  return *it->second;
 }
 
 /* ---------------- fatal errors ---------------- */
@@ -140,39 +103,6 @@ void unsupported(const char* function) {
 
 /* ---------------- GPUs, described by their platform host ---------------- */
 
-static const char* prop(const sg4::Host* h, const char* key) {
-  const char* v = h->get_property(key);
-  if (!v)
-    fatal("platform host %s has no property '%s': was the platform made by `orrery run`?", h->get_cname(),
-          key);
-  return v;
-}
-static double prop_d(const sg4::Host* h, const char* key) { return parse_double(key, prop(h, key)); }
-static int prop_i(const sg4::Host* h, const char* key) { return (int)prop_d(h, key); }
-
-/* "up_to:latency:bandwidth,..." (orrery/platform.py piecewise_property), or nothing. */
-static Piecewise piecewise(const sg4::Host* h, const std::string& key) {
-  Piecewise model;
-  const char* v = h->get_property(key);
-  if (!v)
-    return model;
-  std::string text = v;
-  size_t at = 0;
-  while (at <= text.size()) {
-    size_t end = text.find(',', at);
-    if (end == std::string::npos)
-      end = text.size();
-    Segment seg{};
-    if (sscanf(text.substr(at, end - at).c_str(), "%lf:%lf:%lf", &seg.up_to, &seg.latency_s, &seg.bandwidth) != 3 ||
-        seg.bandwidth <= 0)
-      fatal("platform host %s: property %s is '%s', expected up_to:latency:bandwidth,...", h->get_cname(),
-            key.c_str(), v);
-    model.push_back(seg);
-    at = end + 1;
-  }
-  return model;
-}
-
 static sg4::Host* host_by_name(const std::string& name) {
   sg4::Host* h = sg4::Host::by_name_or_null(name);
   if (!h)
@@ -190,34 +120,38 @@ static Gpu* gpu_of_host(sg4::Host* host) {
   auto built = std::make_unique<Gpu>();
   Gpu& g = *built;
   g.host = host;
-  g.cpu = host_by_name(prop(host, "orrery:cpu"));
-  g.node = prop_i(host, "orrery:node");
-  g.index = prop_i(host, "orrery:index");
+  const RunDescription& d = run_description();
+  const GpuHost& place = gpu_place(host);
+  const GpuModel& model = d.gpu;
+  g.cpu = host_by_name(place.cpu);
+  g.node = (int)place.node;
+  g.index = (int)place.index;
   g.speed = host->get_speed();
-  g.launch_overhead_s = prop_d(host, "orrery:launch_overhead_s");
-  g.copy_overhead_s = prop_d(host, "orrery:copy_overhead_s");
-  g.sync_overhead_s = prop_d(host, "orrery:sync_overhead_s");
-  g.memset_bandwidth = prop_d(host, "orrery:memset_bandwidth");
-  g.d2d_bandwidth = prop_d(host, "orrery:d2d_bandwidth");
-  g.d2d_latency_s = prop_d(host, "orrery:d2d_latency_s");
-  g.host_memcpy_bandwidth = prop_d(host, "orrery:host_memcpy_bandwidth");
+  g.launch_overhead_s = model.launch_overhead_s;
+  g.copy_overhead_s = model.copy_overhead_s;
+  g.sync_overhead_s = model.sync_overhead_s;
+  g.memset_bandwidth = model.memset_bandwidth;
+  g.d2d_bandwidth = model.d2d_bandwidth;
+  g.d2d_latency_s = model.d2d_latency_s;
+  g.host_memcpy_bandwidth = d.host_memcpy_bandwidth;
 
-  for (CopyKind k : {CopyKind::H2D, CopyKind::D2H, CopyKind::D2D, CopyKind::Peer})
-    g.copy_model[(int)k] = piecewise(host, std::string("orrery:copy_model_") + copy_kind_name(k));
-  g.copy_engine = host_by_name(prop(host, "orrery:copy_engine"));
-  const char* endpoint = host->get_property("orrery:mpi_endpoint");
-  g.message_end = endpoint ? host_by_name(endpoint) : host;
+  g.copy_model[(int)CopyKind::H2D] = d.copies.H2D;
+  g.copy_model[(int)CopyKind::D2H] = d.copies.D2H;
+  g.copy_model[(int)CopyKind::D2D] = d.copies.D2D;
+  g.copy_model[(int)CopyKind::Peer] = d.copies.peer;
+  g.copy_engine = host_by_name(place.copy_engine);
+  g.message_end = place.message_end ? host_by_name(*place.message_end) : host;
 
-  int engines = prop_i(host, "orrery:copy_engines");
+  int engines = (int)model.copy_engines;
   g.h2d_engine = sg4::Semaphore::create(engines >= 2 ? engines / 2 : 1);
   g.d2h_engine = engines >= 2 ? sg4::Semaphore::create(engines - engines / 2) : g.h2d_engine;
 
   cudaDeviceProp& p = g.prop;
-  snprintf(p.name, sizeof p.name, "%s", prop(host, "orrery:name"));
-  p.totalGlobalMem = (size_t)prop_d(host, "orrery:memory_bytes");
-  p.sharedMemPerBlock = (size_t)prop_d(host, "orrery:shared_per_block");
-  p.sharedMemPerBlockOptin = (size_t)prop_d(host, "orrery:shared_per_block_optin");
-  p.sharedMemPerMultiprocessor = (size_t)prop_d(host, "orrery:shared_per_sm");
+  snprintf(p.name, sizeof p.name, "%s", model.name.c_str());
+  p.totalGlobalMem = (size_t)model.memory_bytes;
+  p.sharedMemPerBlock = (size_t)model.shared_per_block;
+  p.sharedMemPerBlockOptin = (size_t)model.shared_per_block_optin;
+  p.sharedMemPerMultiprocessor = (size_t)model.shared_per_sm;
   p.regsPerBlock = 65536;
   p.regsPerMultiprocessor = 65536;
   p.warpSize = 32;
@@ -230,21 +164,21 @@ static Gpu* gpu_of_host(sg4::Host* host) {
   p.maxGridSize[1] = 65535;
   p.maxGridSize[2] = 65535;
   p.totalConstMem = 65536;
-  p.major = prop_i(host, "orrery:cc_major");
-  p.minor = prop_i(host, "orrery:cc_minor");
+  p.major = (int)model.cc_major;
+  p.minor = (int)model.cc_minor;
   p.textureAlignment = 512;
   p.texturePitchAlignment = 32;
-  p.multiProcessorCount = prop_i(host, "orrery:sm_count");
+  p.multiProcessorCount = (int)model.sm_count;
   p.canMapHostMemory = 1;
   p.concurrentKernels = 1;
   p.ECCEnabled = 1;
-  p.pciBusID = prop_i(host, "orrery:pci_bus_id");
-  p.asyncEngineCount = prop_i(host, "orrery:copy_engines");
+  p.pciBusID = (int)place.pci_bus_id;
+  p.asyncEngineCount = engines;
   p.unifiedAddressing = 1;
-  p.memoryBusWidth = prop_i(host, "orrery:memory_bus_width");
-  p.l2CacheSize = prop_i(host, "orrery:l2_bytes");
-  p.maxThreadsPerMultiProcessor = prop_i(host, "orrery:max_threads_per_sm");
-  p.maxBlocksPerMultiProcessor = prop_i(host, "orrery:max_blocks_per_sm");
+  p.memoryBusWidth = (int)model.memory_bus_width;
+  p.l2CacheSize = (int)model.l2_bytes;
+  p.maxThreadsPerMultiProcessor = (int)model.max_threads_per_sm;
+  p.maxBlocksPerMultiProcessor = (int)model.max_blocks_per_sm;
   p.streamPrioritiesSupported = 1;
   p.globalL1CacheSupported = 1;
   p.localL1CacheSupported = 1;
@@ -316,33 +250,29 @@ Rank& rank_self(const char* function) {
   r->host = self->get_host();
   // As on a cluster: a rank sees the GPUs of its node and starts on device 0,
   // or, bound (CUDA_VISIBLE_DEVICES per rank), only the GPU it runs next to.
-  if (config().bound_gpu) {
+  const RunDescription& d = run_description();
+  if (d.gpu_visibility == GpuVisibility::Bound) {
     r->gpus.push_back(gpu_of_host(r->host));
   } else {
-    std::stringstream ss(prop(r->host, "orrery:gpus"));
-    std::string name;
-    while (std::getline(ss, name, ','))
-      r->gpus.push_back(gpu_of_host(host_by_name(name)));
+    std::map<int64_t, const GpuHost*> of_node;  // by device number
+    for (const GpuHost& g : d.gpus)
+      if (g.node == gpu_place(r->host).node)
+        of_node[g.index] = &g;
+    for (auto [index, g] : of_node)
+      r->gpus.push_back(gpu_of_host(host_by_name(g->host)));
   }
   r->device = 0;
   r->legacy.assign(r->gpus.size(), nullptr);
-  auto cpu = config().rank_cpu.find(r->id);
-  r->cpu = cpu == config().rank_cpu.end() ? nullptr : host_by_name(cpu->second);
-  const char* endpoint = r->host->get_property("orrery:mpi_endpoint");
-  r->device_end = endpoint ? host_by_name(endpoint) : r->host;
-  r->mpi_host = MpiPath{prop_d(r->host, "orrery:mpi_eager_host"), prop_d(r->host, "orrery:mpi_send_overhead_host_s"),
-                        prop_d(r->host, "orrery:mpi_recv_overhead_host_s"),
-                        prop_d(r->host, "orrery:mpi_send_overhead_host_intra_s"),
-                        prop_d(r->host, "orrery:mpi_recv_overhead_host_intra_s")};
-  r->mpi_device = MpiPath{prop_d(r->host, "orrery:mpi_eager_device"),
-                          prop_d(r->host, "orrery:mpi_send_overhead_device_s"),
-                          prop_d(r->host, "orrery:mpi_recv_overhead_device_s"),
-                          prop_d(r->host, "orrery:mpi_send_overhead_device_intra_s"),
-                          prop_d(r->host, "orrery:mpi_recv_overhead_device_intra_s")};
-  for (auto [path, kind] : {std::pair{&r->mpi_host, "host"}, std::pair{&r->mpi_device, "device"}}) {
-    path->gap_inter = piecewise(r->host, std::string("orrery:message_gap_") + kind + "_inter");
-    path->gap_intra = piecewise(r->host, std::string("orrery:message_gap_") + kind + "_intra");
-  }
+  r->cpu = r->id < (int)d.ranks.size() ? host_by_name(d.ranks[r->id].cpu) : nullptr;
+  const std::optional<std::string>& endpoint = gpu_place(r->host).message_end;
+  r->device_end = endpoint ? host_by_name(*endpoint) : r->host;
+  auto mpi_path = [&](const MpiOverheads& o, const MessagePaths& gaps, bool device) {
+    return MpiPath{device ? d.mpi.eager_device : d.mpi.eager_host, o.send_s, o.recv_s, o.send_intra_s,
+                   o.recv_intra_s, device ? gaps.device_inter : gaps.host_inter,
+                   device ? gaps.device_intra : gaps.host_intra};
+  };
+  r->mpi_host = mpi_path(d.mpi.host, d.mpi.gaps, false);
+  r->mpi_device = mpi_path(d.mpi.device, d.mpi.gaps, true);
   Rank* rp = r.get();
   sg4::this_actor::on_exit([rp](bool killed) {
     if (rp->stats.end_s < 0)
@@ -669,7 +599,6 @@ void wait_device(Rank& r, int device) {
 
 namespace {
 enum MessagePath { DEVICE_INTRA, DEVICE_INTER, HOST_INTRA, HOST_INTER, MESSAGE_PATHS };
-const char* const kMessagePathNames[MESSAGE_PATHS] = {"device_intra", "device_inter", "host_intra", "host_inter"};
 
 struct MessageEnd {
   int node;
@@ -709,52 +638,46 @@ bool is_device_path(int path) { return path == DEVICE_INTRA || path == DEVICE_IN
 
 void install_message_factors() {
   const sg4::Engine* e = sg4::Engine::get_instance();
-  const sg4::Host* first_gpu = nullptr;
-  for (const sg4::Host* h : e->get_all_hosts()) {
-    int node, index, used = 0;
-    const char* name = h->get_cname();
-    if (sscanf(name, "n%d-gpu%d%n", &node, &index, &used) == 2 && name[used] == '\0') {
-      g_messages.ends[h] = {node, true};
-      first_gpu = first_gpu ? first_gpu : h;
-    } else if (sscanf(name, "n%d-gpu%d%n", &node, &index, &used) == 2 && !strcmp(name + used, "-mpi")) {
-      g_messages.ends[h] = {node, true};  // a GPU's message endpoint (mpi.intra_node = "nic")
-    } else if (sscanf(name, "n%d-cpu%d%n", &node, &index, &used) == 2 && name[used] == '\0') {
-      g_messages.ends[h] = {node, false};
-    }
+  const RunDescription& d = run_description();
+  for (const GpuHost& g : d.gpus) {
+    g_messages.ends[host_by_name(g.host)] = {(int)g.node, true};
+    if (g.message_end)  // a GPU's message endpoint (mpi.intra_node = "nic")
+      g_messages.ends[host_by_name(*g.message_end)] = {(int)g.node, true};
   }
-  bool any = false;
-  for (int p = 0; p < MESSAGE_PATHS && first_gpu; p++) {
-    g_messages.path[p] = piecewise(first_gpu, std::string("orrery:message_model_") + kMessagePathNames[p]);
-    any = any || !g_messages.path[p].empty();
-  }
-  // Without GPUDirect RDMA: the staging links between a root complex and its NICs.
-  const char* staging = first_gpu ? first_gpu->get_property("orrery:staging") : nullptr;
-  if (staging) {
-    if (sscanf(staging, "%lf:%lf:%lf", &g_staging.chunk, &g_staging.bandwidth, &g_staging.overhead_s) != 3)
-      fatal("platform host %s: property orrery:staging is '%s', expected chunk:bandwidth:overhead",
-            first_gpu->get_cname(), staging);
-    for (const sg4::Link* l : e->get_all_links()) {
-      int node, nic, used = 0;
-      const char* name = l->get_cname();
-      // full-duplex links are two SimGrid links, NAME_UP and NAME_DOWN
-      if (sscanf(name, "n%d-nic%d-sw%n", &node, &nic, &used) == 2 &&
-          (name[used] == '\0' || !strcmp(name + used, "_UP") || !strcmp(name + used, "_DOWN")))
-        g_staging.links.insert(l);
-    }
-  }
-  if (g_messages.ends.empty() || !first_gpu)
-    return;
-  // send + receive overhead per message of each path, in kMessagePathNames' order
-  const char* const send_keys[MESSAGE_PATHS] = {
-      "orrery:mpi_send_overhead_device_intra_s", "orrery:mpi_send_overhead_device_s",
-      "orrery:mpi_send_overhead_host_intra_s", "orrery:mpi_send_overhead_host_s"};
-  const char* const recv_keys[MESSAGE_PATHS] = {
-      "orrery:mpi_recv_overhead_device_intra_s", "orrery:mpi_recv_overhead_device_s",
-      "orrery:mpi_recv_overhead_host_intra_s", "orrery:mpi_recv_overhead_host_s"};
+  for (const RankPlace& r : d.ranks)
+    g_messages.ends[host_by_name(r.cpu)] = {(int)r.node, false};
+  const MessagePaths& m = d.mpi.messages;
+  const Piecewise* models[MESSAGE_PATHS] = {&m.device_intra, &m.device_inter, &m.host_intra, &m.host_inter};
   for (int p = 0; p < MESSAGE_PATHS; p++)
-    g_messages.overheads[p] = prop_d(first_gpu, send_keys[p]) + prop_d(first_gpu, recv_keys[p]);
-  g_messages.eager[0] = prop_d(first_gpu, "orrery:mpi_eager_host");
-  g_messages.eager[1] = prop_d(first_gpu, "orrery:mpi_eager_device");
+    g_messages.path[p] = *models[p];
+  // Without GPUDirect RDMA: the staging links between a root complex and its NICs.
+  if (d.staging) {
+    g_staging.chunk = d.staging->chunk;
+    g_staging.bandwidth = d.staging->bandwidth;
+    g_staging.overhead_s = d.staging->overhead_s;
+    for (const std::string& name : d.staging->links) {
+      // full-duplex links are two SimGrid links, NAME_UP and NAME_DOWN
+      bool found = false;
+      for (const std::string& one : {name, name + "_UP", name + "_DOWN"})
+        if (const sg4::Link* l = sg4::Link::by_name_or_null(one)) {
+          g_staging.links.insert(l);
+          found = true;
+        }
+      if (!found)
+        fatal("the platform has no link %s (run description key staging.links)", name.c_str());
+    }
+  }
+  if (g_messages.ends.empty())
+    return;
+  // send + receive overhead per message of each path, in MessagePath's order
+  const MpiOverheads& dev = d.mpi.device;
+  const MpiOverheads& host = d.mpi.host;
+  g_messages.overheads[DEVICE_INTRA] = dev.send_intra_s + dev.recv_intra_s;
+  g_messages.overheads[DEVICE_INTER] = dev.send_s + dev.recv_s;
+  g_messages.overheads[HOST_INTRA] = host.send_intra_s + host.recv_intra_s;
+  g_messages.overheads[HOST_INTER] = host.send_s + host.recv_s;
+  g_messages.eager[0] = d.mpi.eager_host;
+  g_messages.eager[1] = d.mpi.eager_device;
   e->get_netzone_root()->get_network_model()->set_lat_factor_cb(
       [](double size, const sg4::Host* src, const sg4::Host* dst, const std::vector<sg4::Link*>& links,
          const std::unordered_set<sg4::NetZone*>&) {
@@ -801,14 +724,20 @@ void install_message_factors() {
 
 /* ---------------- collective corrections (machine key collectives.*) ----------------
  * Piecewise like the copy and message models: a segment's latency is the extra time
- * of a call in its size range (orrery/platform.py writes no size term). */
+ * of a call in its size range. */
 
 double collective_correction(const char* name, double bytes, bool device) {
-  static std::map<std::string, Piecewise> models;  // by key (lower-case collective name), each read once
+  static std::map<std::string, Piecewise> models;  // by key (lower-case collective name), each made once
   auto model = [&](const std::string& key) -> const Piecewise& {
     auto it = models.find(key);
-    if (it == models.end())
-      it = models.emplace(key, piecewise(rank_self(name).host, "orrery:collective_correction_" + key)).first;
+    if (it == models.end()) {
+      Piecewise segments;  // a correction's segment: its latency is the extra time, with no size term
+      const auto& all = run_description().mpi.collectives;
+      if (auto found = all.find(key); found != all.end())
+        for (const CollectiveCorrection& c : found->second)
+          segments.push_back(Segment{c.up_to, c.extra_s, INFINITY});
+      it = models.emplace(key, segments).first;
+    }
     return it->second;
   };
   std::string key = name;
@@ -874,7 +803,7 @@ void end_run(const char* status, int rank, int code) {
   fflush(nullptr);
   write_report();
   // Without a report (not run by orrery run) the process's status is all there is to tell.
-  _exit(config().report_path.empty() ? (!strcmp(status, "exited") || !strcmp(status, "aborted") ? code : 1) : 0);
+  _exit(run_description().report.empty() ? (!strcmp(status, "exited") || !strcmp(status, "aborted") ? code : 1) : 0);
 }
 
 // SimGrid has listed the blocked actors (its kernel's view); the report names each rank's MPI call.
@@ -901,7 +830,7 @@ void finish_rank(const Rank& r) {
 /* exit() called by a rank during the simulation ends the whole process (every rank is an actor
  * in it), before SimGrid's own exit handler turns it into an abort and loses the status. */
 static void on_process_exit(int status, void*) {
-  if (g_simulation_over || config().report_path.empty())
+  if (g_simulation_over || run_description().report.empty())
     return;
   int rank = current_rank_id();
   if (rank < 0)
@@ -913,7 +842,7 @@ static void on_process_exit(int status, void*) {
     return false;  // not started yet
   };
   bool others_running = false;
-  for (auto& [id, host] : config().rank_cpu)
+  for (int id = 0; id < (int)run_description().ranks.size(); id++)
     others_running = others_running || (id != rank && !finished(id));
   if (status != 0 || !finished(rank))  // exit(0) before MPI_Finalize is a failure too
     end_run("exited", rank, status);
@@ -937,7 +866,7 @@ static void write_crash_row(int rank, int sig) {
 }
 
 static void on_fatal_signal(int sig, siginfo_t*, void*) {
-  if (g_simulation_over || config().report_path.empty()) {
+  if (g_simulation_over || run_description().report.empty()) {
     signal(sig, SIG_DFL);
     raise(sig);
     return;
@@ -954,7 +883,7 @@ static void on_fatal_signal(int sig, siginfo_t*, void*) {
 }
 
 static void install_failure_handlers() {
-  g_crash_path = config().report_path + ".crash";
+  g_crash_path = run_description().report + ".crash";
   ::on_exit(on_process_exit, nullptr);
   // SimGrid's own handler only prints and re-raises; the shim's names the rank. The stack
   // SimGrid sets for signals (SIGSTKSZ) is too small to write the report on.
@@ -1004,7 +933,7 @@ static int stream_number(const Rank& r, const Stream* s) {
 }
 
 static void write_report() {
-  const std::string& path = config().report_path;
+  const std::string& path = run_description().report;
   if (path.empty() || g_simulation_over)
     return;
   g_simulation_over = true;
