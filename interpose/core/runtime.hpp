@@ -6,6 +6,12 @@
  * host that executes the stream's operations in order, so asynchronous work
  * advances in simulated time while the rank's host code goes on.
  *
+ * Its parts (core/): description.cpp (the run description), fatal.cpp, gpus.cpp, ranks.cpp,
+ * streams.cpp (and host-side waits), execution.cpp (a stream operation as a SimGrid activity),
+ * intervals.cpp, messages.cpp (per-message network factors, collective corrections),
+ * outcome.cpp (how the run ended), report.cpp; the small headers beside them are what they
+ * share with each other only.
+ *
  * Not here: the CUDA entry points themselves (launch.cpp, memory.cpp,
  * stream_event.cpp, device.cpp, errors.cpp) and the MPI wrappers (mpi.cpp). */
 #ifndef ORRERY_RUNTIME_HPP
@@ -33,10 +39,11 @@ namespace orrery {
 /* ---- the run's description (written by `orrery run` as run.json, read once; its types are
  * generated from interpose/core/run_description.json) ---- */
 const RunDescription& run_description();
+bool run_description_loaded();  // before it is, a fatal error cannot end the run by the report
 // The description of the GPU on a platform host (fatal if it has none).
 const GpuHost& gpu_place(const sg4::Host* host);
 
-/* ---- how the run ended (engine.cpp): the report's status rows, read by orrery/results.py ----
+/* ---- how the run ended (outcome.cpp): the report's status rows, read by orrery/results.py ----
  * Ends the simulation now, for a failure of the program found while it runs (MPI_Abort, a
  * rank's exit, a crash, GPU work pending when a rank ends): records the status, the rank
  * concerned (-1: none) and a code (the exit status, MPI_Abort's error code, the signal), flushes
@@ -70,7 +77,7 @@ using Piecewise = std::vector<Segment>;  // empty: the route's own latency and b
 const Segment* segment_for(const Piecewise& model, double bytes);  // nullptr for an empty model
 
 /* Per-message latency factors: measured message models (messages.*), rendezvous
- * handshakes, staging fill (engine.cpp). */
+ * handshakes, staging fill (messages.cpp). */
 void install_message_factors();
 /* The extra time of a blocking collective (collectives.*; 0 without a correction). */
 double collective_correction(const char* name, double bytes, bool device);

@@ -591,7 +591,7 @@ ORR_EXPORT int MPI_Abort(MPI_Comm, int errorcode) {
  * makes it smpi_exit, which ends only the calling rank and keeps its status for the end. Here,
  * as under mpirun, a non-zero status or an exit before MPI_Finalize ends the job with it; an
  * exit(0) after MPI_Finalize ends the rank, as returning from main would. (exit() in CUDA files,
- * which nvcc builds, ends the process: engine.cpp's exit handler.) */
+ * which nvcc builds, ends the process: outcome.cpp's exit handler.) */
 ORR_EXPORT void smpi_exit(int status) {
   Rank& r = rank_self("exit");
   if (status != 0 || r.stats.end_s < 0)

@@ -25,7 +25,7 @@ def test_every_collective_the_shim_corrects_has_its_machine_keys():
 
 
 def test_report_header_matches_the_reader():
-    engine = (SHIM / "core" / "engine.cpp").read_text()
+    engine = (SHIM / "core" / "report.cpp").read_text()
     header = re.search(r'fprintf\(f, "(rank\\t[^"]*)\\n"\);', engine).group(1)
     assert tuple(header.split("\\t")) == results.REPORT_COLUMNS
 
