@@ -1,6 +1,7 @@
 /* Device management, answered from the machine description carried by the
  * platform's GPU hosts. A rank sees the GPUs of its node, as on a cluster. */
 #include "core/runtime.hpp"
+#include "cudart/cuda_api.h"
 
 #include <cstring>
 

@@ -1,5 +1,6 @@
 /* CUDA error reporting: the sticky last error and the error names/strings. */
 #include "core/runtime.hpp"
+#include "cudart/cuda_api.h"
 
 using namespace orrery;
 

@@ -5,6 +5,7 @@
  * demangled name. A launch costs the host the machine's launch overhead and
  * keeps the stream's GPU busy for the kernel's modelled time. */
 #include "core/runtime.hpp"
+#include "cudart/cuda_api.h"
 
 #include <cxxabi.h>
 

@@ -8,6 +8,7 @@
  * writes the fill pattern of the run into its destination when it completes in
  * simulated time, so that data-dependent loops see a deterministic value. */
 #include "core/runtime.hpp"
+#include "cudart/cuda_api.h"
 
 #include <smpi/smpi.h>
 

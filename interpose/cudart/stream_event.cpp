@@ -1,5 +1,6 @@
 /* Streams and events: creation, ordering, synchronisation and timing. */
 #include "core/runtime.hpp"
+#include "cudart/cuda_api.h"
 
 #include <set>
 

@@ -24,7 +24,7 @@ static void stand(Rank& r, bool at_process, const Gpu* gpu = nullptr);
 
 namespace {
 /* Times one MPI call of the calling rank, which then stands next to its GPU again, and counts
- * the bytes it moves (README, results.json: what a call's bytes are). While the call runs the
+ * the bytes it moves (docs/running.md, results.json: what a call's bytes are). While the call runs the
  * rank is in it: a deadlock names the call, its peer and tag. */
 class MpiScope {
  public:
@@ -222,11 +222,14 @@ class Correction {
     posted(scope.rank(), *rq); \
     return rc;                                 \
   }
+// the rows written out below: declared here with the row's signature, checked against SMPI's mpi.h
+#define ORR_MPI_OWN(symbol, ret, params, args, family, policy) extern "C" ret symbol params;
 #include "mpi/mpi_api.def"
 #undef ORR_MPI
 #undef ORR_MPI_DATA
 #undef ORR_MPI_COLL
 #undef ORR_MPI_POST
+#undef ORR_MPI_OWN
 
 /* ---- point-to-point, with the machine's protocol for the buffer's path ----
  * SMPI sends every message eagerly up to the largest eager threshold (run.py

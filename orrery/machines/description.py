@@ -43,15 +43,21 @@ class _Section(BaseModel):
 
 
 class Node(_Section):
-    gpus: Annotated[Count, Field(le=MAX_GPUS_PER_NODE)]
-    cpu_sockets: Annotated[Count, Field(le=MAX_CPU_SOCKETS)]
-    host_memory_bandwidth: Bandwidth
-    host_memcpy_bandwidth: Bandwidth
-    # The link between two CPU sockets (xGMI, UPI) as PCIe traffic crosses it, per direction.
-    # Set both to give each socket its own root complex and host memory, the PCIe switches
-    # spread over the sockets in order; unset, the node has one root complex.
-    socket_link_bandwidth: Bandwidth | None = None
-    socket_link_latency: Time | None = None
+    gpus: Annotated[Count, Field(le=MAX_GPUS_PER_NODE)] = Field(description="GPUs per node.")
+    cpu_sockets: Annotated[Count, Field(le=MAX_CPU_SOCKETS)] = Field(description="CPU sockets per node.")
+    host_memory_bandwidth: Bandwidth = Field(description=(
+        "Host memory bandwidth: the link between a socket's root complex and its memory, which host copies "
+        "and the NIC's DMA of host buffers cross."))
+    host_memcpy_bandwidth: Bandwidth = Field(description=(
+        "Rate of a copy within host memory: host-to-host copies, and MPI messages between host buffers of "
+        "two ranks of a node (shared memory). `orrery calibrate` fits it from shared-memory windows."))
+    socket_link_bandwidth: Bandwidth | None = Field(None, description=(
+        "The link between two CPU sockets (xGMI, UPI) as PCIe traffic crosses it, per direction. Set it and "
+        "socket_link_latency (both or neither) to give each socket its own root complex and host memory, the "
+        "PCIe switches spread over the sockets in order, a GPU copying to and from its own socket's memory and "
+        "a rank's process on its GPU's socket; unset, the node has one root complex."))
+    socket_link_latency: Time | None = Field(None, description="Latency of the link between two CPU sockets "
+                                                               "(with socket_link_bandwidth).")
 
     @property
     def sockets_modelled(self) -> int:
@@ -60,108 +66,131 @@ class Node(_Section):
 
 
 class Gpu(_Section):
-    model: Name
-    sm_count: Count
-    memory: Size
-    hbm_bandwidth: Bandwidth
-    peak_fp64: Flops
-    peak_fp32: Flops
-    peak_bf16: Flops
-    compute_capability: Annotated[str, Field(pattern=r"^\d+\.\d+$")]
-    l2_cache: Size
-    memory_bus_width: Count
-    max_threads_per_sm: Count
-    max_blocks_per_sm: Count
-    shared_per_block: Size
-    shared_per_block_optin: Size
-    shared_per_sm: Size
-    copy_engines: Count
-    d2d_bandwidth: Bandwidth
-    d2d_latency: Time
-    memset_bandwidth: Bandwidth
+    model: Name = Field(description="The GPU's name, as cudaGetDeviceProperties reports it.")
+    sm_count: Count = Field(description="Streaming multiprocessors (a device property).")
+    memory: Size = Field(description="Device memory: cudaMalloc beyond it fails with cudaErrorMemoryAllocation.")
+    hbm_bandwidth: Bandwidth = Field(description=(
+        "HBM bandwidth, for the record: skeleton mode's kernel times come from the cost file, and device-to-device "
+        "copies take d2d_bandwidth."))
+    peak_fp64: Flops = Field(description="Peak FP64 rate, for the record (kernel times come from the cost file).")
+    peak_fp32: Flops = Field(description="Peak FP32 rate, for the record (kernel times come from the cost file).")
+    peak_bf16: Flops = Field(description="Peak BF16 rate, for the record (kernel times come from the cost file).")
+    compute_capability: Annotated[str, Field(pattern=r"^\d+\.\d+$")] = Field(
+        description="Compute capability, MAJOR.MINOR (a device property).")
+    l2_cache: Size = Field(description="L2 cache size (a device property).")
+    memory_bus_width: Count = Field(description="Memory bus width in bits (a device property).")
+    max_threads_per_sm: Count = Field(description="Threads per multiprocessor at most (a device property).")
+    max_blocks_per_sm: Count = Field(description="Blocks per multiprocessor at most (a device property).")
+    shared_per_block: Size = Field(description="Shared memory per block (a device property).")
+    shared_per_block_optin: Size = Field(description="Shared memory per block with opt-in (a device property).")
+    shared_per_sm: Size = Field(description="Shared memory per multiprocessor (a device property).")
+    copy_engines: Count = Field(description=(
+        "Copy engines: with 2, one for host-to-device, one for device-to-host and outgoing peer copies; with 1, "
+        "all copies share it. A copy overlaps kernels and copies in the other direction, and waits for the copy "
+        "ahead of it in its own direction."))
+    d2d_bandwidth: Bandwidth = Field(description=(
+        "Rate of a device-to-device copy (work of the GPU, sharing it with its kernels), and of messages between "
+        "ranks that share one GPU."))
+    d2d_latency: Time = Field(description="Fixed time of a device-to-device copy (and of messages between ranks "
+                                          "that share one GPU).")
+    memset_bandwidth: Bandwidth = Field(description="Rate of a memset (work of the GPU).")
 
 
 class Overheads(_Section):
-    launch: Time
-    memcpy: Time
-    sync: Time
+    launch: Time = Field(description="Host time of a kernel launch.")
+    memcpy: Time = Field(description="Host time of issuing a copy or memset (and of each chunk a staged message copies).")
+    sync: Time = Field(description="Host time of returning from a synchronisation.")
 
 
 class HostLink(_Section):
     """How a GPU reaches host memory: through its PCIe switch, or a direct
     CPU-GPU link (NVLink-C2C on Grace Hopper)."""
 
-    kind: Literal["pcie", "nvlink-c2c"]
-    bandwidth: Bandwidth | None = None  # nvlink-c2c only: per direction
-    latency: Time | None = None         # nvlink-c2c only
+    kind: Literal["pcie", "nvlink-c2c"] = Field(description=(
+        "pcie: through the GPU's PCIe switch and the root complex; nvlink-c2c: a direct CPU-GPU link (Grace "
+        "Hopper)."))
+    bandwidth: Bandwidth | None = Field(None, description="nvlink-c2c only (and needed there): per direction.")
+    latency: Time | None = Field(None, description="nvlink-c2c only (and needed there).")
 
 
 class Pcie(_Section):
-    generation: Count
-    lanes: Count
-    bandwidth: Bandwidth
-    latency: Time
-    gpus_per_switch: Count  # GPUs (with their rails' NICs) sharing one PCIe switch and its uplink
+    generation: Count = Field(description="PCIe generation, for the record (the bandwidth is given).")
+    lanes: Count = Field(description="Lanes of a GPU's link, for the record (the bandwidth is given).")
+    bandwidth: Bandwidth = Field(description=(
+        "Per direction, of each PCIe link (a device's x16 link, a switch's uplink); also the rate of a staged "
+        "message's chunk copies."))
+    latency: Time = Field(description="Latency per PCIe hop.")
+    gpus_per_switch: Count = Field(description="GPUs (with their rails' NICs) sharing one PCIe switch and its uplink.")
 
 
 class NvLink(_Section):
-    topology: Literal["mesh", "nvswitch", "none"]
-    links_per_pair: Count | None = None  # mesh: links between two GPUs
-    links_per_gpu: Count | None = None   # nvswitch: links of one GPU
-    link_bandwidth: Bandwidth | None = None  # per link and direction
-    latency: Time | None = None              # GPU to GPU
+    topology: Literal["mesh", "nvswitch", "none"] = Field(description=(
+        "mesh: links between every two GPUs of a node; nvswitch: each GPU's links to one switch; none: GPUs of a "
+        "node reach each other over PCIe."))
+    links_per_pair: Count | None = Field(None, description="mesh: links between two GPUs (needed there).")
+    links_per_gpu: Count | None = Field(None, description="nvswitch: links of one GPU (needed there).")
+    link_bandwidth: Bandwidth | None = Field(None, description="Per link and direction (needed with NVLink).")
+    latency: Time | None = Field(None, description="GPU to GPU (needed with NVLink).")
 
 
 class Nic(_Section):
-    per_node: Count
-    bandwidth: Bandwidth
-    latency: Time
+    per_node: Count = Field(description="NICs per node, at most node.gpus: GPU g uses NIC g * nics / gpus (its rail).")
+    bandwidth: Bandwidth = Field(description="Per NIC and direction.")
+    latency: Time = Field(description="Of the NIC's link into the fabric.")
 
 
 class Fabric(_Section):
-    topology: Literal["fat-tree", "rail-optimized", "dragonfly"]
-    switch_latency: Time
-    # nodes under one leaf (fat-tree), one rail switch per rail (rail-optimized) or one router (dragonfly)
-    nodes_per_leaf: Count
-    # a switch's downlink over uplink bandwidth (fat-tree): a finite ratio, a plain number
-    oversubscription: Annotated[float, Field(strict=True, ge=1, allow_inf_nan=False)]
-    # fat-tree (and rail-optimized) levels: 2, leaves under one spine; 3, leaves grouped in pods
-    # of leaves_per_pod under a pod spine each, the pod spines under one core
-    levels: Literal[2, 3] = 2
-    leaves_per_pod: Count | None = None
-    # dragonfly: routers per group, all-to-all within it over local links; one global link
-    # between every two groups (minimal routing: at most local, global, local)
-    routers_per_group: Count | None = None
-    local_bandwidth: Bandwidth | None = None   # per local link and direction
-    global_bandwidth: Bandwidth | None = None  # per global link and direction
+    topology: Literal["fat-tree", "rail-optimized", "dragonfly"] = Field(description=(
+        "fat-tree: leaves under spines; rail-optimized: one switch per rail; dragonfly: groups of routers, "
+        "minimal routes (local, global, local)."))
+    switch_latency: Time = Field(description="Crossing a switch, spread over the links around it.")
+    nodes_per_leaf: Count = Field(description=(
+        "Nodes under one leaf (fat-tree), one rail switch per rail (rail-optimized) or one router (dragonfly)."))
+    oversubscription: Annotated[float, Field(strict=True, ge=1, allow_inf_nan=False)] = Field(description=(
+        "A switch's downlink over uplink bandwidth, each level's uplinks: a finite ratio, a plain number."))
+    levels: Literal[2, 3] = Field(2, description=(
+        "Fat-tree (and rail-optimized) levels: 2, leaves under one spine; 3, leaves grouped in pods of "
+        "leaves_per_pod under a pod spine each, the pod spines under one core. 2 with a dragonfly."))
+    leaves_per_pod: Count | None = Field(None, description="Leaves per pod (needed with levels = 3).")
+    routers_per_group: Count | None = Field(None, description=(
+        "dragonfly (needed there): routers per group, all-to-all within it over local links; one global link "
+        "between every two groups (router b mod R of group a to router a mod R of group b)."))
+    local_bandwidth: Bandwidth | None = Field(None, description="dragonfly (needed there): per local link and "
+                                                                "direction.")
+    global_bandwidth: Bandwidth | None = Field(None, description="dragonfly (needed there): per global link and "
+                                                                 "direction.")
 
 
 class Mpi(_Section):
     """MPI protocol per path: host buffers, or device buffers (CUDA-aware MPI)."""
 
-    eager_threshold_host: Size    # messages this large or larger use rendezvous (the sender waits for the receiver)
-    eager_threshold_device: Size
-    send_overhead_host: Time      # software time of the sender per message
-    recv_overhead_host: Time      # software time of the receiver per message
-    send_overhead_device: Time
-    recv_overhead_device: Time
-    # the same for messages within a node, where the library may take another transport
-    # (unset: as between nodes)
-    send_overhead_host_intra: Time | None = None
-    recv_overhead_host_intra: Time | None = None
-    send_overhead_device_intra: Time | None = None
-    recv_overhead_device_intra: Time | None = None
-    # which MPI library's choice of collective algorithms SMPI reproduces
-    collective_selector: Literal["default", "ompi", "mpich", "mvapich2", "impi"]
-
-    # how messages between two ranks of one node travel: "direct" (NVLink, PCIe peer to peer,
-    # shared memory) or "nic" (out through the NIC and back, as with only a network provider,
-    # e.g. libfabric CXI without its shared-memory and GPU IPC paths)
-    intra_node: Literal["direct", "nic"] = "direct"
-    # host time of one MPI_Test, MPI_Testall, MPI_Iprobe call, or one poll of a blocking MPI_Probe:
-    # a library's progress poll (tens to hundreds of nanoseconds). A polled completion is seen
-    # at the first poll after it, so this also bounds how late a polling loop sees it
-    poll_time: Annotated[Time, Field(gt=0)] = 1e-7
+    eager_threshold_host: Size = Field(description=(
+        "Host buffers: messages this large or larger use rendezvous (the sender waits for the receiver)."))
+    eager_threshold_device: Size = Field(description="The same for device buffers.")
+    send_overhead_host: Time = Field(description="Software time of the sender per message, host buffers.")
+    recv_overhead_host: Time = Field(description="Software time of the receiver per message, host buffers.")
+    send_overhead_device: Time = Field(description="Software time of the sender per message, device buffers.")
+    recv_overhead_device: Time = Field(description="Software time of the receiver per message, device buffers.")
+    send_overhead_host_intra: Time | None = Field(None, description=(
+        "send_overhead_host for messages within a node, where the library may take another transport (unset: as "
+        "between nodes)."))
+    recv_overhead_host_intra: Time | None = Field(None, description="recv_overhead_host within a node (unset: as "
+                                                                    "between nodes).")
+    send_overhead_device_intra: Time | None = Field(None, description="send_overhead_device within a node (unset: "
+                                                                      "as between nodes).")
+    recv_overhead_device_intra: Time | None = Field(None, description="recv_overhead_device within a node (unset: "
+                                                                      "as between nodes).")
+    collective_selector: Literal["default", "ompi", "mpich", "mvapich2", "impi"] = Field(description=(
+        "Whose choice of collective algorithms SMPI reproduces."))
+    intra_node: Literal["direct", "nic"] = Field("direct", description=(
+        "How messages between two ranks of one node travel: direct (NVLink or PCIe peer to peer for device "
+        "buffers, shared memory for host buffers) or nic (out through the NIC and back, as with a library that "
+        "has only a network provider, e.g. Open MPI over libfabric CXI without its shared-memory and GPU IPC "
+        "paths)."))
+    poll_time: Annotated[Time, Field(gt=0)] = Field(1e-7, description=(
+        "Host time of one MPI_Test, MPI_Testall (per pending request), MPI_Iprobe call, or one poll of a blocking "
+        "MPI_Probe: a library's progress poll (tens to hundreds of nanoseconds). A polled completion is seen at "
+        "the first poll after it, so this also bounds how late a polling loop sees it."))
 
     def overhead(self, side: str, kind: str, intra: bool) -> float:
         """Per-message software time of the sender (side "send") or receiver ("recv") for
@@ -171,16 +200,23 @@ class Mpi(_Section):
 
 
 class GpuDirect(_Section):
-    rdma: Flag  # NICs read and write GPU memory; off: device-buffer messages are staged through host memory
-    staging_chunk: Size  # without RDMA, the MPI library copies a message through host memory in chunks this large
+    rdma: Flag = Field(description=(
+        "NICs read and write GPU memory; false: device-buffer messages are staged through host memory."))
+    staging_chunk: Size = Field(description=(
+        "Without RDMA, the MPI library copies a message through host memory in chunks this large, each a copy "
+        "that pays overheads.memcpy."))
 
 
 class Segment(_Section):
-    up_to: Annotated[Size, Field(ge=0)] | None = None  # the largest copy or message (bytes) it covers; not the last
-    # may be negative on a segment after the first, where the time grows faster than the size
-    # (buffers falling out of a cache), so long as the time stays >= 0 over the sizes it covers
-    latency: SignedTime
-    bandwidth: Annotated[Bandwidth, Field(gt=0)]
+    """One segment of a measured model (copies, messages, gaps): a size up to `up_to` takes
+    ``latency + size / bandwidth``."""
+
+    up_to: Annotated[Size, Field(ge=0)] | None = Field(None, description=(
+        "The largest copy or message it covers; on every segment but the last, increasing."))
+    latency: SignedTime = Field(description=(
+        "Fixed time; may be negative on a segment after the first, where the time grows faster than the size "
+        "(buffers falling out of a cache), so long as the time stays 0 or more over the sizes it covers."))
+    bandwidth: Annotated[Bandwidth, Field(gt=0)] = Field(description="The size term: latency + size / bandwidth.")
 
 
 Piecewise = Annotated[list[Segment], Field(min_length=1)]
@@ -227,10 +263,10 @@ class Copies(_Measured):
     gpu.d2d_latency and gpu.d2d_bandwidth (D2D)."""
 
     section = "copies"
-    H2D: Piecewise | None = None
-    D2H: Piecewise | None = None
-    D2D: Piecewise | None = None
-    peer: Piecewise | None = None
+    H2D: Piecewise | None = Field(None, description="Host-to-device copies.")
+    D2H: Piecewise | None = Field(None, description="Device-to-host copies.")
+    D2D: Piecewise | None = Field(None, description="Device-to-device copies within one GPU.")
+    peer: Piecewise | None = Field(None, description="Peer copies between two GPUs.")
 
 
 class Messages(_Measured):
@@ -247,10 +283,10 @@ class Messages(_Measured):
     or between nodes."""
 
     section = "messages"
-    device_intra: Piecewise | None = None
-    device_inter: Piecewise | None = None
-    host_intra: Piecewise | None = None
-    host_inter: Piecewise | None = None
+    device_intra: Piecewise | None = Field(None, description="Device buffers, within a node.")
+    device_inter: Piecewise | None = Field(None, description="Device buffers, between nodes.")
+    host_intra: Piecewise | None = Field(None, description="Host buffers, within a node.")
+    host_inter: Piecewise | None = Field(None, description="Host buffers, between nodes.")
 
 
 class Gaps(_Measured):
@@ -266,15 +302,19 @@ class Gaps(_Measured):
     the per-path protocol)."""
 
     section = "gaps"
-    device_intra: Piecewise | None = None
-    device_inter: Piecewise | None = None
-    host_intra: Piecewise | None = None
-    host_inter: Piecewise | None = None
+    device_intra: Piecewise | None = Field(None, description="Device buffers, within a node.")
+    device_inter: Piecewise | None = Field(None, description="Device buffers, between nodes.")
+    host_intra: Piecewise | None = Field(None, description="Host buffers, within a node.")
+    host_inter: Piecewise | None = Field(None, description="Host buffers, between nodes.")
 
 
 class CorrectionSegment(_Section):
-    up_to: Annotated[Size, Field(ge=0)] | None = None  # the largest message (bytes) it covers; not the last
-    extra: Annotated[Time, Field(ge=0)]                # added to each call of the collective in this range
+    """One segment of a collective's correction: calls whose message size is up to `up_to` take
+    `extra` longer."""
+
+    up_to: Annotated[Size, Field(ge=0)] | None = Field(None, description=(
+        "The largest message (count x type size) it covers; on every segment but the last, increasing."))
+    extra: Annotated[Time, Field(ge=0)] = Field(description="Added to each call of the collective in this range.")
 
 
 Corrections = Annotated[list[CorrectionSegment], Field(min_length=1)]
@@ -293,53 +333,58 @@ class Collectives(_Measured):
     stands before NAME, which applies to both."""
 
     section = "collectives"
-    bcast: Corrections | None = None
-    bcast_device: Corrections | None = None
-    bcast_host: Corrections | None = None
-    reduce: Corrections | None = None
-    reduce_device: Corrections | None = None
-    reduce_host: Corrections | None = None
-    allreduce: Corrections | None = None
-    allreduce_device: Corrections | None = None
-    allreduce_host: Corrections | None = None
-    gather: Corrections | None = None
-    gather_device: Corrections | None = None
-    gather_host: Corrections | None = None
-    scatter: Corrections | None = None
-    scatter_device: Corrections | None = None
-    scatter_host: Corrections | None = None
-    allgather: Corrections | None = None
-    allgather_device: Corrections | None = None
-    allgather_host: Corrections | None = None
-    alltoall: Corrections | None = None
-    alltoall_device: Corrections | None = None
-    alltoall_host: Corrections | None = None
-    reduce_scatter: Corrections | None = None
-    reduce_scatter_device: Corrections | None = None
-    reduce_scatter_host: Corrections | None = None
-    reduce_scatter_block: Corrections | None = None
-    reduce_scatter_block_device: Corrections | None = None
-    reduce_scatter_block_host: Corrections | None = None
+    bcast: Corrections | None = Field(None, description="MPI_Bcast on any buffers.")
+    bcast_device: Corrections | None = Field(None, description="MPI_Bcast on device buffers (before bcast).")
+    bcast_host: Corrections | None = Field(None, description="MPI_Bcast on host buffers (before bcast).")
+    reduce: Corrections | None = Field(None, description="MPI_Reduce on any buffers.")
+    reduce_device: Corrections | None = Field(None, description="MPI_Reduce on device buffers (before reduce).")
+    reduce_host: Corrections | None = Field(None, description="MPI_Reduce on host buffers (before reduce).")
+    allreduce: Corrections | None = Field(None, description="MPI_Allreduce on any buffers.")
+    allreduce_device: Corrections | None = Field(None, description="MPI_Allreduce on device buffers (before allreduce).")
+    allreduce_host: Corrections | None = Field(None, description="MPI_Allreduce on host buffers (before allreduce).")
+    gather: Corrections | None = Field(None, description="MPI_Gather on any buffers.")
+    gather_device: Corrections | None = Field(None, description="MPI_Gather on device buffers (before gather).")
+    gather_host: Corrections | None = Field(None, description="MPI_Gather on host buffers (before gather).")
+    scatter: Corrections | None = Field(None, description="MPI_Scatter on any buffers.")
+    scatter_device: Corrections | None = Field(None, description="MPI_Scatter on device buffers (before scatter).")
+    scatter_host: Corrections | None = Field(None, description="MPI_Scatter on host buffers (before scatter).")
+    allgather: Corrections | None = Field(None, description="MPI_Allgather on any buffers.")
+    allgather_device: Corrections | None = Field(None, description="MPI_Allgather on device buffers (before allgather).")
+    allgather_host: Corrections | None = Field(None, description="MPI_Allgather on host buffers (before allgather).")
+    alltoall: Corrections | None = Field(None, description="MPI_Alltoall on any buffers.")
+    alltoall_device: Corrections | None = Field(None, description="MPI_Alltoall on device buffers (before alltoall).")
+    alltoall_host: Corrections | None = Field(None, description="MPI_Alltoall on host buffers (before alltoall).")
+    reduce_scatter: Corrections | None = Field(None, description="MPI_Reduce_scatter on any buffers.")
+    reduce_scatter_device: Corrections | None = Field(None, description="MPI_Reduce_scatter on device buffers (before reduce_scatter).")
+    reduce_scatter_host: Corrections | None = Field(None, description="MPI_Reduce_scatter on host buffers (before reduce_scatter).")
+    reduce_scatter_block: Corrections | None = Field(None, description="MPI_Reduce_scatter_block on any buffers.")
+    reduce_scatter_block_device: Corrections | None = Field(None, description="MPI_Reduce_scatter_block on device buffers (before reduce_scatter_block).")
+    reduce_scatter_block_host: Corrections | None = Field(None, description="MPI_Reduce_scatter_block on host buffers (before reduce_scatter_block).")
 
 
 class Machine(_Section):
-    name: Name
-    description: str
-    node: Node
-    gpu: Gpu
-    overheads: Overheads
-    host_link: HostLink
-    pcie: Pcie
-    nvlink: NvLink
-    nic: Nic
-    fabric: Fabric
-    gpudirect: GpuDirect
-    mpi: Mpi
-    copies: Copies = Copies()
-    messages: Messages = Messages()
-    gaps: Gaps = Gaps()
-    collectives: Collectives = Collectives()
-    sources: dict[str, str] = {}
+    name: Name = Field(description="The machine's name (a built-in's is its file's).")
+    description: str = Field(description="One line, shown by `orrery machine list`.")
+    node: Node = Field(description="A node: its GPUs, CPU sockets and host memory.")
+    gpu: Gpu = Field(description=(
+        "Each GPU: model, memory, device properties, copy engines, device-to-device and memset rates."))
+    overheads: Overheads = Field(description="Host time of the CUDA calls (simulated time of the calling rank).")
+    host_link: HostLink = Field(description="How a GPU reaches host memory.")
+    pcie: Pcie = Field(description="The PCIe links and switches of a node.")
+    nvlink: NvLink = Field(description="How the GPUs of a node are joined.")
+    nic: Nic = Field(description="The NICs of a node.")
+    fabric: Fabric = Field(description="The network between the nodes' NICs.")
+    gpudirect: GpuDirect = Field(description="Whether NICs reach GPU memory (GPUDirect RDMA).")
+    mpi: Mpi = Field(description="The MPI library's protocol and costs.")
+    copies: Copies = Field(Copies(), description="Measured copy models (optional; written by `orrery calibrate`).")
+    messages: Messages = Field(Messages(), description=(
+        "Measured message models (optional; written by `orrery calibrate`)."))
+    gaps: Gaps = Field(Gaps(), description="Measured gaps between sends (optional; written by `orrery calibrate`).")
+    collectives: Collectives = Field(Collectives(), description=(
+        "Measured collective corrections (optional; written by `orrery calibrate`)."))
+    sources: dict[str, str] = Field({}, description=(
+        "Where each value comes from, by dotted key (`\"pcie.bandwidth\" = \"measured: ...\"`): shown by "
+        "`orrery machine show`; a key that names no parameter is an error."))
 
     @model_validator(mode="after")
     def _semantics(self) -> Machine:

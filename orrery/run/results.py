@@ -18,8 +18,8 @@ from pathlib import Path
 
 REPORT_COLUMNS = ("rank", "category", "name", "count", "bytes", "time_s")
 
-#: A run's status (results.json `status`) and what `orrery run` exits with for it (README,
-#: "Using it on your program"): the program's own status where it has one, Orrery's otherwise.
+#: A run's status (results.json `status`) and what `orrery run` exits with for it (docs/running.md,
+#: "How a run ends"): the program's own status where it has one, Orrery's otherwise.
 #: Bad input (exit 2) stops before a run and writes no results.json.
 STATUSES = ("completed", "exited", "aborted", "crashed", "deadlock", "pending_gpu_work", "orrery_error")
 EXIT_BAD_INPUT = 2
