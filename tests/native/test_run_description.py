@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -36,7 +37,7 @@ def echo(tmp_path_factory) -> Path:
         pytest.skip("g++ is not installed")
     d = tmp_path_factory.mktemp("echo")
     installed = Path(str(resources.files("orrery") / "lib" / run_description.SCHEMA_FILE))  # what Python reads
-    subprocess.run(["python3", str(REPO / "interpose" / "core" / "gen_run_description.py"), str(installed), str(d)],
+    subprocess.run([sys.executable, str(REPO / "interpose" / "core" / "gen_run_description.py"), str(installed), str(d)],
                    check=True)
     exe = d / "echo"
     subprocess.run(["g++", "-std=c++17", "-I", str(d), "-I", str(REPO / "interpose"),
