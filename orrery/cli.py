@@ -20,7 +20,7 @@ from . import machines as machine
 from .calibration import merge, sweeps
 from .errors import InputError, OrreryError
 from .machines import platform
-from .run import build, costs
+from .run import build, costs, run_description
 from .run.launch import FILL_POLICIES, GPU_VISIBILITY, RunOptions, run
 from .run.results import summary
 
@@ -31,7 +31,7 @@ SWEEP_SETS = "; ".join(f"{m}: {', '.join(sets)}" for m, sets in sweeps.other_set
 #: What `orrery run` writes in --out (run.py): cleared before a run's inputs are checked, so that
 #: a rejected run leaves nothing of an earlier one looking current.
 RUN_OUTPUTS = ("results.json", "results.json.part", "report.tsv", "error.txt", "platform.xml", "hostfile",
-               "orrery.cfg", "machine.json")
+               "run.json", "machine.json")
 
 
 def _clear_run_outputs(out: Path) -> None:
@@ -199,11 +199,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--mode", default="skeleton", choices=["skeleton", "twin"])
     r.add_argument("--costs", help="kernel cost file (.toml or .json)")
     r.add_argument("--calibration", help="calibration file written by `orrery calibrate` for this machine")
-    r.add_argument("--out", default="orrery-out", help="folder for results.json, the platform and the config")
+    r.add_argument("--out", default="orrery-out", help="folder for results.json, the platform and the run description")
     r.add_argument("--strict", action="store_true", help="a kernel without a cost is an error")
-    r.add_argument("--d2h-fill", default="large", choices=FILL_POLICIES,
-                   help="what device-to-host copies write into host memory (default: large)")
-    r.add_argument("--gpu-visibility", default="node", choices=GPU_VISIBILITY,
+    r.add_argument("--d2h-fill", default=run_description.default("d2h_fill"), choices=FILL_POLICIES,
+                   help="what device-to-host copies write into host memory (default: %(default)s)")
+    r.add_argument("--gpu-visibility", default=run_description.default("gpu_visibility"), choices=GPU_VISIBILITY,
                    help="node: a rank sees all GPUs of its node (device 0 first); "
                         "bound: only its own, as with CUDA_VISIBLE_DEVICES per rank")
     r.add_argument("--no-fold-pinned", action="store_true", help="give pinned host buffers real memory")

@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(libsimgrid-dev g++ cmake pkg-config make python3 python3-venv python3-dev)
+# nlohmann-json3-dev: the JSON reader of the shim's run description (header-only)
+packages=(libsimgrid-dev nlohmann-json3-dev g++ cmake pkg-config make python3 python3-venv python3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

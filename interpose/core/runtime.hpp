@@ -6,12 +6,20 @@
  * host that executes the stream's operations in order, so asynchronous work
  * advances in simulated time while the rank's host code goes on.
  *
+ * Its parts (core/): description.cpp (the run description), fatal.cpp, gpus.cpp, ranks.cpp,
+ * streams.cpp (and host-side waits), execution.cpp (a stream operation as a SimGrid activity),
+ * intervals.cpp, messages.cpp (per-message network factors, collective corrections),
+ * outcome.cpp (how the run ended), report.cpp; the small headers beside them are what they
+ * share with each other only.
+ *
  * Not here: the CUDA entry points themselves (launch.cpp, memory.cpp,
  * stream_event.cpp, device.cpp, errors.cpp) and the MPI wrappers (mpi.cpp). */
 #ifndef ORRERY_RUNTIME_HPP
 #define ORRERY_RUNTIME_HPP
 
+#include "core/fatal.hpp"
 #include "cudart/cuda_abi.h"
+#include "run_description.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -28,34 +36,14 @@ namespace sg4 = simgrid::s4u;
 
 namespace orrery {
 
-/* ---- configuration of a run (written by `orrery run`, read once) ---- */
-enum class FillPolicy { Large, Zero, Keep };
+/* ---- the run's description (written by `orrery run` as run.json, read once; its types are
+ * generated from interpose/core/run_description.json) ---- */
+const RunDescription& run_description();
+bool run_description_loaded();  // before it is, a fatal error cannot end the run by the report
+// The description of the GPU on a platform host (fatal if it has none).
+const GpuHost& gpu_place(const sg4::Host* host);
 
-struct KernelCost {
-  double alpha_s = 0;          // fixed part of a launch's device time
-  double beta_s_per_thread = 0; // times grid x block threads
-};
-
-struct Config {
-  bool strict = false;                 // a kernel without a cost stops the run
-  double default_kernel_s = 5e-6;      // cost of a kernel missing from the cost file
-  FillPolicy d2h_fill = FillPolicy::Large;
-  size_t fold_threshold = 1 << 20;     // allocations this large or larger are folded
-  bool fold_pinned = true;             // fold pinned host allocations too
-  size_t fold_blocksize = 1 << 26;     // size of the shared block folded memory maps
-  bool bound_gpu = false;              // each rank sees only its own GPU (CUDA_VISIBLE_DEVICES binding)
-  std::string report_path;             // where the per-rank statistics go
-  std::string error_path;              // where a fatal error's message goes
-  std::map<std::string, KernelCost> costs;
-  std::map<int, std::string> rank_cpu;  // rank -> host where its host-buffer messages start and end
-};
-const Config& config();
-
-/* ---- fatal errors: stop the whole simulation, naming the cause ---- */
-[[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-[[noreturn]] void unsupported(const char* function);
-
-/* ---- how the run ended (engine.cpp): the report's status rows, read by orrery/results.py ----
+/* ---- how the run ended (outcome.cpp): the report's status rows, read by orrery/results.py ----
  * Ends the simulation now, for a failure of the program found while it runs (MPI_Abort, a
  * rank's exit, a crash, GPU work pending when a rank ends): records the status, the rank
  * concerned (-1: none) and a code (the exit status, MPI_Abort's error code, the signal), flushes
@@ -83,18 +71,13 @@ class IntervalSet {
 enum class CopyKind { H2H, H2D, D2H, D2D, Peer };
 const char* copy_kind_name(CopyKind k);
 
-/* A measured model (machine keys copies.*, messages.*, collectives.*): a copy,
- * message or collective call of up to `up_to` bytes takes latency_s + bytes / bandwidth. */
-struct Segment {
-  double up_to;
-  double latency_s;
-  double bandwidth;
-};
+/* A measured model (machine keys copies.*, messages.*, gaps.*; collectives.* as segments of no
+ * size term): by size, each Segment (run_description.hpp) up to its up_to bytes. */
 using Piecewise = std::vector<Segment>;  // empty: the route's own latency and bandwidth
 const Segment* segment_for(const Piecewise& model, double bytes);  // nullptr for an empty model
 
 /* Per-message latency factors: measured message models (messages.*), rendezvous
- * handshakes, staging fill (engine.cpp). */
+ * handshakes, staging fill (messages.cpp). */
 void install_message_factors();
 /* The extra time of a blocking collective (collectives.*; 0 without a correction). */
 double collective_correction(const char* name, double bytes, bool device);

@@ -58,10 +58,10 @@ static std::vector<std::string> cost_keys(const std::string& full) {
 }
 
 static double kernel_seconds(Rank& r, const std::string& name, dim3 grid, dim3 block) {
-  const Config& c = config();
+  const RunDescription& c = run_description();
   for (const std::string& key : cost_keys(name)) {
-    auto it = c.costs.find(key);
-    if (it != c.costs.end()) {
+    auto it = c.kernels.find(key);
+    if (it != c.kernels.end()) {
       double threads = (double)grid.x * grid.y * grid.z * block.x * block.y * block.z;
       return it->second.alpha_s + it->second.beta_s_per_thread * threads;
     }

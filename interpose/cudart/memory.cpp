@@ -48,14 +48,14 @@ static int fold_fd() {
   static int fd = -1;
   if (fd < 0) {
     fd = memfd_create("orrery-folded-memory", 0);
-    if (fd < 0 || ftruncate(fd, (off_t)config().fold_blocksize) != 0)
+    if (fd < 0 || ftruncate(fd, (off_t)run_description().fold_blocksize) != 0)
       fatal("cannot create the shared block that folds device memory (%s)", strerror(errno));
   }
   return fd;
 }
 
 static void* fold_map(size_t size) {
-  const size_t block = config().fold_blocksize;
+  const size_t block = run_description().fold_blocksize;
   char* base = (char*)mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED)
     return nullptr;
@@ -99,7 +99,7 @@ static void copy_message_data(smx_activity_t comm, void* buff, size_t size) {
 void install_message_copy() { smpi_comm_set_copy_data_callback(&copy_message_data); }
 
 void apply_d2h_fill(void* dst, uint64_t width, uint64_t pitch, uint64_t rows) {
-  const Config& c = config();
+  const RunDescription& c = run_description();
   if (c.d2h_fill == FillPolicy::Keep)
     return;
   // 0x7f in every byte is a large positive float (3.4e38), double (1.4e306) and
@@ -340,7 +340,7 @@ ORR_EXPORT cudaError_t cudaMalloc(void** p, size_t size) {
     *p = nullptr;
     return r.last_error = cudaErrorMemoryAllocation;
   }
-  bool fold = size >= config().fold_threshold;
+  bool fold = size >= (size_t)run_description().fold_threshold;
   void* mem = allocate(size, fold);
   if (!mem)
     fatal("cudaMalloc(%zu) on rank %d: the host could not reserve the address space", size, r.id);
@@ -369,7 +369,7 @@ ORR_EXPORT cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int /*flags
   Rank& r = rank_self("cudaHostAlloc");
   if (!p)
     return r.last_error = cudaErrorInvalidValue;
-  bool fold = config().fold_pinned && size >= config().fold_threshold;
+  bool fold = run_description().fold_pinned && size >= (size_t)run_description().fold_threshold;
   void* mem = allocate(size, fold);
   if (!mem)
     return r.last_error = cudaErrorMemoryAllocation;

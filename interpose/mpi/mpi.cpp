@@ -13,7 +13,6 @@
 #include <map>
 
 #include <smpi/smpi.h>
-#include <xbt/config.hpp>
 
 #include <cstdlib>
 #include <initializer_list>
@@ -247,17 +246,8 @@ static MpiPath& path_of(Rank& r, const void* buf) {
  * their own per-message overheads (mpi.*_overhead_*_intra). A receive from any source
  * is charged as one between nodes. */
 static int node_of(int world_rank) {
-  static const std::map<int, int> nodes = [] {  // from the run's configuration: "n{node}-cpu{local}"
-    std::map<int, int> m;
-    for (const auto& [rank, host] : config().rank_cpu) {
-      int node = -1;
-      if (sscanf(host.c_str(), "n%d-", &node) == 1)
-        m[rank] = node;
-    }
-    return m;
-  }();
-  auto it = nodes.find(world_rank);
-  return it == nodes.end() ? -1 : it->second;
+  const std::vector<RankPlace>& ranks = run_description().ranks;
+  return world_rank >= 0 && world_rank < (int)ranks.size() ? (int)ranks[world_rank].node : -1;
 }
 /* A rank of comm as a rank of MPI_COMM_WORLD; negative for MPI_ANY_SOURCE, MPI_PROC_NULL. */
 static int world_of(int peer, MPI_Comm comm) {
@@ -524,12 +514,13 @@ ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st)
 /* ---- polls ----
  * One MPI_Test or MPI_Iprobe call, or one round of a blocking MPI_Probe, takes the
  * machine's poll time (mpi.poll_time): a polled completion or message is seen at the first
- * poll after it. run.py gives SMPI that time for its tests (smpi/test, not growing), which
+ * poll after it (the run description's mpi.poll_time_s). orrery run gives SMPI that time for its
+ * tests too (smpi/test, not growing), which
  * SMPI sleeps in each test of a pending request (MPI_Test; each of MPI_Testall's). SMPI's own
  * probe time is off (smpi/iprobe:0): it computes it on the rank's host, which the GPU's
  * kernels share, so the shim sleeps it here instead. */
 static void poll_once() {
-  static const double poll = simgrid::config::get_value<double>("smpi/test");
+  static const double poll = run_description().mpi.poll_time_s;
   software(poll);
 }
 
@@ -590,8 +581,7 @@ ORR_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info in
   if (type != MPI_COMM_TYPE_SHARED)
     return PMPI_Comm_split_type(comm, type, key, info, out);
   Rank& r = rank_self("MPI_Comm_split_type");
-  const char* node = r.host->get_property("orrery:node");
-  return PMPI_Comm_split(comm, node ? atoi(node) : 0, key, out);
+  return PMPI_Comm_split(comm, (int)gpu_place(r.host).node, key, out);
 }
 
 /* MPI_Abort ends the whole job at once, as mpirun does, and the error code becomes the run's exit
@@ -604,7 +594,7 @@ ORR_EXPORT int MPI_Abort(MPI_Comm, int errorcode) {
  * makes it smpi_exit, which ends only the calling rank and keeps its status for the end. Here,
  * as under mpirun, a non-zero status or an exit before MPI_Finalize ends the job with it; an
  * exit(0) after MPI_Finalize ends the rank, as returning from main would. (exit() in CUDA files,
- * which nvcc builds, ends the process: engine.cpp's exit handler.) */
+ * which nvcc builds, ends the process: outcome.cpp's exit handler.) */
 ORR_EXPORT void smpi_exit(int status) {
   Rank& r = rank_self("exit");
   if (status != 0 || r.stats.end_s < 0)

@@ -51,8 +51,8 @@ if they share it. For the blocking MPI calls on host buffers, a rank moves to it
 process's host endpoint (``n3-cpu2`` for local rank 2): host memory within the
 node, its rail's NIC beyond, one edge over its socket's memory and the links the
 GPUs' host copies cross (the PCIe switch uplink: a NIC reads host buffers by DMA
-through it). The shim reads each GPU's description from its host's
-``orrery:*`` properties (gpu_properties below).
+through it). The platform holds only what SimGrid needs: the shim reads what each GPU is,
+and where, from the run description (orrery/run/run_description.py; gpu_places below).
 
 A device-to-device copy is work of its GPU (d2d_latency + bytes / d2d_bandwidth,
 sharing the GPU with its kernels); messages between ranks that share a GPU
@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from ..errors import InputError
 from .description import Machine
 
-# Limits of a layout: the platform grows by about 23 MB of XML (3 s to write) per 1000 nodes
+# Limits of a layout: the platform grows by about 14 MB of XML per 1000 nodes
 # of 4 GPUs, and SMPI runs every rank as an actor of one process; beyond them a run would
 # not finish in any useful time (an unbounded --nodes never returned).
 MAX_NODES = 4096
@@ -181,54 +181,24 @@ def nic_of_gpu(machine: Machine, gpu: int) -> int:
     return gpu * machine.nic.per_node // machine.node.gpus
 
 
-def gpu_properties(machine: Machine, layout: Layout, node: int, gpu: int) -> dict[str, str]:
-    """The ``orrery:*`` properties the shim reads from a GPU host."""
-    g, o = machine.gpu, machine.overheads
-    major, minor = g.compute_capability.split(".")
-    return {
-        "orrery:cpu": socket_memory_host(node, socket_of_gpu(machine, gpu)),
-        "orrery:node": str(node),
-        "orrery:index": str(gpu),
-        "orrery:gpus": ",".join(gpu_host(node, i) for i in range(layout.gpus_per_node)),
-        "orrery:name": g.model,
-        "orrery:memory_bytes": repr(g.memory),
-        "orrery:sm_count": str(g.sm_count),
-        "orrery:cc_major": major,
-        "orrery:cc_minor": minor,
-        "orrery:l2_bytes": repr(g.l2_cache),
-        "orrery:memory_bus_width": str(g.memory_bus_width),
-        "orrery:max_threads_per_sm": str(g.max_threads_per_sm),
-        "orrery:max_blocks_per_sm": str(g.max_blocks_per_sm),
-        "orrery:shared_per_block": repr(g.shared_per_block),
-        "orrery:shared_per_block_optin": repr(g.shared_per_block_optin),
-        "orrery:shared_per_sm": repr(g.shared_per_sm),
-        "orrery:copy_engines": str(g.copy_engines),
-        "orrery:pci_bus_id": str(0x18 + 0x20 * gpu),
-        "orrery:launch_overhead_s": repr(o.launch),
-        "orrery:copy_overhead_s": repr(o.memcpy),
-        "orrery:sync_overhead_s": repr(o.sync),
-        "orrery:memset_bandwidth": repr(g.memset_bandwidth),
-        "orrery:d2d_bandwidth": repr(g.d2d_bandwidth),
-        "orrery:d2d_latency_s": repr(g.d2d_latency),
-        "orrery:host_memcpy_bandwidth": repr(machine.node.host_memcpy_bandwidth),
-        "orrery:mpi_eager_host": repr(machine.mpi.eager_threshold_host),
-        "orrery:mpi_eager_device": repr(machine.mpi.eager_threshold_device),
-        **{f"orrery:mpi_{side}_overhead_{kind}{'_intra' if intra else ''}_s": repr(machine.mpi.overhead(side, kind, intra))
-           for side in ("send", "recv") for kind in ("host", "device") for intra in (False, True)},
-        **{f"orrery:copy_model_{direction}": piecewise_property((s.up_to, s.latency, s.bandwidth) for s in model)
-           for direction, model in machine.copies if model is not None},
-        **{f"orrery:message_model_{path}": piecewise_property((s.up_to, s.latency, s.bandwidth) for s in model)
-           for path, model in machine.messages if model is not None},
-        **{f"orrery:message_gap_{path}": piecewise_property((s.up_to, s.latency, s.bandwidth) for s in model)
-           for path, model in machine.gaps if model is not None},
-        # a correction is a segment whose latency is its extra time, with no size term
-        **{f"orrery:collective_correction_{name}": piecewise_property((s.up_to, s.extra, INF) for s in model)
-           for name, model in machine.collectives if model is not None},
-        "orrery:copy_engine": copy_engine_host(node, gpu),
-        **({"orrery:mpi_endpoint": mpi_endpoint_host(node, gpu)} if machine.mpi.intra_node == "nic" else {}),
-        **({} if machine.gpudirect.rdma else {"orrery:staging": f"{machine.gpudirect.staging_chunk!r}:"
-                                              f"{machine.pcie.bandwidth!r}:{machine.overheads.memcpy!r}"}),
-    }
+def gpu_places(machine: Machine, layout: Layout) -> list[dict[str, object]]:
+    """Every GPU of the job and the hosts around it, as the run description lists them
+    (orrery/run/run_description.py): the shim reads a GPU's place from there, never from its
+    host's name."""
+    via_nic = machine.mpi.intra_node == "nic"
+    return [{"host": gpu_host(node, gpu), "node": node, "index": gpu,
+             "cpu": socket_memory_host(node, socket_of_gpu(machine, gpu)),
+             "copy_engine": copy_engine_host(node, gpu),
+             "message_end": mpi_endpoint_host(node, gpu) if via_nic else None,
+             "pci_bus_id": 0x18 + 0x20 * gpu}
+            for node in range(layout.nodes) for gpu in range(layout.gpus_per_node)]
+
+
+def staging_links(machine: Machine, layout: Layout) -> list[str]:
+    """Without GPUDirect RDMA: the links between a root complex and its NICs that stage
+    device-buffer messages through host memory (the shim scales their latency per message)."""
+    nics = sorted({nic_of_gpu(machine, g) for g in range(layout.gpus_per_node)})
+    return [f"n{n}-nic{i}-sw" for n in range(layout.nodes) for i in nics]
 
 
 # A token latency on the way into shared memory, so that a measured latency (messages.host_intra)
@@ -246,14 +216,6 @@ def staging_stage(machine: Machine) -> float:
 def staging_bandwidth(machine: Machine) -> float:
     """The staging pipeline's rate: a chunk per stage."""
     return machine.gpudirect.staging_chunk / staging_stage(machine)
-
-
-def piecewise_property(segments) -> str:
-    """A piecewise model as the shim reads it: ``up_to:latency:bandwidth`` per segment
-    (bytes, seconds, bytes/s; the last segment's up_to is inf), from (up_to or None,
-    latency, bandwidth) triples."""
-    return ",".join(f"{INF if up_to is None else up_to!r}:{latency!r}:{bandwidth!r}"
-                    for up_to, latency, bandwidth in segments)
 
 
 @dataclass(frozen=True)
@@ -291,10 +253,8 @@ class _Builder:
         self.edges: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {}  # netpoint -> (neighbour, links)
         self.link_specs: dict[str, Link] = {}
 
-    def host(self, name: str, props: dict[str, str] | None = None) -> None:
-        h = ET.SubElement(self.zone, "host", id=name, speed=f"{HOST_SPEED!r}f")
-        for k, v in (props or {}).items():
-            ET.SubElement(h, "prop", id=k, value=v)
+    def host(self, name: str) -> None:
+        ET.SubElement(self.zone, "host", id=name, speed=f"{HOST_SPEED!r}f")
 
     def router(self, name: str) -> None:
         ET.SubElement(self.zone, "router", id=name)
@@ -430,7 +390,7 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
         for socket in range(1, sockets):
             b.host(socket_memory_host(n, socket))
         for g in range(G):
-            b.host(gpu_host(n, g), gpu_properties(m, layout, n, g))
+            b.host(gpu_host(n, g))
             b.host(copy_engine_host(n, g))
             b.link(f"{copy_engine_host(n, g)}-link", copy_engine_host(n, g), gpu_host(n, g), COPY_ENGINE_LINK, 0.0)
         b.router(rootc)

@@ -30,9 +30,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from ..errors import InputError
 from ..schema import Seconds, input_error, read_text
+from . import run_description
 
-#: Device time of a kernel that no cost entry matches (a short memory-bound kernel).
-DEFAULT_KERNEL_TIME = 5e-6
+#: Device time of a kernel that no cost entry matches (a short memory-bound kernel): the run
+#: description's default (interpose/core/run_description.json).
+DEFAULT_KERNEL_TIME: float = run_description.default("default_kernel_s")
 
 
 class _Entry(BaseModel):

@@ -1,7 +1,7 @@
 """Running a wrapped program on a simulated machine under SimGrid's SMPI.
 
-``run()`` writes the platform, host file and the shim's configuration to the
-output folder, runs the program with ``smpirun`` (its stdout and stderr pass
+``run()`` writes the platform, host file and the run description (run.json,
+run_description.py: the shim's one input from Orrery) to the output folder, runs the program with ``smpirun`` (its stdout and stderr pass
 through), turns the shim's report into ``results.json`` (its ``status`` says
 how the run ended) and returns the exit code ``orrery run`` gives for it: the
 program's own where it has one (results.py, STATUSES). Inputs are validated
@@ -21,11 +21,11 @@ from .._paths import lib_dir
 from ..errors import InputError, SimulationError
 from ..machines import platform
 from ..machines.description import Machine
-from . import physics, results
+from . import physics, results, run_description
 from .costs import Costs
 
-FILL_POLICIES = ("large", "zero", "keep")
-GPU_VISIBILITY = ("node", "bound")
+FILL_POLICIES = run_description.choices("FillPolicy")
+GPU_VISIBILITY = run_description.choices("GpuVisibility")
 
 #: SMPI settings that make the simulated times those of the platform alone:
 #: no injection of the host's own CPU time, no TCP window or cross-traffic
@@ -58,12 +58,13 @@ class RunOptions:
     out: Path
     costs: Costs = field(default_factory=lambda: Costs({}))
     mode: str = "skeleton"
-    strict: bool = False
-    d2h_fill: str = "large"
-    fold_pinned: bool = True
-    gpu_visibility: str = "node"
-    fold_threshold: int = 1 << 20
-    fold_blocksize: int = 1 << 26
+    # the run description's fields, with its defaults (interpose/core/run_description.json)
+    strict: bool = run_description.default("strict")
+    d2h_fill: str = run_description.default("d2h_fill")
+    fold_pinned: bool = run_description.default("fold_pinned")
+    gpu_visibility: str = run_description.default("gpu_visibility")
+    fold_threshold: int = run_description.default("fold_threshold")
+    fold_blocksize: int = run_description.default("fold_blocksize")
     overrides: tuple[str, ...] = ()
     capture_output: bool = False  # keep the program's stdout in RunOutcome instead of passing it through
 
@@ -104,22 +105,13 @@ def _check(opts: RunOptions) -> Path:
     return exe.resolve()
 
 
-def _config_lines(opts: RunOptions, out: Path) -> str:
-    lines = [
-        f"strict\t{int(opts.strict)}",
-        f"default_kernel_s\t{opts.costs.default_s!r}",
-        f"d2h_fill\t{opts.d2h_fill}",
-        f"gpu_visibility\t{opts.gpu_visibility}",
-        f"fold_threshold\t{opts.fold_threshold}",
-        f"fold_pinned\t{int(opts.fold_pinned)}",
-        f"fold_blocksize\t{opts.fold_blocksize}",
-        f"report\t{out / 'report.tsv'}",
-    ]
-    for rank, host in enumerate(platform.rank_cpu_hosts(opts.layout)):
-        lines.append(f"rank_cpu\t{rank}\t{host}")
-    for name, c in sorted(opts.costs.kernels.items()):
-        lines.append(f"cost\t{name}\t{c.alpha_s!r}\t{c.beta_s_per_thread!r}")
-    return "\n".join(lines) + "\n"
+def _description(opts: RunOptions, out: Path) -> str:
+    options = {"strict": opts.strict, "default_kernel_s": opts.costs.default_s, "d2h_fill": opts.d2h_fill,
+               "gpu_visibility": opts.gpu_visibility, "fold_threshold": opts.fold_threshold,
+               "fold_pinned": opts.fold_pinned, "fold_blocksize": opts.fold_blocksize}
+    kernels = {name: (c.alpha_s, c.beta_s_per_thread) for name, c in opts.costs.kernels.items()}
+    return run_description.to_json(run_description.describe(opts.machine, opts.layout, report=out / "report.tsv",
+                                                            options=options, kernels=kernels))
 
 
 def _preload(lib: Path) -> str:
@@ -138,11 +130,12 @@ def run(opts: RunOptions) -> RunOutcome:
     wrapper = _preload(lib)  # before anything is written
     out = opts.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("results.json", "report.tsv", "report.tsv.crash", "error.txt"):
+    # orrery.cfg: the shim's configuration before run.json, which a run must not leave looking current
+    for stale in ("results.json", "report.tsv", "report.tsv.crash", "error.txt", "orrery.cfg"):
         (out / stale).unlink(missing_ok=True)
     (out / "platform.xml").write_text(platform.platform_xml(opts.machine, opts.layout))
     (out / "hostfile").write_text("\n".join(platform.rank_hosts(opts.layout)) + "\n")
-    (out / "orrery.cfg").write_text(_config_lines(opts, out))
+    (out / "run.json").write_text(_description(opts, out))
     (out / "machine.json").write_text(opts.machine.model_dump_json(indent=1) + "\n")
 
     cmd = ["smpirun", "-np", str(opts.layout.ranks), "-platform", str(out / "platform.xml"),
@@ -156,7 +149,8 @@ def run(opts: RunOptions) -> RunOutcome:
             f"--cfg=smpi/coll-selector:{mpi.collective_selector}"]
     # SMPI charges each MPI_Test and MPI_Iprobe (and each poll of MPI_Probe) 100 us by default,
     # growing with every failed call: the machine's poll time instead, the same for every call
-    # (the shim sleeps it in the probes, interpose/mpi/mpi.cpp)
+    # (SMPI's test time; the shim sleeps the run description's mpi.poll_time_s in the probes,
+    # interpose/mpi/mpi.cpp)
     cmd += [f"--cfg=smpi/test:{mpi.poll_time!r}", "--cfg=smpi/iprobe:0", "--cfg=smpi/grow-injected-times:no"]
     cmd += [  # ranks sharing a GPU exchange messages through its memory
             f"--cfg=network/loopback-bw:{opts.machine.gpu.d2d_bandwidth!r}",
@@ -165,7 +159,7 @@ def run(opts: RunOptions) -> RunOutcome:
     cmd += [str(exe), *opts.program[1:]]
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(lib), env.get("LD_LIBRARY_PATH")) if p)
-    env["ORRERY_CONFIG"] = str(out / "orrery.cfg")
+    env["ORRERY_RUN"] = str(out / "run.json")
     env["ORRERY_ERROR_FILE"] = str(out / "error.txt")
     proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE if opts.capture_output else None,
                           text=True if opts.capture_output else None)

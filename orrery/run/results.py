@@ -1,6 +1,6 @@
 """Results of a run: the shim's per-rank report turned into results.json and a summary.
 
-The shim (interpose/core/engine.cpp, write_report) writes one tab-separated row per
+The shim (interpose/core/report.cpp, write_report) writes one tab-separated row per
 (rank, category, name) under the header REPORT_COLUMNS, its first rows saying how
 the run ended; this module is the only reader. It also decides what a run's
 outcome is (``status``) and what ``orrery run`` exits with. Times are simulated
@@ -244,7 +244,7 @@ def read_run(out: Path, run: dict, returncode: int) -> Results:
 
 
 def _read_rows_plain(path: Path) -> list[dict] | None:
-    """A crash's row: written without a header (interpose/core/engine.cpp, write_crash_row)."""
+    """A crash's row: written without a header (interpose/core/outcome.cpp, write_crash_row)."""
     if not path.is_file():
         return None
     with path.open(newline="") as f:

@@ -59,14 +59,17 @@ def test_hosts_routers_and_links_of_a_two_node_job(h100):
                if link.get("id") != "n0-mem" and link.get("id") != "n1-mem")
 
 
-def test_gpu_hosts_carry_their_description(h100):
-    root, _ = routes(platform.platform_xml(h100, platform.Layout.for_machine(h100, 1, 2)))
-    gpu = next(h for h in root.iter("host") if h.get("id") == "n0-gpu1")
-    props = {p.get("id"): p.get("value") for p in gpu.iter("prop")}
-    assert props["orrery:gpus"] == "n0-gpu0,n0-gpu1"
-    assert props["orrery:index"] == "1"
-    assert props["orrery:sm_count"] == "132"
-    assert float(props["orrery:launch_overhead_s"]) == h100.overheads.launch
+def test_gpu_places_list_every_gpu_of_the_job_and_the_platform_none_of_orrerys_values(h100):
+    layout = platform.Layout.for_machine(h100, 2, 2)
+    places = platform.gpu_places(h100, layout)
+    assert [(p["host"], p["node"], p["index"]) for p in places] == [
+        ("n0-gpu0", 0, 0), ("n0-gpu1", 0, 1), ("n1-gpu0", 1, 0), ("n1-gpu1", 1, 1)]
+    assert places[3]["copy_engine"] == "n1-gpu1-ce" and places[3]["message_end"] is None
+    assert [p["pci_bus_id"] for p in places[:2]] == [0x18, 0x38]
+    root, _ = routes(platform.platform_xml(h100, layout))
+    hosts = {h.get("id") for h in root.iter("host")}
+    assert {p["host"] for p in places} | {p["copy_engine"] for p in places} <= hosts
+    assert not list(root.iter("prop"))  # the shim's values are in the run description, not the platform
 
 
 def test_no_nvlink_topology_has_no_gpu_to_gpu_links(h100):
@@ -155,8 +158,7 @@ def test_messages_within_a_node_through_the_nic_start_at_endpoints_whose_one_way
     for end in ("n0-gpu2-mpi", "n0-cpu1"):
         assert [e for e in edges if end in e] == [(end, f"n0-nic{end[6]}")]
     assert not any(link.get("id").endswith("-shm") for link in root.iter("link"))
-    gpu = next(h for h in root.iter("host") if h.get("id") == "n0-gpu2")
-    assert {p.get("id"): p.get("value") for p in gpu.iter("prop")}["orrery:mpi_endpoint"] == "n0-gpu2-mpi"
+    assert platform.gpu_places(m, platform.Layout.for_machine(m, 1))[2]["message_end"] == "n0-gpu2-mpi"
     # the default, direct: no message endpoints, NVLink between GPUs, shared memory between processes
     direct = machine.load("gh200-slingshot", machine.parse_overrides(['mpi.intra_node="direct"']))
     root, edges = routes(platform.platform_xml(direct, platform.Layout.for_machine(direct, 1)))
@@ -176,12 +178,15 @@ def test_modelled_sockets_have_their_own_root_complex_memory_and_devices():
     assert ("n0-root", "n0-pcie0") in edges and ("n0-root1", "n0-pcie1") in edges
     assert ("n0-cpu-s1", "n0-root1") in edges and ("n0-cpu", "n0-root") in edges
     assert ("n0-cpu1-mem", "n0-root1") in edges and ("n0-cpu0-mem", "n0-root") in edges
-    props = {h.get("id"): {p.get("id"): p.get("value") for p in h.iter("prop")} for h in root.iter("host")}
-    assert props["n0-gpu0"]["orrery:cpu"] == "n0-cpu" and props["n0-gpu1"]["orrery:cpu"] == "n0-cpu-s1"
+    places = platform.gpu_places(m, platform.Layout.for_machine(m, 1))
+    assert [p["cpu"] for p in places] == ["n0-cpu", "n0-cpu-s1"]
     # without GPUDirect RDMA, a NIC's staging goes through its own socket's root complex
     staged = machine.load("h100-pcie", machine.parse_overrides(["gpudirect.rdma=false", "nic.per_node=2"]))
     _, edges = routes(platform.platform_xml(staged, platform.Layout.for_machine(staged, 1)))
     assert ("n0-root", "n0-nic0-port") in edges and ("n0-root1", "n0-nic1-port") in edges
+    # the links the shim scales as staging (run description staging.links) are those very links
+    assert platform.staging_links(staged, platform.Layout.for_machine(staged, 1)) == ["n0-nic0-sw", "n0-nic1-sw"]
+    assert edges[("n0-root", "n0-nic0-port")].get("id") == "n0-nic0-sw"
     one = machine.load("h100-ib200")
     root, _ = routes(platform.platform_xml(one, platform.Layout.for_machine(one, 1)))
     assert one.node.cpu_sockets == 2 and {r.get("id") for r in root.iter("router")} >= {"n0-root"}

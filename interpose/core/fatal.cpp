@@ -1,0 +1,47 @@
+/* Orrery's own errors (fatal.hpp): the message goes to ORRERY_ERROR_FILE, which `orrery run`
+ * prints last, or to stderr without one. */
+#include "core/fatal.hpp"
+
+#include "core/ranks.hpp"
+#include "core/runtime.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
+namespace orrery {
+
+/* ---------------- fatal errors ---------------- */
+
+void fatal(const char* fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fflush(nullptr);
+  const char* err = getenv("ORRERY_ERROR_FILE");
+  bool told = false;
+  if (err && *err) {
+    if (FILE* f = fopen(err, "w")) {
+      fprintf(f, "%s\n", msg);
+      told = fclose(f) == 0;
+    }
+  }
+  if (told && run_description_loaded())  // orrery run prints it last, with the report's rank and time in results.json
+    end_run("orrery_error", current_rank_id(), 0);
+  if (told)
+    _exit(0);
+  fprintf(stderr, "orrery: error: %s\n", msg);
+  _exit(70);
+}
+
+void unsupported(const char* function) {
+  const sg4::Actor* self = sg4::Actor::is_maestro() ? nullptr : sg4::Actor::self();
+  fatal("the program called %s, which Orrery does not simulate (actor %s); "
+        "see 'Supported CUDA calls' in the README",
+        function, self ? self->get_cname() : "?");
+}
+
+}  // namespace orrery

@@ -1,0 +1,116 @@
+/* The simulated GPUs: each a platform host, described by the run description's gpu (what it is)
+ * and gpus (where it is), built on first use and shared by the ranks of its node. */
+#include "core/gpus.hpp"
+
+#include <cstdio>
+#include <map>
+#include <memory>
+
+namespace orrery {
+
+/* ---------------- GPUs, described by the run description ---------------- */
+
+sg4::Host* host_by_name(const std::string& name) {
+  sg4::Host* h = sg4::Host::by_name_or_null(name);
+  if (!h)
+    fatal("the platform has no host '%s'", name.c_str());
+  return h;
+}
+
+Gpu* gpu_of_host(sg4::Host* host) {
+  static std::map<std::string, std::unique_ptr<Gpu>> gpus;
+  auto it = gpus.find(host->get_name());
+  if (it != gpus.end())
+    return it->second.get();
+  // Built completely before it is published: creating SimGrid objects may let
+  // other ranks run, and they must not see a half-described GPU.
+  auto built = std::make_unique<Gpu>();
+  Gpu& g = *built;
+  g.host = host;
+  const RunDescription& d = run_description();
+  const GpuHost& place = gpu_place(host);
+  const GpuModel& model = d.gpu;
+  g.cpu = host_by_name(place.cpu);
+  g.node = (int)place.node;
+  g.index = (int)place.index;
+  g.speed = host->get_speed();
+  g.launch_overhead_s = model.launch_overhead_s;
+  g.copy_overhead_s = model.copy_overhead_s;
+  g.sync_overhead_s = model.sync_overhead_s;
+  g.memset_bandwidth = model.memset_bandwidth;
+  g.d2d_bandwidth = model.d2d_bandwidth;
+  g.d2d_latency_s = model.d2d_latency_s;
+  g.host_memcpy_bandwidth = d.host_memcpy_bandwidth;
+
+  g.copy_model[(int)CopyKind::H2D] = d.copies.H2D;
+  g.copy_model[(int)CopyKind::D2H] = d.copies.D2H;
+  g.copy_model[(int)CopyKind::D2D] = d.copies.D2D;
+  g.copy_model[(int)CopyKind::Peer] = d.copies.peer;
+  g.copy_engine = host_by_name(place.copy_engine);
+  g.message_end = place.message_end ? host_by_name(*place.message_end) : host;
+
+  int engines = (int)model.copy_engines;
+  g.h2d_engine = sg4::Semaphore::create(engines >= 2 ? engines / 2 : 1);
+  g.d2h_engine = engines >= 2 ? sg4::Semaphore::create(engines - engines / 2) : g.h2d_engine;
+
+  cudaDeviceProp& p = g.prop;
+  snprintf(p.name, sizeof p.name, "%s", model.name.c_str());
+  p.totalGlobalMem = (size_t)model.memory_bytes;
+  p.sharedMemPerBlock = (size_t)model.shared_per_block;
+  p.sharedMemPerBlockOptin = (size_t)model.shared_per_block_optin;
+  p.sharedMemPerMultiprocessor = (size_t)model.shared_per_sm;
+  p.regsPerBlock = 65536;
+  p.regsPerMultiprocessor = 65536;
+  p.warpSize = 32;
+  p.memPitch = 2147483647;
+  p.maxThreadsPerBlock = 1024;
+  p.maxThreadsDim[0] = 1024;
+  p.maxThreadsDim[1] = 1024;
+  p.maxThreadsDim[2] = 64;
+  p.maxGridSize[0] = 2147483647;
+  p.maxGridSize[1] = 65535;
+  p.maxGridSize[2] = 65535;
+  p.totalConstMem = 65536;
+  p.major = (int)model.cc_major;
+  p.minor = (int)model.cc_minor;
+  p.textureAlignment = 512;
+  p.texturePitchAlignment = 32;
+  p.multiProcessorCount = (int)model.sm_count;
+  p.canMapHostMemory = 1;
+  p.concurrentKernels = 1;
+  p.ECCEnabled = 1;
+  p.pciBusID = (int)place.pci_bus_id;
+  p.asyncEngineCount = engines;
+  p.unifiedAddressing = 1;
+  p.memoryBusWidth = (int)model.memory_bus_width;
+  p.l2CacheSize = (int)model.l2_bytes;
+  p.maxThreadsPerMultiProcessor = (int)model.max_threads_per_sm;
+  p.maxBlocksPerMultiProcessor = (int)model.max_blocks_per_sm;
+  p.streamPrioritiesSupported = 1;
+  p.globalL1CacheSupported = 1;
+  p.localL1CacheSupported = 1;
+  p.managedMemory = 1;
+  p.cooperativeLaunch = 1;
+  p.memoryPoolsSupported = 1;
+  p.gpuDirectRDMASupported = 1;
+  p.clusterLaunch = p.major >= 9;
+  auto& slot = gpus[host->get_name()];
+  if (!slot)
+    slot = std::move(built);
+  return slot.get();
+}
+
+Gpu& current_gpu(Rank& r) { return *r.gpus.at(r.device); }
+
+const char* copy_kind_name(CopyKind k) {
+  switch (k) {
+    case CopyKind::H2H: return "H2H";
+    case CopyKind::H2D: return "H2D";
+    case CopyKind::D2H: return "D2H";
+    case CopyKind::D2D: return "D2D";
+    case CopyKind::Peer: return "peer";
+  }
+  return "?";
+}
+
+}  // namespace orrery

@@ -1,0 +1,112 @@
+/* The ranks: every MPI rank is a SimGrid actor, described on its first CUDA or MPI call
+ * (rank_self) from its host and the run description. */
+#include "core/ranks.hpp"
+
+#include "core/gpus.hpp"
+#include "core/outcome.hpp"
+#include "core/report.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace orrery {
+
+/* ---------------- ranks ---------------- */
+
+std::map<long, std::unique_ptr<Rank>>& ranks() {
+  static std::map<long, std::unique_ptr<Rank>> r;
+  return r;
+}
+
+double now() { return sg4::Engine::get_clock(); }
+
+/* The mutex condition variables need. Created with the first rank, not in a
+ * function-local static: creating it may switch actors, which all run on one
+ * OS thread, and a second actor would then re-enter the static's guard. */
+static sg4::MutexPtr g_sim_mutex;
+sg4::MutexPtr& sim_mutex() { return g_sim_mutex; }
+
+Rank& rank_self(const char* function) {
+  sg4::Actor* self = sg4::Actor::is_maestro() ? nullptr : sg4::Actor::self();
+  if (!self)
+    fatal("%s called outside of any simulated rank", function);
+  auto& table = ranks();
+  auto it = table.find(self->get_pid());
+  if (it != table.end())
+    return *it->second;
+
+  char* end = nullptr;
+  long id = strtol(self->get_cname(), &end, 10);
+  if (end == self->get_cname() || *end)
+    fatal("%s called from actor '%s', which is not an MPI rank (CUDA calls from host callbacks "
+          "are not allowed, as on a real GPU)",
+          function, self->get_cname());
+  static bool hooked = false;  // once per simulation, not once per rank
+  if (!hooked) {
+    hooked = true;
+    // every message's ends are pinned where its rank posted it (interpose/smpi_pins.cpp)
+    if (!dlsym(RTLD_DEFAULT, "orrery_smpi_pins"))
+      fatal("liborrery_smpi.so is not loaded: MPI messages would take routes from wherever their ranks "
+            "stand when they match; run programs with `orrery run`, which preloads it into SMPI");
+    sg4::Engine::on_simulation_end_cb(write_report);
+    sg4::Engine::on_deadlock_cb(on_deadlock);
+    install_failure_handlers();
+    install_message_copy();
+    install_message_factors();
+    g_sim_mutex = sg4::Mutex::create();
+  }
+  auto r = std::make_unique<Rank>();
+  r->id = (int)id;
+  r->host = self->get_host();
+  // As on a cluster: a rank sees the GPUs of its node and starts on device 0,
+  // or, bound (CUDA_VISIBLE_DEVICES per rank), only the GPU it runs next to.
+  const RunDescription& d = run_description();
+  if (d.gpu_visibility == GpuVisibility::Bound) {
+    r->gpus.push_back(gpu_of_host(r->host));
+  } else {
+    std::map<int64_t, const GpuHost*> of_node;  // by device number
+    for (const GpuHost& g : d.gpus)
+      if (g.node == gpu_place(r->host).node)
+        of_node[g.index] = &g;
+    for (auto [index, g] : of_node)
+      r->gpus.push_back(gpu_of_host(host_by_name(g->host)));
+  }
+  r->device = 0;
+  r->legacy.assign(r->gpus.size(), nullptr);
+  r->cpu = r->id < (int)d.ranks.size() ? host_by_name(d.ranks[r->id].cpu) : nullptr;
+  const std::optional<std::string>& endpoint = gpu_place(r->host).message_end;
+  r->device_end = endpoint ? host_by_name(*endpoint) : r->host;
+  auto mpi_path = [&](const MpiOverheads& o, const MessagePaths& gaps, bool device) {
+    return MpiPath{device ? d.mpi.eager_device : d.mpi.eager_host, o.send_s, o.recv_s, o.send_intra_s,
+                   o.recv_intra_s, device ? gaps.device_inter : gaps.host_inter,
+                   device ? gaps.device_intra : gaps.host_intra};
+  };
+  r->mpi_host = mpi_path(d.mpi.host, d.mpi.gaps, false);
+  r->mpi_device = mpi_path(d.mpi.device, d.mpi.gaps, true);
+  Rank* rp = r.get();
+  sg4::this_actor::on_exit([rp](bool killed) {
+    if (rp->stats.end_s < 0)
+      rp->stats.end_s = now();
+    if (!killed)
+      finish_rank(*rp);
+  });
+  table[self->get_pid()] = std::move(r);
+  return *rp;
+}
+
+/* The rank whose code is running: the calling rank, or the rank whose stream runs (a host
+ * function); -1 outside any (SimGrid itself). */
+int current_rank_id() {
+  if (ranks().empty() || sg4::Actor::is_maestro())
+    return -1;
+  const sg4::Actor* self = sg4::Actor::self();
+  auto it = ranks().find(self->get_pid());
+  if (it != ranks().end())
+    return it->second->id;
+  int id = -1;
+  return sscanf(self->get_cname(), "stream-r%d-", &id) == 1 ? id : -1;
+}
+
+}  // namespace orrery

@@ -1,0 +1,114 @@
+/* The report (report.tsv): what each rank did, and how the run ended, for orrery/run/results.py. */
+#include "core/report.hpp"
+
+#include "core/outcome.hpp"
+#include "core/ranks.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace orrery {
+
+/* ---------------- the report ----------------
+ * One row per (rank, category, name); orrery/results.py reads it by its header. A run's outcome
+ * comes first: a status row (rank, "status", status, code, 0, time), then for a deadlock one
+ * "blocked" row per rank still running (its MPI call, peer and tag as `count` and `bytes`
+ * (Rank::kNoPeer, Rank::kAnyPeer), the call's start), and for pending GPU work one "pending"
+ * row per operation still queued (its description, the stream: 0 for the legacy default stream,
+ * k for the rank's k-th created stream, the device, the time). */
+
+static std::string describe(const Op& op) {
+  switch (op.kind) {
+    case Op::Kernel: return "kernel " + op.name;
+    case Op::Memset: return "memset of " + std::to_string(op.bytes) + " bytes";
+    case Op::Copy: return std::string(copy_kind_name(op.copy)) + " copy of " + std::to_string(op.bytes) + " bytes";
+    case Op::Record: return "event record";
+    case Op::Wait: return "event wait";
+    case Op::HostFn: return "host function";
+  }
+  return "?";
+}
+
+static int stream_number(const Rank& r, const Stream* s) {
+  if (s->legacy)
+    return 0;
+  int k = 0;
+  for (const Stream* o : r.streams) {
+    k += !o->legacy;
+    if (o == s)
+      break;
+  }
+  return k;
+}
+
+void write_report() {
+  const std::string& path = run_description().report;
+  if (path.empty() || simulation_over())
+    return;
+  set_simulation_over();
+  const Outcome outcome = run_outcome();
+  std::string tmp = path + ".part";
+  FILE* f = fopen(tmp.c_str(), "w");
+  if (!f) {
+    fprintf(stderr, "orrery: error: cannot write the report %s\n", tmp.c_str());
+    return;
+  }
+  fprintf(f, "rank\tcategory\tname\tcount\tbytes\ttime_s\n");
+  fprintf(f, "-1\trun\tmakespan\t0\t0\t%.17g\n", now());
+  fprintf(f, "%d\tstatus\t%s\t%d\t0\t%.17g\n", outcome.rank, outcome.status.c_str(), outcome.code,
+          outcome.time_s);
+  std::vector<Rank*> by_id;
+  for (auto& entry : ranks())
+    by_id.push_back(entry.second.get());
+  std::sort(by_id.begin(), by_id.end(), [](const Rank* a, const Rank* b) { return a->id < b->id; });
+  for (Rank* r : by_id) {
+    if (outcome.status == "deadlock" && r->stats.end_s < 0) {
+      const Rank::MpiCall& c = r->in_mpi;
+      fprintf(f, "%d\tblocked\t%s\t%d\t%d\t%.17g\n", r->id, c.name ? c.name : "", c.peer, c.tag,
+              c.name ? c.t0 : now());
+    }
+    if (outcome.status == "pending_gpu_work" && r->id == outcome.rank)
+      for (const Stream* s : r->streams)
+        for (const Op& op : s->queue)
+          if (is_work(op))
+            fprintf(f, "%d\tpending\t%s\t%d\t%d\t%.17g\n", r->id, describe(op).c_str(), stream_number(*r, s),
+                    s->device, now());
+    // A call the run ended in counts until the end.
+    if (const Rank::MpiCall& c = r->in_mpi; c.name) {
+      Tally& t = r->stats.mpi[c.name];
+      t.count++;
+      t.bytes += c.bytes;
+      t.time_s += now() - c.t0;
+    }
+  }
+  for (const Rank* r : by_id) {
+    auto rows = [&](const char* cat, const std::map<std::string, Tally>& m) {
+      for (auto& [name, t] : m)
+        fprintf(f, "%d\t%s\t%s\t%llu\t%llu\t%.17g\n", r->id, cat, name.c_str(), (unsigned long long)t.count,
+                (unsigned long long)t.bytes, t.time_s);
+    };
+    rows("kernel", r->stats.kernels);
+    rows("copy", r->stats.copies);
+    rows("mpi", r->stats.mpi);
+    rows("uncosted", r->stats.uncosted);
+    fprintf(f, "%d\trank\thost_api\t0\t0\t%.17g\n", r->id, r->stats.host_api_s);
+    fprintf(f, "%d\trank\tgpu_wait\t0\t0\t%.17g\n", r->id, r->stats.gpu_wait_s);
+    fprintf(f, "%d\trank\tend\t0\t0\t%.17g\n", r->id, r->stats.end_s < 0 ? now() : r->stats.end_s);
+    fprintf(f, "%d\trank\tfinished\t%d\t0\t0\n", r->id, (int)(r->stats.end_s >= 0));
+    const Stats& st = r->stats;
+    double hidden = st.comm.overlap(st.compute);
+    fprintf(f, "%d\tengine\tcompute\t0\t0\t%.17g\n", r->id, st.compute.measure());
+    fprintf(f, "%d\tengine\tH2D\t0\t0\t%.17g\n", r->id, st.h2d.measure());
+    fprintf(f, "%d\tengine\tD2H\t0\t0\t%.17g\n", r->id, st.d2h.measure());
+    fprintf(f, "%d\toverlap\tcommunication\t0\t0\t%.17g\n", r->id, st.comm.measure());
+    fprintf(f, "%d\toverlap\thidden\t0\t0\t%.17g\n", r->id, hidden);
+    fprintf(f, "%d\tplacement\t%s\t0\t0\t0\n", r->id, r->host->get_cname());
+    fprintf(f, "%d\tmixed\tplacements\t%llu\t0\t0\n", r->id, (unsigned long long)st.mixed_placements);
+  }
+  fclose(f);
+  rename(tmp.c_str(), path.c_str());
+}
+
+}  // namespace orrery

@@ -1,0 +1,133 @@
+/* Streams: each a daemon actor on its GPU's host that takes its operations in order, waits for
+ * what they depend on (events, the legacy default stream's implicit ordering) and executes them
+ * (execution.cpp); and the host's waits for them. */
+#include "core/execution.hpp"
+#include "core/ranks.hpp"
+
+#include <mutex>
+#include <set>
+#include <string>
+
+namespace orrery {
+
+/* ---------------- streams ---------------- */
+
+static std::set<Stream*>& live_streams() {
+  static std::set<Stream*> s;
+  return s;
+}
+
+static void wait_seq(Stream* s, uint64_t seq) {
+  std::unique_lock<sg4::Mutex> lock(*sim_mutex());
+  while (s->completed < seq)
+    s->done_cv->wait(lock);
+}
+
+static void stream_worker(Stream* s) {
+  sg4::Actor::self()->daemonize();
+  for (;;) {
+    {
+      std::unique_lock<sg4::Mutex> lock(*sim_mutex());
+      while (s->queue.empty()) {
+        if (s->destroyed)
+          return;
+        s->work_cv->wait(lock);
+      }
+    }
+    Op& op = s->queue.front();  // deque: references survive push_back
+    for (const Dependency& d : op.deps)
+      wait_seq(d.stream, d.seq);
+    execute(s, op);
+    s->queue.pop_front();
+    s->completed++;
+    s->done_cv->notify_all();
+  }
+}
+
+Stream* create_stream(Rank& r, unsigned flags, int priority) {
+  auto* s = new Stream;  // never freed: events and dependencies may outlive the handle
+  s->rank = &r;
+  s->device = r.device;
+  s->gpu = &current_gpu(r);
+  s->flags = flags;
+  s->priority = priority;
+  s->work_cv = sg4::ConditionVariable::create();
+  s->done_cv = sg4::ConditionVariable::create();
+  std::string name = "stream-r" + std::to_string(r.id) + "-" + std::to_string(r.streams.size());
+  s->worker = sg4::Actor::create(name, s->gpu->host, [s] { stream_worker(s); });
+  r.streams.push_back(s);
+  live_streams().insert(s);
+  return s;
+}
+
+Stream* legacy_stream(Rank& r, int device) {
+  Stream*& l = r.legacy.at(device);
+  if (!l) {
+    int current = r.device;
+    r.device = device;  // a stream belongs to the device current at its creation
+    l = create_stream(r, 0, 0);
+    r.device = current;
+    l->legacy = true;
+  }
+  return l;
+}
+
+Stream* resolve_stream(Rank& r, cudaStream_t handle, const char* function) {
+  if (handle == nullptr || handle == cudaStreamLegacy)
+    return legacy_stream(r, r.device);
+  if (handle == cudaStreamPerThread)
+    unsupported("cudaStreamPerThread (per-thread default stream)");
+  auto* s = reinterpret_cast<Stream*>(handle);
+  if (!live_streams().count(s) || s->destroyed || s->rank != &r)
+    fatal("%s: invalid stream handle %p (rank %d)", function, (void*)handle, r.id);
+  return s;
+}
+
+void wait_like_legacy(Op& op, Stream* legacy) {
+  for (Stream* o : legacy->rank->streams)
+    if (o != legacy && o->device == legacy->device && !(o->flags & cudaStreamNonBlocking) && o->completed < o->enqueued)
+      op.deps.push_back({o, o->enqueued});
+}
+
+void enqueue(Stream* s, Op op) {
+  Rank& r = *s->rank;
+  if (s->legacy) {
+    wait_like_legacy(op, s);
+  } else if (!(s->flags & cudaStreamNonBlocking)) {
+    Stream* l = r.legacy.at(s->device);
+    if (l && l->completed < l->enqueued)
+      op.deps.push_back({l, l->enqueued});
+  }
+  s->queue.push_back(std::move(op));
+  s->enqueued++;
+  s->work_cv->notify_all();
+}
+
+/* ---------------- host-side waits and overheads ---------------- */
+
+void host_overhead(Rank& r, double seconds) {
+  if (seconds <= 0)
+    return;
+  sg4::this_actor::sleep_for(seconds);
+  r.stats.host_api_s += seconds;
+}
+
+void wait_for(Rank& r, Stream* s, uint64_t seq) {
+  double t0 = now();
+  wait_seq(s, seq);
+  r.stats.gpu_wait_s += now() - t0;
+  host_overhead(r, r.gpus.at(s->device)->sync_overhead_s);
+}
+
+void wait_stream(Rank& r, Stream* s) { wait_for(r, s, s->enqueued); }
+
+void wait_device(Rank& r, int device) {
+  double t0 = now();
+  for (Stream* s : r.streams)
+    if (s->device == device)
+      wait_seq(s, s->enqueued);
+  r.stats.gpu_wait_s += now() - t0;
+  host_overhead(r, r.gpus.at(device)->sync_overhead_s);
+}
+
+}  // namespace orrery
