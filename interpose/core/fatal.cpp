@@ -40,7 +40,7 @@ void fatal(const char* fmt, ...) {
 void unsupported(const char* function) {
   const sg4::Actor* self = sg4::Actor::is_maestro() ? nullptr : sg4::Actor::self();
   fatal("the program called %s, which Orrery does not simulate (actor %s); "
-        "see 'Supported CUDA calls' in the README",
+        "docs/supported-calls.md lists the calls it does",
         function, self ? self->get_cname() : "?");
 }
 

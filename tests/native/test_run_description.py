@@ -53,7 +53,7 @@ def read_back(echo: Path, tmp_path: Path, text: str) -> subprocess.CompletedProc
 
 
 def test_every_field_python_writes_is_read_by_the_shim_exactly(echo, tmp_path):
-    m = machine.load("h100-ib200", EVERY_PART)
+    m = machine.load("h100-ib200", machine.parse_overrides(EVERY_PART))
     layout = platform.Layout.for_machine(m, 2, 2, 3)
     d = run_description.describe(m, layout, report=tmp_path / "report.tsv",
                                  options={"strict": True, "d2h_fill": "keep", "fold_threshold": 12345},
