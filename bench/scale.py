@@ -45,8 +45,13 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, nargs="+", default=[8, 64, 256, 1024])
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--machine", default="h100-ib200", help="a built-in machine (default h100-ib200)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a machine parameter in both runs, as orrery run --set (repeatable)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a machine parameter in both runs, as orrery run --set (repeatable)",
+    )
     a = ap.parse_args()
     sys.path.insert(0, str(REPO))
     from orrery import machines as machine
@@ -54,32 +59,64 @@ def main() -> None:
     from orrery.run.launch import SMPI_CONFIG
 
     work = Path(tempfile.mkdtemp(prefix="orrery-bench-"))
-    subprocess.run(["make", "-s", "-C", str(REPO / "examples/jacobi"), f"NVCC={ORRERY} nvcc",
-                    f"MPICXX={ORRERY} mpicxx"], check=True)
+    subprocess.run(
+        ["make", "-s", "-C", str(REPO / "examples/jacobi"), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"],
+        check=True,
+    )
     bare = work / "jacobi_mpi_only"
     subprocess.run(["smpicc", "-O2", str(REPO / "bench/jacobi_mpi_only.c"), "-o", str(bare)], check=True)
     m = machine.load(a.machine, machine.parse_overrides(a.set))
     overrides = [x for kv in a.set for x in ("--set", kv)]
-    print("| simulated GPUs | iterations | Orrery wall (s) | Orrery peak RSS (GiB) | bare SMPI wall (s) "
-          "| bare SMPI peak RSS (GiB) | wall ratio |")
+    print(
+        "| simulated GPUs | iterations | Orrery wall (s) | Orrery peak RSS (GiB) | bare SMPI wall (s) "
+        "| bare SMPI peak RSS (GiB) | wall ratio |"
+    )
     print("|---|---|---|---|---|---|---|")
     for gpus in a.gpus:
         nodes = gpus // m.node.gpus
         args = ["-nx", str(NX), "-ny", str(NX * gpus), "-niter", str(a.iterations)]
         out = work / f"o{gpus}"
-        w_orr, rss_orr, _ = timed([ORRERY, "run", "--machine", a.machine, *overrides, "--nodes", str(nodes), "--costs",
-                                   str(REPO / "examples/jacobi/costs.toml"), "--out", str(out), "--",
-                                   str(REPO / "examples/jacobi/jacobi"), *args])
+        w_orr, rss_orr, _ = timed(
+            [
+                ORRERY,
+                "run",
+                "--machine",
+                a.machine,
+                *overrides,
+                "--nodes",
+                str(nodes),
+                "--costs",
+                str(REPO / "examples/jacobi/costs.toml"),
+                "--out",
+                str(out),
+                "--",
+                str(REPO / "examples/jacobi/jacobi"),
+                *args,
+            ]
+        )
         layout = platform.Layout.for_machine(m, nodes)
-        cmd = ["smpirun", "-np", str(gpus), "-platform", str(out / "platform.xml"), "-hostfile",
-               str(out / "hostfile"), *[f"--cfg={c}" for c in SMPI_CONFIG],
-               f"--cfg=smpi/coll-selector:{m.mpi.collective_selector}",  # the same collective algorithms
-               "--log=xbt_cfg.thres:warning",
-               "--log=smpi_config.thres:warning", str(bare), *args]
+        cmd = [
+            "smpirun",
+            "-np",
+            str(gpus),
+            "-platform",
+            str(out / "platform.xml"),
+            "-hostfile",
+            str(out / "hostfile"),
+            *[f"--cfg={c}" for c in SMPI_CONFIG],
+            f"--cfg=smpi/coll-selector:{m.mpi.collective_selector}",  # the same collective algorithms
+            "--log=xbt_cfg.thres:warning",
+            "--log=smpi_config.thres:warning",
+            str(bare),
+            *args,
+        ]
         assert layout.ranks == gpus
         w_bare, rss_bare, _ = timed(cmd)
-        print(f"| {gpus} | {a.iterations} | {w_orr:.2f} | {rss_orr:.2f} | {w_bare:.2f} | {rss_bare:.2f} "
-              f"| {w_orr / w_bare:.2f} |", flush=True)
+        print(
+            f"| {gpus} | {a.iterations} | {w_orr:.2f} | {rss_orr:.2f} | {w_bare:.2f} | {rss_bare:.2f} "
+            f"| {w_orr / w_bare:.2f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

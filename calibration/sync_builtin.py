@@ -45,22 +45,31 @@ def sync(name: str, repo: Path = REPO) -> str:
             block = re.search(rf"^\[{section}\]\n(.*?)(?=^\[|\Z)", text, re.M | re.S)
             if not block or not re.search(rf"^{field} = .*$", block.group(1), re.M):
                 sys.exit(f"{toml_path}: no '{field}' in [{section}] to carry {key} into")
-            body = re.sub(rf"^{field} = .*$", f"{field} = {merge.toml_value(machine.with_units(key, value))}", block.group(1), count=1,
-                          flags=re.M)
-            text = text[:block.start(1)] + body + text[block.end(1):]
+            body = re.sub(
+                rf"^{field} = .*$",
+                f"{field} = {merge.toml_value(machine.with_units(key, value))}",
+                block.group(1),
+                count=1,
+                flags=re.M,
+            )
+            text = text[: block.start(1)] + body + text[block.end(1) :]
         source = re.search(rf'^"{re.escape(key)}" = "(.*)"$', text, re.M)
         if source is None:
             text = text.rstrip("\n") + f'\n"{key}" = {json.dumps(cited)}\n'
         elif not source.group(1).startswith("fitted:"):
-            text = text[:source.start(1)] + cited + text[source.end(1):]
+            text = text[: source.start(1)] + cited + text[source.end(1) :]
     # the measured models are written anew: the source of one the calibration no longer has goes
     measured = "|".join(machine.MEASURED_MODELS)
-    text = re.sub(rf'^"((?:{measured})\.\w+)" = .*\n', lambda m: "" if m.group(1) not in overrides else m.group(0),
-                  text, flags=re.M)
+    text = re.sub(
+        rf'^"((?:{measured})\.\w+)" = .*\n',
+        lambda m: "" if m.group(1) not in overrides else m.group(0),
+        text,
+        flags=re.M,
+    )
     block = "\n\n".join(f"[{section}]\n" + "\n".join(lines) for section, lines in models.items())
     generated = f"{BEGIN}\n{block}\n{END}\n"
     if BEGIN in text:
-        text = text[:text.index(BEGIN)] + generated + text[text.index(END) + len(END) + 1:]
+        text = text[: text.index(BEGIN)] + generated + text[text.index(END) + len(END) + 1 :]
     else:
         text = text.replace("\n[sources]\n", f"\n{generated}\n[sources]\n")
     toml_path.write_text(text)

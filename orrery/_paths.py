@@ -16,5 +16,6 @@ def lib_dir() -> Path:
         if not (d / name).is_file():
             raise OrreryError(
                 f"Orrery's {name} is missing from {d}: install the package "
-                "(pip install .) rather than running it from the source tree")
+                "(pip install .) rather than running it from the source tree"
+            )
     return d

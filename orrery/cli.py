@@ -30,8 +30,16 @@ SWEEP_SETS = "; ".join(f"{m}: {', '.join(sets)}" for m, sets in sweeps.other_set
 
 #: What `orrery run` writes in --out (run.py): cleared before a run's inputs are checked, so that
 #: a rejected run leaves nothing of an earlier one looking current.
-RUN_OUTPUTS = ("results.json", "results.json.part", "report.tsv", "error.txt", "platform.xml", "hostfile",
-               "run.json", "machine.json")
+RUN_OUTPUTS = (
+    "results.json",
+    "results.json.part",
+    "report.tsv",
+    "error.txt",
+    "platform.xml",
+    "hostfile",
+    "run.json",
+    "machine.json",
+)
 
 
 def _clear_run_outputs(out: Path) -> None:
@@ -71,8 +79,16 @@ def _run_command(a: argparse.Namespace) -> int:
     m = merge.machine(a.machine, calibration, overrides)
     layout = platform.Layout.for_machine(m, a.nodes, a.gpus_per_node, a.ranks_per_node)
     opts = RunOptions(
-        machine=m, layout=layout, program=program, out=Path(a.out), costs=costs.load(a.costs), mode=a.mode,
-        strict=a.strict, d2h_fill=a.d2h_fill, fold_pinned=not a.no_fold_pinned, gpu_visibility=a.gpu_visibility,
+        machine=m,
+        layout=layout,
+        program=program,
+        out=Path(a.out),
+        costs=costs.load(a.costs),
+        mode=a.mode,
+        strict=a.strict,
+        d2h_fill=a.d2h_fill,
+        fold_pinned=not a.no_fold_pinned,
+        gpu_visibility=a.gpu_visibility,
         overrides=tuple((calibration.as_set() if calibration else []) + list(a.set)),
     )
     outcome = run(opts)
@@ -118,8 +134,9 @@ def _validate_command(a: argparse.Namespace) -> int:
     out = writable_folder(a.out)
     overrides = machine.parse_overrides(a.set)
     calibration = merge.read(a.calibration, a.machine) if a.calibration else None
-    results = validate.validate(a.machine, Path(a.repo) if a.repo else None, overrides, sweep_set=a.sweeps,
-                                calibration=calibration)
+    results = validate.validate(
+        a.machine, Path(a.repo) if a.repo else None, overrides, sweep_set=a.sweeps, calibration=calibration
+    )
     print(report.validation_report(results))
     for path in report.write_validation(results, a.machine, out):
         print(f"orrery: plot {path}")
@@ -133,13 +150,19 @@ def _calibrate_command(a: argparse.Namespace) -> int:
     repo = Path(a.repo) if a.repo else None
     out = writable_folder(a.out)
     if a.sweeps and a.input:
-        raise InputError("--sweeps", None, a.sweeps, "either --sweeps (a set of the shared measurements) or --input files")
+        raise InputError(
+            "--sweeps", None, a.sweeps, "either --sweeps (a set of the shared measurements) or --input files"
+        )
     layout = None
     if a.collective_layout:
         parts = a.collective_layout.lower().split("x")
         if len(parts) != 2 or not all(x.isdigit() and int(x) > 0 for x in parts):
-            raise InputError("--collective-layout", None, a.collective_layout,
-                             "NODESxGPUS, two positive whole numbers (e.g. 2x4: 8 ranks, 4 on each of 2 nodes)")
+            raise InputError(
+                "--collective-layout",
+                None,
+                a.collective_layout,
+                "NODESxGPUS, two positive whole numbers (e.g. 2x4: 8 ranks, 4 on each of 2 nodes)",
+            )
         layout = (int(parts[0]), int(parts[1]))
     # the kernel table is read first: a bad one stops the command before the calibration's runs
     kernels = fit.fit_kernels(a.kernels) if a.kernels else None
@@ -201,14 +224,27 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--calibration", help="calibration file written by `orrery calibrate` for this machine")
     r.add_argument("--out", default="orrery-out", help="folder for results.json, the platform and the run description")
     r.add_argument("--strict", action="store_true", help="a kernel without a cost is an error")
-    r.add_argument("--d2h-fill", default=run_description.default("d2h_fill"), choices=FILL_POLICIES,
-                   help="what device-to-host copies write into host memory (default: %(default)s)")
-    r.add_argument("--gpu-visibility", default=run_description.default("gpu_visibility"), choices=GPU_VISIBILITY,
-                   help="node: a rank sees all GPUs of its node (device 0 first); "
-                        "bound: only its own, as with CUDA_VISIBLE_DEVICES per rank")
+    r.add_argument(
+        "--d2h-fill",
+        default=run_description.default("d2h_fill"),
+        choices=FILL_POLICIES,
+        help="what device-to-host copies write into host memory (default: %(default)s)",
+    )
+    r.add_argument(
+        "--gpu-visibility",
+        default=run_description.default("gpu_visibility"),
+        choices=GPU_VISIBILITY,
+        help="node: a rank sees all GPUs of its node (device 0 first); "
+        "bound: only its own, as with CUDA_VISIBLE_DEVICES per rank",
+    )
     r.add_argument("--no-fold-pinned", action="store_true", help="give pinned host buffers real memory")
-    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a machine parameter, e.g. pcie.bandwidth=64GB/s")
+    r.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a machine parameter, e.g. pcie.bandwidth=64GB/s",
+    )
     r.add_argument("program", nargs=argparse.REMAINDER, help="-- ./program args...")
     r.set_defaults(func=_run_command)
 
@@ -232,20 +268,41 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("calibrate", help="fit a machine on measured sweeps and check the fit (closed loop)")
     c.add_argument("--machine", default="h100-ib200")
     c.add_argument("--out", default="orrery-calibration", help="folder for calibration.json and the closed loop")
-    c.add_argument("--repo", help="an Orrery checkout whose calibration/data/measured and calibration/bench to use "
-                                  "(default: those installed with the package)")
-    c.add_argument("--input", action="append", default=[], metavar="FILE",
-                   help="measured sweeps to fit (measurement CSV, OSU, bandwidthTest, nccl-tests, BabelStream); "
-                        "default: the shared measurements known for the machine")
-    c.add_argument("--kernels", metavar="TABLE",
-                   help="kernel timing table (kernel,grid_x..block_z,time,unit): also write DIR/costs.toml")
-    c.add_argument("--sweeps", metavar="SET", help="another set of the machine's shared sweeps, one system and MPI stack, "
-                                                  "instead of its default one (" + SWEEP_SETS + ")")
-    c.add_argument("--p2p-path", choices=["intra-node", "inter-node"],
-                   help="where the two ranks of raw OSU output ran (the output does not say)")
-    c.add_argument("--collective-layout", metavar="NODESxGPUS",
-                   help="how many nodes and ranks (GPUs) per node ran raw OSU collective output, e.g. 2x4 "
-                        "(the output does not say; the harness's CSV does)")
+    c.add_argument(
+        "--repo",
+        help="an Orrery checkout whose calibration/data/measured and calibration/bench to use "
+        "(default: those installed with the package)",
+    )
+    c.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="measured sweeps to fit (measurement CSV, OSU, bandwidthTest, nccl-tests, BabelStream); "
+        "default: the shared measurements known for the machine",
+    )
+    c.add_argument(
+        "--kernels",
+        metavar="TABLE",
+        help="kernel timing table (kernel,grid_x..block_z,time,unit): also write DIR/costs.toml",
+    )
+    c.add_argument(
+        "--sweeps",
+        metavar="SET",
+        help="another set of the machine's shared sweeps, one system and MPI stack, "
+        "instead of its default one (" + SWEEP_SETS + ")",
+    )
+    c.add_argument(
+        "--p2p-path",
+        choices=["intra-node", "inter-node"],
+        help="where the two ranks of raw OSU output ran (the output does not say)",
+    )
+    c.add_argument(
+        "--collective-layout",
+        metavar="NODESxGPUS",
+        help="how many nodes and ranks (GPUs) per node ran raw OSU collective output, e.g. 2x4 "
+        "(the output does not say; the harness's CSV does)",
+    )
     c.set_defaults(func=_calibrate_command)
 
     f = sub.add_parser("fit", help="fit a program's cost parameters to its measured run times, simulator in the loop")
@@ -258,18 +315,27 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--machine", default="h100-ib200")
     v.add_argument("--out", default="orrery-validate", help="folder for validation.json and the plots")
     v.add_argument("--sweeps", metavar="SET", help="another set of the machine's shared sweeps (" + SWEEP_SETS + ")")
-    v.add_argument("--repo", help="an Orrery checkout whose calibration/data/measured and calibration/bench to use "
-                                  "(default: those installed with the package)")
+    v.add_argument(
+        "--repo",
+        help="an Orrery checkout whose calibration/data/measured and calibration/bench to use "
+        "(default: those installed with the package)",
+    )
     v.add_argument("--calibration", help="a calibration file for this machine, written by `orrery calibrate`")
-    v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a machine parameter, e.g. pcie.bandwidth=64GB/s")
+    v.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a machine parameter, e.g. pcie.bandwidth=64GB/s",
+    )
     v.set_defaults(func=_validate_command)
 
     for name in ("nvcc", "mpicc", "mpicxx"):
         w = sub.add_parser(name, help=f"{name} for Orrery (use in a Makefile)", add_help=False)
         w.add_argument("args", nargs=argparse.REMAINDER)
-        w.set_defaults(func=lambda a, n=name: build.nvcc(a.args) if n == "nvcc"
-                       else build.mpicc(a.args, cxx=n == "mpicxx"))
+        w.set_defaults(
+            func=lambda a, n=name: build.nvcc(a.args) if n == "nvcc" else build.mpicc(a.args, cxx=n == "mpicxx")
+        )
     return p
 
 

@@ -26,8 +26,7 @@ class Quantity(NamedTuple):
 
 
 def quantity(kind: str, signed: bool = False, plain: bool = False):
-    return Annotated[float, BeforeValidator(lambda v: units.parse(v, kind, signed=signed, plain=plain)),
-                     Quantity(kind)]
+    return Annotated[float, BeforeValidator(lambda v: units.parse(v, kind, signed=signed, plain=plain)), Quantity(kind)]
 
 
 # Machine descriptions: a quantity needs its unit (only 0 may go without one).
@@ -55,8 +54,12 @@ def read_text(path: Path, what: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(str(path), None, f"byte 0x{e.object[e.start]:02x} at offset {e.start}",
-                         f"{what} in UTF-8 text (this is binary or in another encoding)") from None
+        raise InputError(
+            str(path),
+            None,
+            f"byte 0x{e.object[e.start]:02x} at offset {e.start}",
+            f"{what} in UTF-8 text (this is binary or in another encoding)",
+        ) from None
     except OSError as e:
         raise InputError(str(path), None, str(path), f"{what} that can be read ({e.strerror})") from None
 
@@ -133,8 +136,13 @@ def _key(loc: tuple) -> str | None:
     return ".".join(str(p) for p in loc) or None
 
 
-def input_error(e: ValidationError, source: str, model: type[BaseModel] | None = None,
-                unknown_key: str = "no such key", overridden: dict[str, str] | None = None) -> InputError:
+def input_error(
+    e: ValidationError,
+    source: str,
+    model: type[BaseModel] | None = None,
+    unknown_key: str = "no such key",
+    overridden: dict[str, str] | None = None,
+) -> InputError:
     """Every problem pydantic found, as InputErrors naming source, key and value (one
     InputError where there is one). `model`, the schema validated against, lets an unknown key
     name the closest known one. `overridden` maps each key set from outside the file to where
@@ -153,8 +161,9 @@ def input_error(e: ValidationError, source: str, model: type[BaseModel] | None =
             # a misspelt key leaves its own key missing from the same table: that one first
             lacking = [m[-1] for m in missing if m[:-1] == loc[:-1]]
             near = closest(str(loc[-1]), lacking, cutoff=0.3) or (
-                closest(str(loc[-1]), known_keys(type_at(model, loc[:-1]))) if model else None)
-            hint = f" (did you mean '{_key(loc[:-1] + (near,))}'?)" if near else ""
+                closest(str(loc[-1]), known_keys(type_at(model, loc[:-1]))) if model else None
+            )
+            hint = f" (did you mean '{_key((*loc[:-1], near))}'?)" if near else ""
             items = [(loc, err["input"], unknown_key + hint)]
         else:
             msg = err["msg"].removeprefix("Value error, ").removeprefix("expected ").removeprefix("Input should be ")
@@ -170,8 +179,9 @@ def input_error(e: ValidationError, source: str, model: type[BaseModel] | None =
 def _blamed(source: str, key: str | None, value: object, expected: str, overridden: dict[str, str]) -> InputError:
     """The InputError of a key, blamed on the override that set it (the key itself, a list or
     table under it, or the section it is in), else on the file."""
-    given = next((k for k in overridden if key and (key == k or key.startswith(k + ".") or k.startswith(key + "."))),
-                 None)
+    given = next(
+        (k for k in overridden if key and (key == k or key.startswith(k + ".") or k.startswith(key + "."))), None
+    )
     if given is None:
         return InputError(source, key, value, expected)
     if overridden[given] == "--set":

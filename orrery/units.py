@@ -18,10 +18,22 @@ from decimal import Decimal, DecimalException
 
 # Decimal arithmetic so that "53.8GB/s" is exactly 53.8e9, not 53.8 * 1e9 rounded twice.
 _PREFIX = {
-    "": Decimal(1), "p": Decimal("1e-12"), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "µ": Decimal("1e-6"),
-    "m": Decimal("1e-3"), "k": Decimal("1e3"), "K": Decimal("1e3"), "M": Decimal("1e6"),
-    "G": Decimal("1e9"), "T": Decimal("1e12"), "P": Decimal("1e15"),
-    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "": Decimal(1),
+    "p": Decimal("1e-12"),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "µ": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "K": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
 }
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _QUANTITY = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-zµ/]*)\s*$")
@@ -32,10 +44,16 @@ KINDS = {
     "bandwidth": "a bandwidth such as 53.8GB/s, 200Gbps or 2.5e10 (bytes/s)",
     "flops": "a compute rate such as 67TFLOP/s or 6.7e13 (floating-point operations/s)",
 }
-EXAMPLES = {"time": "2.5us, 1ms or 0.5s", "size": "80GiB, 50MB or 4096B", "bandwidth": "53.8GB/s, 200Gbps or 2.5e10B/s",
-            "flops": "67TFLOP/s or 6.7e13FLOP/s"}
-WITH_UNIT = {kind: f"a {'compute rate' if kind == 'flops' else kind} with its unit, such as {EXAMPLES[kind]}"
-             for kind in EXAMPLES}
+EXAMPLES = {
+    "time": "2.5us, 1ms or 0.5s",
+    "size": "80GiB, 50MB or 4096B",
+    "bandwidth": "53.8GB/s, 200Gbps or 2.5e10B/s",
+    "flops": "67TFLOP/s or 6.7e13FLOP/s",
+}
+WITH_UNIT = {
+    kind: f"a {'compute rate' if kind == 'flops' else kind} with its unit, such as {EXAMPLES[kind]}"
+    for kind in EXAMPLES
+}
 #: The SI base unit of each kind, as parse() reads it: a number in SI units written back with it.
 BASE_UNIT = {"time": "s", "size": "B", "bandwidth": "B/s", "flops": "FLOP/s"}
 POSITIVE = ("bandwidth", "flops")
@@ -47,7 +65,7 @@ def _unit_scale(kind: str, unit: str) -> Decimal | None:
     for prefix, scale in sorted(_PREFIX.items(), key=lambda kv: -len(kv[0])):
         if not unit.startswith(prefix):
             continue
-        rest = unit[len(prefix):]
+        rest = unit[len(prefix) :]
         if kind == "time" and rest == "s" and prefix in ("", "p", "n", "u", "µ", "m"):
             return scale
         if kind == "size" and rest in ("B", "b") and prefix not in ("p", "n", "u", "µ", "m"):
@@ -57,7 +75,11 @@ def _unit_scale(kind: str, unit: str) -> Decimal | None:
                 return scale
             if rest in ("b/s", "bps"):
                 return scale / 8
-        if kind == "flops" and rest in ("FLOP/s", "FLOPS", "flop/s", "flops") and prefix not in ("p", "n", "u", "µ", "m"):
+        if (
+            kind == "flops"
+            and rest in ("FLOP/s", "FLOPS", "flop/s", "flops")
+            and prefix not in ("p", "n", "u", "µ", "m")
+        ):
             return scale
     return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -41,10 +42,8 @@ class Run:
         for line in self.stdout.splitlines():
             parts = line.rsplit(" ", 1)
             if len(parts) == 2:
-                try:
+                with contextlib.suppress(ValueError):
                     vals[parts[0]] = float(parts[1])
-                except ValueError:
-                    pass
         return vals
 
 
@@ -96,8 +95,7 @@ def run_program(tmp_path):
 
     def _run(program: Path, *program_args: str, options: tuple[str, ...] = (), nodes: int = 1) -> Run:
         out = tmp_path / f"out{next(counter)}"
-        proc = orrery("run", "--nodes", str(nodes), "--out", str(out), *options, "--", str(program),
-                      *program_args)
+        proc = orrery("run", "--nodes", str(nodes), "--out", str(out), *options, "--", str(program), *program_args)
         return Run(proc.returncode, proc.stdout, proc.stderr, out)
 
     return _run
@@ -106,6 +104,7 @@ def run_program(tmp_path):
 @pytest.fixture(scope="session")
 def h100():
     from orrery import machines as machine
+
     return machine.load("h100-ib200")
 
 

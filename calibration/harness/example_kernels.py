@@ -12,15 +12,18 @@ import functools
 
 import cupy
 
-SAXPY = cupy.RawKernel(r'''
+SAXPY = cupy.RawKernel(
+    r"""
 extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned long long n) {
   unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
   if (i < n) y[i] = a * x[i] + y[i];
-}''', "saxpy")
+}""",
+    "saxpy",
+)
 BLOCK = 256
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _vectors(n: int) -> tuple[cupy.ndarray, cupy.ndarray]:
     return cupy.ones(n, dtype=cupy.float32), cupy.zeros(n, dtype=cupy.float32)
 

@@ -32,6 +32,7 @@ import importlib
 import socket
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
@@ -58,8 +59,15 @@ def find_gpu() -> tuple[object | None, str]:
 def query_cuda_aware() -> tuple[bool, str]:
     """Whether the MPI library mpi4py loaded takes device pointers, and why not if not.
     MPICH and Open MPI both answer MPIX_Query_cuda_support() at run time."""
-    libs = sorted({line.split()[-1] for line in open("/proc/self/maps")
-                   if "libmpi" in line.rsplit("/", 1)[-1]} if sys.platform.startswith("linux") else set())
+    libs = sorted(
+        {
+            line.split()[-1]
+            for line in Path("/proc/self/maps").read_text().splitlines()
+            if "libmpi" in line.rsplit("/", 1)[-1]
+        }
+        if sys.platform.startswith("linux")
+        else set()
+    )
     for path in libs:
         try:
             query = ctypes.CDLL(path).MPIX_Query_cuda_support
@@ -94,8 +102,20 @@ class Harness:
 
     def add(self, benchmark, metric, path, buffers, size, value, unit, notes=""):
         if self.rank == 0:
-            self.rows.append(dict(benchmark=benchmark, metric=metric, path=path, buffers=buffers, size_bytes=size,
-                                  value=f"{value:.6g}", unit=unit, ranks=self.size, nodes=self.nodes, notes=notes))
+            self.rows.append(
+                {
+                    "benchmark": benchmark,
+                    "metric": metric,
+                    "path": path,
+                    "buffers": buffers,
+                    "size_bytes": size,
+                    "value": f"{value:.6g}",
+                    "unit": unit,
+                    "ranks": self.size,
+                    "nodes": self.nodes,
+                    "notes": notes,
+                }
+            )
 
     def p2p(self, alloc, sync, buffers, notes):
         path = "intra-node" if self.same_node else "inter-node"
@@ -121,16 +141,16 @@ class Harness:
                             self.comm.Send(sbuf[:n], dest=peer)
                     elif metric == "bandwidth":
                         if self.rank == 0:
-                            reqs = [self.comm.Isend(sbuf[w * n:(w + 1) * n], dest=peer) for w in range(WINDOW)]
+                            reqs = [self.comm.Isend(sbuf[w * n : (w + 1) * n], dest=peer) for w in range(WINDOW)]
                             MPI.Request.Waitall(reqs)
                             self.comm.Recv(rbuf[:1], source=peer)
                         else:
-                            reqs = [self.comm.Irecv(rbuf[w * n:(w + 1) * n], source=peer) for w in range(WINDOW)]
+                            reqs = [self.comm.Irecv(rbuf[w * n : (w + 1) * n], source=peer) for w in range(WINDOW)]
                             MPI.Request.Waitall(reqs)
                             self.comm.Send(sbuf[:1], dest=peer)
                     else:
-                        reqs = [self.comm.Irecv(rbuf[w * n:(w + 1) * n], source=peer) for w in range(WINDOW)]
-                        reqs += [self.comm.Isend(sbuf[w * n:(w + 1) * n], dest=peer) for w in range(WINDOW)]
+                        reqs = [self.comm.Irecv(rbuf[w * n : (w + 1) * n], source=peer) for w in range(WINDOW)]
+                        reqs += [self.comm.Isend(sbuf[w * n : (w + 1) * n], dest=peer) for w in range(WINDOW)]
                         MPI.Request.Waitall(reqs)
                 sync()
                 elapsed = time.perf_counter() - start
@@ -138,8 +158,16 @@ class Harness:
                     self.add("pingpong", "latency", path, buffers, n, elapsed * 1e6 / (2 * self.iters), "us", notes)
                 else:
                     factor = 2 if metric == "bibw" else 1
-                    self.add(f"window{WINDOW}", metric, path, buffers, n,
-                             n * WINDOW * self.iters * factor / elapsed / 1e6, "MB/s", notes)
+                    self.add(
+                        f"window{WINDOW}",
+                        metric,
+                        path,
+                        buffers,
+                        n,
+                        n * WINDOW * self.iters * factor / elapsed / 1e6,
+                        "MB/s",
+                        notes,
+                    )
 
     def _collective_ops(self, count, f_s, f_r):
         """Each collective on `count` floats, as OSU sizes it: what a rank contributes, or for a
@@ -149,10 +177,10 @@ class Harness:
         shares = [(1 if r < count else 0) if count < n else count // n + (1 if r < count % n else 0) for r in range(n)]
         return {
             "allreduce": lambda: self.comm.Allreduce(f_s[:count], f_r[:count]),
-            "allgather": lambda: self.comm.Allgather(f_s[:count], f_r[:count * n]),
-            "alltoall": lambda: self.comm.Alltoall(f_s[:count * n], f_r[:count * n]),
+            "allgather": lambda: self.comm.Allgather(f_s[:count], f_r[: count * n]),
+            "alltoall": lambda: self.comm.Alltoall(f_s[: count * n], f_r[: count * n]),
             "bcast": lambda: self.comm.Bcast(f_s[:count], root=0),
-            "reduce_scatter": lambda: self.comm.Reduce_scatter(f_s[:sum(shares)], f_r[:shares[self.rank]], shares),
+            "reduce_scatter": lambda: self.comm.Reduce_scatter(f_s[: sum(shares)], f_r[: shares[self.rank]], shares),
         }
 
     def collectives(self, alloc, sync, buffers, notes):
@@ -172,8 +200,16 @@ class Harness:
                 mine = (time.perf_counter() - start) * 1e6 / self.iters
                 avg = self.comm.reduce(mine, op=MPI.SUM, root=0)
                 if self.rank == 0:
-                    self.add(name, "collective_latency", f"{self.size} ranks", buffers, 4 * count,
-                             avg / self.size, "us", notes)
+                    self.add(
+                        name,
+                        "collective_latency",
+                        f"{self.size} ranks",
+                        buffers,
+                        4 * count,
+                        avg / self.size,
+                        "us",
+                        notes,
+                    )
 
     def copies(self, cupy):
         """As CUDA's bandwidthTest: back-to-back cudaMemcpyAsync on one stream between pinned
@@ -186,9 +222,11 @@ class Harness:
         for n in self.sizes:
             host = cupy.cuda.alloc_pinned_memory(n)
             d, d2 = cupy.empty(n, dtype=cupy.uint8), cupy.empty(n, dtype=cupy.uint8)
-            for kind, dst, src, direction in (("H2D", d.data.ptr, host.ptr, runtime.memcpyHostToDevice),
-                                              ("D2H", host.ptr, d.data.ptr, runtime.memcpyDeviceToHost),
-                                              ("D2D", d2.data.ptr, d.data.ptr, runtime.memcpyDeviceToDevice)):
+            for kind, dst, src, direction in (
+                ("H2D", d.data.ptr, host.ptr, runtime.memcpyHostToDevice),
+                ("D2H", host.ptr, d.data.ptr, runtime.memcpyDeviceToHost),
+                ("D2D", d2.data.ptr, d.data.ptr, runtime.memcpyDeviceToDevice),
+            ):
                 start, stop = cupy.cuda.Event(), cupy.cuda.Event()
                 for _ in range(self.warmup):
                     runtime.memcpyAsync(dst, src, n, direction, stream.ptr)
@@ -198,8 +236,16 @@ class Harness:
                 stop.record(stream)
                 stop.synchronize()
                 seconds = cupy.cuda.get_elapsed_time(start, stop) / 1e3 / self.iters
-                self.add("memcpy", "copy_bandwidth", kind, "pinned" if kind != "D2D" else "D D", n,
-                         n / seconds / 1e9, "GB/s", "cudaMemcpyAsync back to back, CUDA events")
+                self.add(
+                    "memcpy",
+                    "copy_bandwidth",
+                    kind,
+                    "pinned" if kind != "D2D" else "D D",
+                    n,
+                    n / seconds / 1e9,
+                    "GB/s",
+                    "cudaMemcpyAsync back to back, CUDA events",
+                )
 
     def kernel(self, cupy, spec: str):
         module, _, name = spec.partition(":")
@@ -214,8 +260,15 @@ class Harness:
                 fn(n)
             stop.record()
             stop.synchronize()
-            self.add(f"kernel {spec}", "kernel_time", "GPU", "D", n,
-                     cupy.cuda.get_elapsed_time(start, stop) / 1e3 / self.iters, "s")
+            self.add(
+                f"kernel {spec}",
+                "kernel_time",
+                "GPU",
+                "D",
+                n,
+                cupy.cuda.get_elapsed_time(start, stop) / 1e3 / self.iters,
+                "s",
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -225,8 +278,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--kernel", help="MODULE:CALLABLE taking a size, timed on the GPU with CUDA events")
-    ap.add_argument("--cuda-aware", choices=("auto", "yes", "no"), default="auto",
-                    help="whether MPI takes device buffers (auto: ask the library)")
+    ap.add_argument(
+        "--cuda-aware",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="whether MPI takes device buffers (auto: ask the library)",
+    )
     a = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
     if comm.Get_size() < 2:
@@ -240,8 +297,13 @@ def main(argv: list[str] | None = None) -> int:
     h.p2p(lambda n: np.zeros(n, dtype=np.uint8), lambda: None, "H H", host_notes)
     h.collectives(lambda n: np.zeros(n, dtype=np.uint8), lambda: None, "H", host_notes)
     if cupy:
-        aware, why_not = (True, "") if a.cuda_aware == "yes" else \
-            (False, "--cuda-aware no") if a.cuda_aware == "no" else query_cuda_aware()
+        aware, why_not = (
+            (True, "")
+            if a.cuda_aware == "yes"
+            else (False, "--cuda-aware no")
+            if a.cuda_aware == "no"
+            else query_cuda_aware()
+        )
         if aware:
             sync = cupy.cuda.runtime.deviceSynchronize
             h.p2p(lambda n: cupy.zeros(n, dtype=cupy.uint8), sync, "D D", "")

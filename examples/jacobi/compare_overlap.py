@@ -21,8 +21,24 @@ ORRERY = str(Path(sys.executable).parent / "orrery")
 
 
 def simulate(out: Path, nodes: int, niter: int, nx: int, ny: int, overlap: bool) -> dict:
-    cmd = [ORRERY, "run", "--nodes", str(nodes), "--costs", str(HERE / "costs.toml"), "--out", str(out), "--",
-           str(HERE / "jacobi"), "-nx", str(nx), "-ny", str(ny), "-niter", str(niter)]
+    cmd = [
+        ORRERY,
+        "run",
+        "--nodes",
+        str(nodes),
+        "--costs",
+        str(HERE / "costs.toml"),
+        "--out",
+        str(out),
+        "--",
+        str(HERE / "jacobi"),
+        "-nx",
+        str(nx),
+        "-ny",
+        str(ny),
+        "-niter",
+        str(niter),
+    ]
     subprocess.run(cmd + (["-overlap"] if overlap else []), check=True, capture_output=True)
     res = json.loads((out / "results.json").read_text())
     ranks = res["ranks"]
@@ -57,8 +73,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     for key in plain:
         print(f"{key:32}{plain[key] * 1e6:>9.2f} us{over[key] * 1e6:>9.2f} us")
     saved = plain["communication exposed"] - over["communication exposed"]
-    print(f"exposed communication saved: {saved * 1e6:.2f} us per iteration "
-          f"(the overlapped halo exchange takes {over['halo exchange (MPI_Sendrecv)'] * 1e6:.2f} us)")
+    print(
+        f"exposed communication saved: {saved * 1e6:.2f} us per iteration "
+        f"(the overlapped halo exchange takes {over['halo exchange (MPI_Sendrecv)'] * 1e6:.2f} us)"
+    )
     return {"plain": plain, "overlap": over}
 
 

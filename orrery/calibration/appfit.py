@@ -156,8 +156,7 @@ def _measured_rows(spec: Spec, source: Path) -> tuple[list[float], list[Path]]:
     if spec.measured:
         path = Path(os.path.normpath(source.parent / spec.measured.file))
         try:
-            table = list(csv.DictReader(io.StringIO(read_text(path, "a CSV file of measured run times"),
-                                                    newline="")))
+            table = list(csv.DictReader(io.StringIO(read_text(path, "a CSV file of measured run times"), newline="")))
         except InputError as e:
             raise InputError(str(source), "measured.file", spec.measured.file, f"{e.expected} ({e.value})") from None
         files.append(path)
@@ -170,21 +169,33 @@ def _measured_rows(spec: Spec, source: Path) -> tuple[list[float], list[Path]]:
             raise InputError(str(source), f"{key}.row", run.row, "a [measured] table naming the file the row is in")
         rows = [r for r in table if all(want in (r.get(col) or "") for col, want in run.row.items())]
         if len(rows) != 1:
-            raise InputError(str(source), f"{key}.row", run.row,
-                             f"exactly one row of {spec.measured.file} containing these values (found {len(rows)})")
+            raise InputError(
+                str(source),
+                f"{key}.row",
+                run.row,
+                f"exactly one row of {spec.measured.file} containing these values (found {len(rows)})",
+            )
         row, m = rows[0], spec.measured
         try:
             value = float(row[m.value]) * units.parse(f"1{m.unit}", "time")
             if m.per:
                 value /= float(row[m.per])
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
-            raise InputError(f"{spec.measured.file}", f"{m.value}/{m.per}", row.get(m.value),
-                             f"numeric columns in the row selected by {key} ({e!r})") from None
+            raise InputError(
+                f"{spec.measured.file}",
+                f"{m.value}/{m.per}",
+                row.get(m.value),
+                f"numeric columns in the row selected by {key} ({e!r})",
+            ) from None
         if not (math.isfinite(value) and value > 0):
-            raise InputError(f"{spec.measured.file}", m.value, row.get(m.value),
-                             f"a positive finite run time in the row selected by {key} (per {m.per}: "
-                             f"{row.get(m.per)!r})" if m.per else f"a positive finite run time in the row selected "
-                                                                  f"by {key}")
+            raise InputError(
+                f"{spec.measured.file}",
+                m.value,
+                row.get(m.value),
+                f"a positive finite run time in the row selected by {key} (per {m.per}: {row.get(m.per)!r})"
+                if m.per
+                else f"a positive finite run time in the row selected by {key}",
+            )
         values.append(value)
     return values, files
 
@@ -204,8 +215,12 @@ def load(path: str | Path) -> Problem:
     except re.error as e:
         raise InputError(str(source), "figure", spec.figure, f"a regular expression ({e})") from None
     if groups < 1:
-        raise InputError(str(source), "figure", spec.figure,
-                         "a regular expression with a group, (...), around the simulated figure (a number)")
+        raise InputError(
+            str(source),
+            "figure",
+            spec.figure,
+            "a regular expression with a group, (...), around the simulated figure (a number)",
+        )
     names = sorted(spec.parameters)
     used = set(re.findall(r"(?<!\{)\{(\w+)\}(?!\})", spec.costs))
     if used != set(names):
@@ -216,14 +231,19 @@ def load(path: str | Path) -> Problem:
             trial.write_text(spec.costs.format(**{n: repr(spec.parameters[n].initial) for n in names}))
             cost_files.load(trial)
     except (KeyError, ValueError, IndexError) as e:
-        raise InputError(str(source), "costs", str(e), "a cost file whose only braces are {name} placeholders "
-                         "(write a literal brace as {{ or }})") from None
+        raise InputError(
+            str(source),
+            "costs",
+            str(e),
+            "a cost file whose only braces are {name} placeholders (write a literal brace as {{ or }})",
+        ) from None
     except InputError as e:
         raise InputError(str(source), "costs", e.value, f"a valid cost file once filled in ({e.expected})") from None
     program = (source.parent / spec.program).resolve()
-    machine = machines.load(spec.machine if spec.machine in machines.builtin_names()
-                            else str((source.parent / spec.machine).resolve()),
-                            machines.parse_overrides(spec.options))
+    machine = machines.load(
+        spec.machine if spec.machine in machines.builtin_names() else str((source.parent / spec.machine).resolve()),
+        machines.parse_overrides(spec.options),
+    )
     try:
         layout = platform.Layout.for_machine(machine, spec.nodes, spec.gpus_per_node, spec.ranks_per_node)
     except InputError as e:  # named by the spec's key, not the run's flag
@@ -248,23 +268,43 @@ def simulate(problem: Problem, values: dict[str, float], workdir: Path) -> list[
 
     def one(i: int) -> float:
         run = problem.spec.runs[i]
-        out = runner.run(runner.RunOptions(problem.machine, problem.layout, [str(problem.program), *run.args],
-                                           workdir / f"run-{digest}-{i}", costs=table, capture_output=True))
+        out = runner.run(
+            runner.RunOptions(
+                problem.machine,
+                problem.layout,
+                [str(problem.program), *run.args],
+                workdir / f"run-{digest}-{i}",
+                costs=table,
+                capture_output=True,
+            )
+        )
         if out.exit_code != 0:
-            raise InputError(str(problem.source), f"runs[{i}]", " ".join(run.args),
-                             f"a run that succeeds (exit code {out.exit_code}; stdout ends: {(out.stdout or '')[-300:]})")
+            raise InputError(
+                str(problem.source),
+                f"runs[{i}]",
+                " ".join(run.args),
+                f"a run that succeeds (exit code {out.exit_code}; stdout ends: {(out.stdout or '')[-300:]})",
+            )
         m = pattern.search(out.stdout or "")
         if not m:
-            raise InputError(str(problem.source), "figure", problem.spec.figure,
-                             f"a pattern the output of runs[{i}] matches (it printed: {(out.stdout or '')[-300:]})")
+            raise InputError(
+                str(problem.source),
+                "figure",
+                problem.spec.figure,
+                f"a pattern the output of runs[{i}] matches (it printed: {(out.stdout or '')[-300:]})",
+            )
         try:
             figure = float(m.group(1))
             if not math.isfinite(figure):
                 raise ValueError(figure)
         except (TypeError, ValueError):  # TypeError: the group took no part in the match
-            raise InputError(str(problem.source), "figure", problem.spec.figure,
-                             f"a pattern whose first group is a finite number in the output of runs[{i}] (it matched "
-                             f"{m.group(0)!r}, group 1 {m.group(1)!r})") from None
+            raise InputError(
+                str(problem.source),
+                "figure",
+                problem.spec.figure,
+                f"a pattern whose first group is a finite number in the output of runs[{i}] (it matched "
+                f"{m.group(0)!r}, group 1 {m.group(1)!r})",
+            ) from None
         return figure / run.per
 
     with ThreadPoolExecutor() as pool:
@@ -276,8 +316,12 @@ def simulate(problem: Problem, values: dict[str, float], workdir: Path) -> list[
 def fit(problem: Problem, workdir: Path | None = None) -> dict:
     """Fit the parameters; the fit.json content."""
     if not problem.program.is_file():
-        raise InputError(str(problem.source), "program", problem.spec.program,
-                         "an existing program built with Orrery's wrappers (build it first)")
+        raise InputError(
+            str(problem.source),
+            "program",
+            problem.spec.program,
+            "an existing program built with Orrery's wrappers (build it first)",
+        )
     initial, lo, hi = (np.array(v) for v in zip(*(problem.spec.parameters[n].values() for n in problem.names)))
     scale = np.where(initial != 0, np.abs(initial), 1.0)  # the optimiser works on values of order 1
     measured = np.array(problem.measured)
@@ -292,8 +336,15 @@ def fit(problem: Problem, workdir: Path | None = None) -> dict:
             evaluations.append((values, simulated))
             return (simulated - measured) / measured
 
-        result = optimize.least_squares(residuals, np.ones_like(initial), bounds=(lo / scale, hi / scale),
-                                        x_scale=1.0, diff_step=1e-3, xtol=1e-8, ftol=1e-8)
+        result = optimize.least_squares(
+            residuals,
+            np.ones_like(initial),
+            bounds=(lo / scale, hi / scale),
+            x_scale=1.0,
+            diff_step=1e-3,
+            xtol=1e-8,
+            ftol=1e-8,
+        )
         values = dict(zip(problem.names, (result.x * scale).tolist()))
         simulated = simulate(problem, values, work)  # the fitted parameters' own figures
     rel = [(s - m) / m for s, m in zip(simulated, measured)]
@@ -302,35 +353,47 @@ def fit(problem: Problem, workdir: Path | None = None) -> dict:
         "spec": str(problem.source),
         "inputs": [{"file": str(f), "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in problem.inputs],
         "parameters": values,
-        "runs": [{"args": r.args, "measured": m, "simulated": s, "relative_error": e}
-                 for r, m, s, e in zip(problem.spec.runs, problem.measured, simulated, rel)],
+        "runs": [
+            {"args": r.args, "measured": m, "simulated": s, "relative_error": e}
+            for r, m, s, e in zip(problem.spec.runs, problem.measured, simulated, rel)
+        ],
         "max_abs_relative_error": max(abs(e) for e in rel),
-        "optimizer": {"method": "scipy.optimize.least_squares (trf)", "evaluations": int(result.nfev),
-                      "status": result.message},
+        "optimizer": {
+            "method": "scipy.optimize.least_squares (trf)",
+            "evaluations": int(result.nfev),
+            "status": result.message,
+        },
         "simulations": problem.simulations,
     }
 
 
 def report(result: dict) -> str:
-    lines = [f"fit of {result['spec']}: {result['simulations']} simulations, "
-             f"{result['optimizer']['evaluations']} optimiser evaluations ({result['optimizer']['status']})",
-             "parameters:"]
+    lines = [
+        f"fit of {result['spec']}: {result['simulations']} simulations, "
+        f"{result['optimizer']['evaluations']} optimiser evaluations ({result['optimizer']['status']})",
+        "parameters:",
+    ]
     lines += [f"  {k} = {v!r}" for k, v in result["parameters"].items()]
     lines.append(f"{'run':<48} {'measured':>14} {'simulated':>14} {'error':>8}")
     for r in result["runs"]:
-        lines.append(f"{' '.join(r['args']):<48} {r['measured']:>14.6g} {r['simulated']:>14.6g} "
-                     f"{100 * r['relative_error']:>7.2f}%")
+        lines.append(
+            f"{' '.join(r['args']):<48} {r['measured']:>14.6g} {r['simulated']:>14.6g} "
+            f"{100 * r['relative_error']:>7.2f}%"
+        )
     lines.append(f"max |relative error| {100 * result['max_abs_relative_error']:.2f}%")
     return "\n".join(lines)
 
 
 def fitted_costs(problem: Problem, result: dict) -> str:
-    header = [f"# Fitted by `orrery fit {problem.source}` (simulator in the loop, "
-              f"{result['simulations']} simulations) from:"]
+    header = [
+        f"# Fitted by `orrery fit {problem.source}` (simulator in the loop, {result['simulations']} simulations) from:"
+    ]
     header += [f"#   {i['file']} (sha256 {i['sha256'][:16]}...)" for i in result["inputs"]]
     header += ["# per run: measured vs simulated with these values"]
-    header += [f"#   {' '.join(r['args'])}: {r['measured']:.6g} vs {r['simulated']:.6g} "
-               f"({100 * r['relative_error']:+.2f}%)" for r in result["runs"]]
+    header += [
+        f"#   {' '.join(r['args'])}: {r['measured']:.6g} vs {r['simulated']:.6g} ({100 * r['relative_error']:+.2f}%)"
+        for r in result["runs"]
+    ]
     return "\n".join(header) + "\n" + cost_text(problem, result["parameters"]).lstrip("\n")
 
 

@@ -46,8 +46,14 @@ from . import derive, fit, measurements, merge, report, search, sweeps, validate
 FITTED_METRICS = ("latency", "bandwidth", "bibw", "copy_bandwidth")  # the sweeps fitted latency + size / bandwidth
 
 
-def series(machine_name: str, repo: Path | None, inputs: list[Path], p2p_path: str | None, sweep_set: str | None = None,
-            collective_layout: tuple[int, int] | None = None):
+def series(
+    machine_name: str,
+    repo: Path | None,
+    inputs: list[Path],
+    p2p_path: str | None,
+    sweep_set: str | None = None,
+    collective_layout: tuple[int, int] | None = None,
+):
     """(sweep, points in the sweep's unit, files) from input files, or the built-in sweeps."""
     if inputs:
         pairs, skipped = [], []
@@ -55,50 +61,77 @@ def series(machine_name: str, repo: Path | None, inputs: list[Path], p2p_path: s
             for series in measurements.load(f):
                 if series.metric in ("latency", "bandwidth", "bibw") and not series.path:
                     if p2p_path is None:
-                        raise InputError(str(f), None, series.benchmark,
-                                         "--p2p-path intra-node or inter-node: OSU output does not say "
-                                         "whether its two ranks shared a node")
+                        raise InputError(
+                            str(f),
+                            None,
+                            series.benchmark,
+                            "--p2p-path intra-node or inter-node: OSU output does not say "
+                            "whether its two ranks shared a node",
+                        )
                     series.path = p2p_path
                 found = sweeps.sweep_for(series, collective_layout)
-                if found and found[0].fit and series.metric in FITTED_METRICS and not series.one_size and \
-                        len(series.sizes) < fit.FEW_POINTS:
-                    raise InputError(f"{f}:{series.lines[-1]}", "size",
-                                     f"{len(series.sizes)} size(s) of {series.benchmark} ({series.metric})",
-                                     f"at least {fit.FEW_POINTS} sizes for a fit (latency + size / bandwidth): "
-                                     "the series ends here")
+                if (
+                    found
+                    and found[0].fit
+                    and series.metric in FITTED_METRICS
+                    and not series.one_size
+                    and len(series.sizes) < fit.FEW_POINTS
+                ):
+                    raise InputError(
+                        f"{f}:{series.lines[-1]}",
+                        "size",
+                        f"{len(series.sizes)} size(s) of {series.benchmark} ({series.metric})",
+                        f"at least {fit.FEW_POINTS} sizes for a fit (latency + size / bandwidth): the series ends here",
+                    )
                 if found:
                     pairs.append(found)
                 elif series.metric == "collective_latency" and measurements.collective_of(series.benchmark) is None:
-                    skipped.append(f"{series.benchmark} ({f}): not a blocking MPI collective calibration/bench/"
-                                   "coll_sweep runs (nccl-tests' are NCCL's; OSU's non-blocking and v-variants have "
-                                   "no counterpart there): not fitted")
+                    skipped.append(
+                        f"{series.benchmark} ({f}): not a blocking MPI collective calibration/bench/"
+                        "coll_sweep runs (nccl-tests' are NCCL's; OSU's non-blocking and v-variants have "
+                        "no counterpart there): not fitted"
+                    )
                 elif series.metric == "kernel_bandwidth":
-                    skipped.append(f"{series.benchmark} ({f}): a streaming kernel's memory bandwidth; kernel "
-                                   "times come from cost files (--kernels timing tables, orrery fit): not fitted")
+                    skipped.append(
+                        f"{series.benchmark} ({f}): a streaming kernel's memory bandwidth; kernel "
+                        "times come from cost files (--kernels timing tables, orrery fit): not fitted"
+                    )
                 else:
                     skipped.append(f"{series.benchmark} {series.metric} {series.path} ({f})")
         return pairs, [Path(f) for f in inputs], skipped
     if sweep_set is None and machine_name not in sweeps.catalogue():
-        raise InputError("--machine", None, machine_name,
-                         f"a machine with measured sweeps ({', '.join(sweeps.machines_with_defaults())}), "
-                         "or --input files")
+        raise InputError(
+            "--machine",
+            None,
+            machine_name,
+            f"a machine with measured sweeps ({', '.join(sweeps.machines_with_defaults())}), or --input files",
+        )
     pairs = [(sw, sweeps.measured_points(sw, repo)) for sw in sweeps.sweeps_for(machine_name, sweep_set)]
     files = sorted({sweeps.measured_dir(repo) / sw.file for sw, _ in pairs})
     return pairs, files, []
 
 
-def calibrate(machine_name: str, repo: Path | None, inputs: list[Path] = (), p2p_path: str | None = None,
-              sweep_set: str | None = None, collective_layout: tuple[int, int] | None = None) -> tuple[dict, list]:
+def calibrate(
+    machine_name: str,
+    repo: Path | None,
+    inputs: list[Path] = (),
+    p2p_path: str | None = None,
+    sweep_set: str | None = None,
+    collective_layout: tuple[int, int] | None = None,
+) -> tuple[dict, list]:
     """The calibration file's content, and the (sweep, points) pairs the closed loop checks."""
     sweeps.check_sources(repo)
     stack: dict[str, object] = sweeps.set_description(machine_name, sweep_set)
     m = merge.candidate(machine_name, stack)
     pairs, files, skipped = series(machine_name, repo, list(inputs), p2p_path, sweep_set, collective_layout)
     if not pairs:
-        raise InputError(", ".join(map(str, inputs)), None,
-                         skipped[0] + (f" (and {len(skipped) - 1} more not fitted)" if len(skipped) > 1 else ""),
-                         "a sweep calibration/bench can reproduce (OSU point-to-point or collective, copy sweeps, "
-                         "the harness's CSV): nothing to fit or compare")
+        raise InputError(
+            ", ".join(map(str, inputs)),
+            None,
+            skipped[0] + (f" (and {len(skipped) - 1} more not fitted)" if len(skipped) > 1 else ""),
+            "a sweep calibration/bench can reproduce (OSU point-to-point or collective, copy sweeps, "
+            "the harness's CSV): nothing to fit or compare",
+        )
     fits = []
     collectives = []
     api: dict[str, float] = {}  # measured host costs of API calls: the machine's overheads, as they are
@@ -106,7 +139,7 @@ def calibrate(machine_name: str, repo: Path | None, inputs: list[Path] = (), p2p
         if not sweep.fit:
             continue
         if sweep.kind[0] == "api_time":
-            (_, value), = points  # one figure
+            ((_, value),) = points  # one figure
             api[f"overheads.{sweep.kind[1]}"] = sweeps.to_si(sweep.unit, value)
             continue
         if sweep.kind[0] == "collective_latency":
@@ -121,8 +154,9 @@ def calibrate(machine_name: str, repo: Path | None, inputs: list[Path] = (), p2p
         except InputError as e:
             raise InputError(sweep.name, None, e.value, e.expected) from None
         residuals = [abs(fit.predict(segments, s) - t) / t for s, t in zip(sizes, times) if s not in outliers]
-        fits.append((sweep.kind, fit.Fit(sweep.name, segments, float(np.median(residuals)), float(max(residuals)),
-                                     outliers)))
+        fits.append(
+            (sweep.kind, fit.Fit(sweep.name, segments, float(np.median(residuals)), float(max(residuals)), outliers))
+        )
 
     def shown(f: Path) -> str:
         """A file as the calibration names it: the shared measurements by their place in the
@@ -142,8 +176,9 @@ def calibrate(machine_name: str, repo: Path | None, inputs: list[Path] = (), p2p
     gap_trials = search.pick_gaps(machine_name, m, repo, pairs, fits, overrides)
     trials, uncorrectable, uncorrected = {}, {}, {}
     if collectives:
-        trials, uncorrectable, chosen, results = search.pick_collective_selector(machine_name, repo, collectives,
-                                                                                 overrides)
+        trials, uncorrectable, chosen, results = search.pick_collective_selector(
+            machine_name, repo, collectives, overrides
+        )
         overrides["mpi.collective_selector"] = chosen
         # where the point-to-point model with the best algorithms still misses a collective: one
         # correction per collective and kind of buffers
@@ -151,16 +186,22 @@ def calibrate(machine_name: str, repo: Path | None, inputs: list[Path] = (), p2p
             if result.median_abs_error > sweeps.MEDIAN_TOLERANCE or result.p95_abs_error > sweeps.P95_TOLERANCE:
                 which = "device" if sweep.kind[2] == "D" else "host"
                 overrides[f"collectives.{sweep.kind[1]}_{which}"] = derive.collective_corrections(result)
-                uncorrected[sweep.name] = {"median_abs_error": result.median_abs_error,
-                                           "p95_abs_error": result.p95_abs_error}
+                uncorrected[sweep.name] = {
+                    "median_abs_error": result.median_abs_error,
+                    "p95_abs_error": result.p95_abs_error,
+                }
     cal = {
         "orrery_calibration": merge.FORMAT_VERSION,
         "machine": m.name,
-        "command": f"orrery calibrate --machine {machine_name}" + (f" --sweeps {sweep_set}" if sweep_set else "") +
-                   "".join(f" --input {shown(f)}" for f in inputs) +
-                   (f" --p2p-path {p2p_path}" if inputs and p2p_path else "") +
-                   (f" --collective-layout {collective_layout[0]}x{collective_layout[1]}"
-                    if inputs and collective_layout else ""),
+        "command": f"orrery calibrate --machine {machine_name}"
+        + (f" --sweeps {sweep_set}" if sweep_set else "")
+        + "".join(f" --input {shown(f)}" for f in inputs)
+        + (f" --p2p-path {p2p_path}" if inputs and p2p_path else "")
+        + (
+            f" --collective-layout {collective_layout[0]}x{collective_layout[1]}"
+            if inputs and collective_layout
+            else ""
+        ),
         "inputs": [{"file": shown(f), "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in files],
         "fits": [asdict(f) for _, f in fits],
         "not_fitted": skipped,
@@ -180,8 +221,9 @@ def closed_loop(machine_name: str, cal: dict, pairs, repo: Path | None = None) -
     return [validate.compare(repo, calibrated, sweep, points) for sweep, points in pairs]
 
 
-def write(out: Path, machine_name: str, cal: dict, pairs, repo: Path | None = None,
-          kernels: tuple[str, dict] | None = None) -> str:
+def write(
+    out: Path, machine_name: str, cal: dict, pairs, repo: Path | None = None, kernels: tuple[str, dict] | None = None
+) -> str:
     """A calibration's files in `out`: calibration.json first, then the closed loop
     (closed-loop/: validation.json and its plots), report.txt and, with fitted `kernels`
     (fit.fit_kernels), costs.toml. Returns the report."""
@@ -193,8 +235,15 @@ def write(out: Path, machine_name: str, cal: dict, pairs, repo: Path | None = No
     if kernels:
         costs_text, fits = kernels
         (out / "costs.toml").write_text(costs_text)
-        text += "\nkernels (alpha + beta * threads), cost file in " + str(out / "costs.toml") + ":\n" + "\n".join(
-            f"  {k}: alpha {f[0] * 1e6:.3f} us, beta {f[1] * 1e12:.4f} ps/thread, residual median {100 * f[2]:.2f}%, "
-            f"max {100 * f[3]:.2f}%" for k, f in fits.items())
+        text += (
+            "\nkernels (alpha + beta * threads), cost file in "
+            + str(out / "costs.toml")
+            + ":\n"
+            + "\n".join(
+                f"  {k}: alpha {f[0] * 1e6:.3f} us, beta {f[1] * 1e12:.4f} ps/thread, residual median {100 * f[2]:.2f}%, "
+                f"max {100 * f[3]:.2f}%"
+                for k, f in fits.items()
+            )
+        )
     (out / "report.txt").write_text(text + "\n")
     return text

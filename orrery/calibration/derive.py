@@ -46,8 +46,14 @@ def piecewise_model(segments: list[Segment], host_time: float = 0.0) -> list[dic
     time below 0 at the size it starts above (0 for the first; a later one's latency may be
     negative, machine.Segment)."""
     starts = [0.0] + [float(seg.size_to) for seg in segments[:-1]]
-    model = [{"up_to": float(seg.size_to), "latency": max(seg.latency_s - host_time, -lo / seg.bandwidth_Bps if lo else 0.0),
-              "bandwidth": seg.bandwidth_Bps} for seg, lo in zip(segments, starts)]
+    model = [
+        {
+            "up_to": float(seg.size_to),
+            "latency": max(seg.latency_s - host_time, -lo / seg.bandwidth_Bps if lo else 0.0),
+            "bandwidth": seg.bandwidth_Bps,
+        }
+        for seg, lo in zip(segments, starts)
+    ]
     del model[-1]["up_to"]  # the last segment covers every larger size
     return model
 
@@ -63,10 +69,16 @@ def window_model(overhead: float, wire: float, rates: float | list[Segment], eag
     model = []
     for end in ends:
         seg = next((g for g in segments if end <= g.size_to), segments[-1])
-        model.append({"up_to": end, "latency": 2 * overhead + (3 if end >= eager else 1) * wire
-                      + min(seg.latency_s, 0.0), "bandwidth": seg.bandwidth_Bps})
-    model.append({"latency": 2 * overhead + 3 * wire + min(segments[-1].latency_s, 0.0),
-                  "bandwidth": segments[-1].bandwidth_Bps})
+        model.append(
+            {
+                "up_to": end,
+                "latency": 2 * overhead + (3 if end >= eager else 1) * wire + min(seg.latency_s, 0.0),
+                "bandwidth": seg.bandwidth_Bps,
+            }
+        )
+    model.append(
+        {"latency": 2 * overhead + 3 * wire + min(segments[-1].latency_s, 0.0), "bandwidth": segments[-1].bandwidth_Bps}
+    )
     return model
 
 
@@ -82,6 +94,7 @@ def fastest_rate(segments: list[Segment]) -> float:
 @dataclass
 class Window:
     """A path's per-message overhead and wire latency from the osu_bw and osu_bibw windows."""
+
     buffers: str
     overhead: float
     wire: float
@@ -110,8 +123,9 @@ def window_overhead(g: float | None, b: float | None, T: float | None, L: float)
     return (W * b - T) / (2 * W - 2) if T is not None else (W * b - L) / (2 * W)
 
 
-def overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]],
-               windows: dict[str, Window] | None = None) -> dict[str, object]:
+def overrides(
+    m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]], windows: dict[str, Window] | None = None
+) -> dict[str, object]:
     """Machine parameters from the fits, by what each sweep measured (metric, path, buffers);
     the window models found on the way go into `windows`, by buffer kind."""
     out: dict[str, object] = {}
@@ -153,8 +167,9 @@ def overrides(m: machines.Machine, fits: list[tuple[tuple[str, str, str], Fit]],
                     # message takes the windows' model at the windows' rate for its size
                     out["node.host_memcpy_bandwidth"] = max(fastest_rate(f.segments) for f in (bw, bibw) if f)
                     if not lone:
-                        out["messages.host_intra"] = window_model(overhead, L, (bw or bibw).segments,
-                                                                  m.mpi.eager_threshold_host)
+                        out["messages.host_intra"] = window_model(
+                            overhead, L, (bw or bibw).segments, m.mpi.eager_threshold_host
+                        )
                 continue
             if which == "device":
                 out["nic.bandwidth"] = (bw or bibw).segments[-1].bandwidth_Bps
@@ -194,16 +209,26 @@ def lone_time(overrides: dict, which: str, short: str, o: float, L: float, bandw
     return seg["latency"] + size / seg["bandwidth"]
 
 
-def overhead_cap(lone: tuple[list[int], list[float]] | None, windows: dict[str, tuple[list[int], list[float]]],
-                  L: float, bandwidth: float) -> float:
+def overhead_cap(
+    lone: tuple[list[int], list[float]] | None,
+    windows: dict[str, tuple[list[int], list[float]]],
+    L: float,
+    bandwidth: float,
+) -> float:
     """The largest per-message overhead o no measurement of a path contradicts: with its
     osu_latency (sizes, seconds), a lone message no slower than measured, 2 o + L + size /
     bandwidth <= T at every size; without it, no window size faster than the overhead alone
     gives (window_overhead at that size's time per message)."""
     if lone is not None:
         return max(min((t - L - s / bandwidth) / 2 for s, t in zip(*lone)), 0.0)
-    return max(min(window_overhead(t if metric == "bandwidth" else None, t if metric == "bibw" else None, None, L)
-                   for metric, (_, times) in windows.items() for t in times), 0.0)
+    return max(
+        min(
+            window_overhead(t if metric == "bandwidth" else None, t if metric == "bibw" else None, None, L)
+            for metric, (_, times) in windows.items()
+            for t in times
+        ),
+        0.0,
+    )
 
 
 def collective_corrections(result: SweepResult) -> list[dict[str, float]]:

@@ -98,8 +98,14 @@ def _best_partition(s: np.ndarray, t: np.ndarray, pieces: int, min_points: int):
     return float(np.sqrt(sse / n)), parts
 
 
-def fit_piecewise(sizes: list[int], times: list[float], min_points: int = FEW_POINTS, gain: float = 0.2,
-                  good_enough: float = 1e-3, max_segments: int = 4) -> list[Segment]:
+def fit_piecewise(
+    sizes: list[int],
+    times: list[float],
+    min_points: int = FEW_POINTS,
+    gain: float = 0.2,
+    good_enough: float = 1e-3,
+    max_segments: int = 4,
+) -> list[Segment]:
     """The fewest segments (up to `max_segments`) such that one more would not cut the RMS
     relative residual by at least `gain`; a fit within `good_enough` RMS is kept as it is.
     Breakpoints are placed where they fit best (exhaustive search over the sizes)."""
@@ -139,8 +145,6 @@ def predict(segments: list[Segment], size: int) -> float:
     return seg.latency_s + size / seg.bandwidth_Bps
 
 
-
-
 KERNEL_COLUMNS = ("kernel", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "time", "unit")
 
 
@@ -170,8 +174,7 @@ def fit_kernels(path: str | Path) -> tuple[str, dict[str, tuple[float, float, fl
                 threads *= int(row[c])
             seconds = float(row["time"]) * measurements.UNITS[unit][0]
         except (TypeError, ValueError):  # TypeError: a short row's missing cell
-            raise InputError(f"{p}:{line}", "row", _cells(row),
-                             "whole launch dimensions and a number") from None
+            raise InputError(f"{p}:{line}", "row", _cells(row), "whole launch dimensions and a number") from None
         if threads <= 0 or not (math.isfinite(seconds) and seconds > 0):
             raise InputError(f"{p}:{line}", "row", _cells(row), "positive dimensions and time")
         rows.setdefault(row["kernel"], []).append((threads, seconds, line))
@@ -180,16 +183,27 @@ def fit_kernels(path: str | Path) -> tuple[str, dict[str, tuple[float, float, fl
     fits = {}
     for kernel, points in rows.items():
         if len({t for t, _, _ in points}) < 2:
-            raise InputError(f"{p}:{points[0][2]}", "kernel", kernel,
-                             "rows at two launch geometries at least, to fit alpha + beta * threads")
+            raise InputError(
+                f"{p}:{points[0][2]}",
+                "kernel",
+                kernel,
+                "rows at two launch geometries at least, to fit alpha + beta * threads",
+            )
         n = np.array([t for t, _, _ in points], float)
         t = np.array([s for _, s, _ in points])
         alpha, beta, res = fit_line(n, t)
         fits[kernel] = (alpha, beta, float(np.median(np.abs(res))), float(np.max(np.abs(res))))
     digest = hashlib.sha256(text.encode()).hexdigest()
-    lines = [f"# Kernel costs fitted by `orrery calibrate --kernels` from {p.name} (sha256 {digest})",
-             "# time = alpha + beta * threads launched (grid x block), least squares on relative error"]
+    lines = [
+        f"# Kernel costs fitted by `orrery calibrate --kernels` from {p.name} (sha256 {digest})",
+        "# time = alpha + beta * threads launched (grid x block), least squares on relative error",
+    ]
     for kernel, (alpha, beta, med, worst) in fits.items():
-        lines += ["", f"# {len(rows[kernel])} rows; residual median {100 * med:.2f}%, max {100 * worst:.2f}%",
-                  f"[kernels.{json.dumps(kernel)}]", f"alpha = {alpha!r}", f"beta = {beta!r}"]
+        lines += [
+            "",
+            f"# {len(rows[kernel])} rows; residual median {100 * med:.2f}%, max {100 * worst:.2f}%",
+            f"[kernels.{json.dumps(kernel)}]",
+            f"alpha = {alpha!r}",
+            f"beta = {beta!r}",
+        ]
     return "\n".join(lines) + "\n", fits

@@ -38,8 +38,11 @@ from ..schema import read_text
 
 # unit -> (factor to SI, SI unit)
 UNITS = {
-    "us": (1e-6, "s"), "ms": (1e-3, "s"), "s": (1.0, "s"),
-    "MB/s": (1e6, "B/s"), "GB/s": (1e9, "B/s"),
+    "us": (1e-6, "s"),
+    "ms": (1e-3, "s"),
+    "s": (1.0, "s"),
+    "MB/s": (1e6, "B/s"),
+    "GB/s": (1e9, "B/s"),
 }
 
 
@@ -47,16 +50,16 @@ UNITS = {
 class Series:
     source: str
     benchmark: str
-    metric: str       # latency, bandwidth, bibw, copy_bandwidth, collective_latency, kernel_time
+    metric: str  # latency, bandwidth, bibw, copy_bandwidth, collective_latency, kernel_time
     path: str
     buffers: str
-    unit: str         # of the file; values below are SI
+    unit: str  # of the file; values below are SI
     sizes: list[int] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
     ranks: int | None = None  # how many ranks and nodes ran it, where the file says
     nodes: int | None = None
-    one_size: bool = False    # the format measures one size per testcase (nvbandwidth): compared, not fitted
+    one_size: bool = False  # the format measures one size per testcase (nvbandwidth): compared, not fitted
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -64,19 +67,30 @@ class Series:
 
     def add(self, size: int, value: float, unit: str, line: int) -> None:
         if not (math.isfinite(value) and value > 0):
-            raise InputError(f"{self.source}:{line}", "value", value,
-                             "a positive finite measurement (a time or a rate of 0, a negative one, nan or inf "
-                             "is no measurement)")
+            raise InputError(
+                f"{self.source}:{line}",
+                "value",
+                value,
+                "a positive finite measurement (a time or a rate of 0, a negative one, nan or inf is no measurement)",
+            )
         if size == 0 and UNITS.get(unit, (0, ""))[1] == "B/s":
             raise InputError(f"{self.source}:{line}", "size", size, "a size of 1 byte or more for a bandwidth")
         if unit not in UNITS:
             raise InputError(f"{self.source}:{line}", "unit", unit, f"one of {', '.join(UNITS)}")
         if unit != self.unit:
-            raise InputError(f"{self.source}:{line}", "unit", unit,
-                             f"the unit of the series' earlier rows ({self.unit}): units may not be mixed")
+            raise InputError(
+                f"{self.source}:{line}",
+                "unit",
+                unit,
+                f"the unit of the series' earlier rows ({self.unit}): units may not be mixed",
+            )
         if self.sizes and size <= self.sizes[-1]:
-            raise InputError(f"{self.source}:{line}", "size", size,
-                             f"a size larger than the previous one ({self.sizes[-1]}): sizes must increase")
+            raise InputError(
+                f"{self.source}:{line}",
+                "size",
+                size,
+                f"a size larger than the previous one ({self.sizes[-1]}): sizes must increase",
+            )
         self.sizes.append(size)
         self.values.append(value * UNITS[unit][0])
         self.lines.append(line)
@@ -110,8 +124,12 @@ def _measurement_csv(path: Path, text: str) -> list[Series]:
             if (row.get(column) or "").strip():
                 n = _whole(row[column], str(path), i, column, least=1)
                 if getattr(s, column) not in (None, n):
-                    raise InputError(f"{path}:{i}", column, n, f"{getattr(s, column)}, as in the series' earlier rows "
-                                                               "(one series, one layout)")
+                    raise InputError(
+                        f"{path}:{i}",
+                        column,
+                        n,
+                        f"{getattr(s, column)}, as in the series' earlier rows (one series, one layout)",
+                    )
                 setattr(s, column, n)
         size = _whole(row["size_bytes"], str(path), i, "size_bytes")
         s.add(size, _number(row["value"], str(path), i, "value"), unit, i)
@@ -121,9 +139,16 @@ def _measurement_csv(path: Path, text: str) -> list[Series]:
 # MPI collectives by the words OSU's titles (and calibration/bench/coll_sweep's) use for them,
 # and the harness's names: the name calibration/bench/coll_sweep takes. Whole words only, so
 # that the v-variants (All-to-Allv, Allgatherv) and Reduce_scatter_block are not taken for them
-_COLLECTIVES = {"all-to-all": "alltoall", "alltoall": "alltoall", "allreduce": "allreduce",
-                "allgather": "allgather", "broadcast": "bcast", "bcast": "bcast", "reduce_scatter": "reduce_scatter",
-                "reduce-scatter": "reduce_scatter"}
+_COLLECTIVES = {
+    "all-to-all": "alltoall",
+    "alltoall": "alltoall",
+    "allreduce": "allreduce",
+    "allgather": "allgather",
+    "broadcast": "bcast",
+    "bcast": "bcast",
+    "reduce_scatter": "reduce_scatter",
+    "reduce-scatter": "reduce_scatter",
+}
 _COLLECTIVE_WORD = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, _COLLECTIVES)) + r")(?![\w-])")
 
 
@@ -140,8 +165,10 @@ def collective_of(benchmark: str) -> str | None:
 
 # the first value column's name and unit; later columns (osu_* -f's Min/Max/Iterations, Messages/s,
 # --validation's Pass/Fail) are left out
-_OSU_HEADER = re.compile(r"^#\s*Size\s+(Avg Latency|Latency|Bandwidth|Bi-Bandwidth)\s*(?:\(\s*([^)\s]*)\s*\)|(\S*))"
-                         r"(?:\s.*)?$")
+_OSU_HEADER = re.compile(
+    r"^#\s*Size\s+(Avg Latency|Latency|Bandwidth|Bi-Bandwidth)\s*(?:\(\s*([^)\s]*)\s*\)|(\S*))"
+    r"(?:\s.*)?$"
+)
 
 
 def _osu(path: Path, text: str) -> list[Series]:
@@ -163,9 +190,16 @@ def _osu(path: Path, text: str) -> list[Series]:
             kind, unit = m.group(1), m.group(2) or m.group(3) or ""
             if not unit:
                 raise InputError(f"{path}:{i}", "unit", ln.strip(), "a unit in the column header, e.g. Latency (us)")
-            metric = "copy_bandwidth" if copy else {
-                "Avg Latency": "collective_latency", "Latency": "latency",
-                "Bandwidth": "bibw" if "Bi-Directional" in title else "bandwidth", "Bi-Bandwidth": "bibw"}[kind]
+            metric = (
+                "copy_bandwidth"
+                if copy
+                else {
+                    "Avg Latency": "collective_latency",
+                    "Latency": "latency",
+                    "Bandwidth": "bibw" if "Bi-Directional" in title else "bandwidth",
+                    "Bi-Bandwidth": "bibw",
+                }[kind]
+            )
             s = Series(str(path), title.lstrip("# ").strip(), metric, direction, buffers, unit=unit)
             if metric == "collective_latency":
                 # OSU's CUDA collectives say so in their title; calibration/bench/coll_sweep's
@@ -183,9 +217,13 @@ def _osu(path: Path, text: str) -> list[Series]:
             raise InputError(f"{path}:{i}", "row", ln.strip(), "a size and a value")
         s.add(_whole(parts[0], str(path), i, "size"), _number(parts[1], str(path), i, "value"), s.unit, i)
     if s is None and other:
-        raise InputError(f"{path}:{other[0]}", "columns", other[1],
-                         "Latency, Avg Latency, Bandwidth or Bi-Bandwidth after Size, with its unit (osu_latency, "
-                         "osu_bw, osu_bibw and the collectives' output; other OSU benchmarks are not supported)")
+        raise InputError(
+            f"{path}:{other[0]}",
+            "columns",
+            other[1],
+            "Latency, Avg Latency, Bandwidth or Bi-Bandwidth after Size, with its unit (osu_latency, "
+            "osu_bw, osu_bibw and the collectives' output; other OSU benchmarks are not supported)",
+        )
     if s is None:
         raise InputError(str(path), None, "no '# Size ...' header", "OSU benchmark output")
     return [s]
@@ -201,7 +239,12 @@ def _bandwidth_test(path: Path, text: str) -> list[Series]:
         m = re.search(r"Transfer Size \(Bytes\)\s+Bandwidth\s*\((\w+/s)\)", ln)
         if m:
             if direction is None:
-                raise InputError(f"{path}:{i}", "direction", ln.strip(), "a 'Host to Device Bandwidth' (or D2H, D2D) title before the table")
+                raise InputError(
+                    f"{path}:{i}",
+                    "direction",
+                    ln.strip(),
+                    "a 'Host to Device Bandwidth' (or D2H, D2D) title before the table",
+                )
             s = Series(str(path), "bandwidthTest", "copy_bandwidth", direction, "pinned", unit=m.group(1))
             out.append(s)
             continue
@@ -256,8 +299,12 @@ def _nvbandwidth(path: Path, text: str) -> list[Series]:
             i += 1
         unit = re.search(r"\((\w+/s)\)", lines[i]) if i < len(lines) else None
         if not unit:
-            raise InputError(f"{path}:{i + 1}", "unit", lines[i].strip() if i < len(lines) else "end of file",
-                             f"a '... bandwidth (GB/s)' title after 'Running {test}.'")
+            raise InputError(
+                f"{path}:{i + 1}",
+                "unit",
+                lines[i].strip() if i < len(lines) else "end of file",
+                f"a '... bandwidth (GB/s)' title after 'Running {test}.'",
+            )
         i += 2
         values, first = [], i + 1
         while i < len(lines) and re.match(r"\s*\d+\s", lines[i]):
@@ -278,8 +325,9 @@ def _nvbandwidth(path: Path, text: str) -> list[Series]:
 
 def _nccl_tests(path: Path, text: str) -> list[Series]:
     name = re.search(r"^#\s*Collective test starting:\s*(\S+)", text, re.M)
-    s = Series(str(path), f"nccl-tests {name.group(1) if name else ''}".strip(), "collective_latency", "", "D",
-               unit="us")
+    s = Series(
+        str(path), f"nccl-tests {name.group(1) if name else ''}".strip(), "collective_latency", "", "D", unit="us"
+    )
     for i, ln in enumerate(text.splitlines(), start=1):
         parts = ln.split()
         if ln.startswith("#") or len(parts) < 8 or not parts[0].isdigit():
@@ -295,7 +343,7 @@ def _babelstream(path: Path, text: str) -> list[Series]:
     m = re.search(r"Array size:\s*([\d.]+)\s*MB", text)
     if not m:
         raise InputError(str(path), None, "no 'Array size: N MB' line", "BabelStream output")
-    size = round(_number(m.group(1), str(path), text[:m.start()].count("\n") + 1, "array size") * 1e6)
+    size = round(_number(m.group(1), str(path), text[: m.start()].count("\n") + 1, "array size") * 1e6)
     out = []
     for i, ln in enumerate(text.splitlines(), start=1):
         parts = ln.split()
@@ -314,8 +362,12 @@ def load(path: str | Path) -> list[Series]:
     series = _read(p, read_text(p, "a measurement file"))
     if not series or not all(s.sizes for s in series):
         empty = next((s for s in series if not s.sizes), None)
-        raise InputError(str(p), None, f"no measurements{f' in {empty.benchmark}' if empty else ''}",
-                         "rows of measurements (a size and a value each) below the header")
+        raise InputError(
+            str(p),
+            None,
+            f"no measurements{f' in {empty.benchmark}' if empty else ''}",
+            "rows of measurements (a size and a value each) below the header",
+        )
     return series
 
 
@@ -333,5 +385,9 @@ def _read(p: Path, text: str) -> list[Series]:
         return _nccl_tests(p, text)
     if "BabelStream" in text:
         return _babelstream(p, text)
-    raise InputError(str(p), None, first[:40] or "an empty file",
-                     "a measurement CSV or OSU, bandwidthTest, nvbandwidth, nccl-tests or BabelStream output")
+    raise InputError(
+        str(p),
+        None,
+        first[:40] or "an empty file",
+        "a measurement CSV or OSU, bandwidthTest, nvbandwidth, nccl-tests or BabelStream output",
+    )

@@ -39,8 +39,9 @@ def described(overrides: Mapping[str, object]) -> dict[str, object]:
     return {k: machines.with_units(k, v) for k, v in overrides.items()}
 
 
-def machine(name: str, calibration: Calibration | None = None, overrides: Mapping[str, object] = {}
-            ) -> machines.Machine:
+def machine(
+    name: str, calibration: Calibration | None = None, overrides: Mapping[str, object] = {}
+) -> machines.Machine:
     """A machine with a calibration's parameters, then `overrides` (description values, as
     `--set` gives them). A calibration brings its own measured models (copies, messages, gaps,
     collectives): the description's are left out under it."""
@@ -82,8 +83,12 @@ def read(path: str | Path, machine_name: str) -> Calibration:
     if not isinstance(data, dict):
         raise InputError(str(p), None, f"a JSON {type(data).__name__}", f"{expected}: a JSON object")
     if data.get("orrery_calibration") not in READABLE_VERSIONS:
-        raise InputError(str(p), "orrery_calibration", data.get("orrery_calibration"),
-                         f"version {' or '.join(map(str, READABLE_VERSIONS))}")
+        raise InputError(
+            str(p),
+            "orrery_calibration",
+            data.get("orrery_calibration"),
+            f"version {' or '.join(map(str, READABLE_VERSIONS))}",
+        )
     if data.get("machine") != machine_name:
         raise InputError(str(p), "machine", data.get("machine"), f"a calibration of {machine_name}")
     overrides = data.get("overrides")

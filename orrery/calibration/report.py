@@ -27,13 +27,17 @@ def validation_report(results: list[SweepResult]) -> str:
         lines.append(f"{'size (B)':>12} {'measured':>12} {'simulated':>12} {'error':>9}")
         for size, meas, sim, err in zip(r.sizes, r.measured, r.simulated, r.errors):
             lines.append(f"{size:>12} {meas:>12.4g} {sim:>12.4g} {100 * err:>8.1f}%")
-        lines.append(f"   |error|: median {100 * r.median_abs_error:.1f}%, 95th percentile "
-                     f"{100 * r.p95_abs_error:.1f}%, max {100 * r.max_abs_error:.1f}%")
+        lines.append(
+            f"   |error|: median {100 * r.median_abs_error:.1f}%, 95th percentile "
+            f"{100 * r.p95_abs_error:.1f}%, max {100 * r.max_abs_error:.1f}%"
+        )
     lines.append("")
     lines.append(f"{'sweep':<64} {'median':>8} {'p95':>8} {'max':>8}")
     for r in results:
-        lines.append(f"{r.name:<64} {100 * r.median_abs_error:>7.1f}% {100 * r.p95_abs_error:>7.1f}% "
-                     f"{100 * r.max_abs_error:>7.1f}%")
+        lines.append(
+            f"{r.name:<64} {100 * r.median_abs_error:>7.1f}% {100 * r.p95_abs_error:>7.1f}% "
+            f"{100 * r.max_abs_error:>7.1f}%"
+        )
     return "\n".join(lines)
 
 
@@ -61,7 +65,8 @@ def plot(result: SweepResult):
 def write_validation(results: list[SweepResult], machine_name: str, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "validation.json").write_text(
-        json.dumps({"machine": machine_name, "sweeps": [asdict(r) for r in results]}, indent=1) + "\n")
+        json.dumps({"machine": machine_name, "sweeps": [asdict(r) for r in results]}, indent=1) + "\n"
+    )
     paths = []
     for i, r in enumerate(results):
         path = out / f"sweep{i}.png"
@@ -70,8 +75,14 @@ def write_validation(results: list[SweepResult], machine_name: str, out: Path) -
     return paths
 
 
-TERMS = {"copy_bandwidth": "copies", "latency": "point-to-point", "bandwidth": "point-to-point",
-         "bibw": "point-to-point", "collective_latency": "collectives", "api_time": "API overheads"}
+TERMS = {
+    "copy_bandwidth": "copies",
+    "latency": "point-to-point",
+    "bandwidth": "point-to-point",
+    "bibw": "point-to-point",
+    "collective_latency": "collectives",
+    "api_time": "API overheads",
+}
 
 
 def term_errors(closed_loop: list[SweepResult], kinds: list[tuple[str, str, str]]) -> dict:
@@ -80,36 +91,56 @@ def term_errors(closed_loop: list[SweepResult], kinds: list[tuple[str, str, str]
     points: dict[str, list[float]] = {}
     for r, kind in zip(closed_loop, kinds):
         points.setdefault(TERMS.get(kind[0], kind[0]), []).extend(abs(e) for e in r.errors)
-    return {term: {"points": len(errs), "median_abs_error": float(np.median(errs)),
-                   "p95_abs_error": percentile(errs, 0.95)} for term, errs in points.items()}
+    return {
+        term: {"points": len(errs), "median_abs_error": float(np.median(errs)), "p95_abs_error": percentile(errs, 0.95)}
+        for term, errs in points.items()
+    }
 
 
 def calibration_report(cal: dict, closed_loop: list[SweepResult], kinds: list[tuple[str, str, str]] = ()) -> str:
     lines = [f"calibration of {cal['machine']} from " + ", ".join(i["file"] for i in cal["inputs"])]
     for fit in cal["fits"]:
-        segs = "; ".join(f"{s['size_from']}-{s['size_to']} B: {s['latency_s'] * 1e6:.3f} us" +
-                         (f" + size / {s['bandwidth_Bps'] / 1e9:.3f} GB/s" if s["bandwidth_Bps"] < NO_SIZE_TERM else
-                          " (no size term)") for s in fit["segments"])
-        lines.append(f"  fit {fit['sweep']}: {segs} (residual median {100 * fit['median_rel_residual']:.1f}%, "
-                     f"max {100 * fit['max_rel_residual']:.1f}%)")
+        segs = "; ".join(
+            f"{s['size_from']}-{s['size_to']} B: {s['latency_s'] * 1e6:.3f} us"
+            + (
+                f" + size / {s['bandwidth_Bps'] / 1e9:.3f} GB/s"
+                if s["bandwidth_Bps"] < NO_SIZE_TERM
+                else " (no size term)"
+            )
+            for s in fit["segments"]
+        )
+        lines.append(
+            f"  fit {fit['sweep']}: {segs} (residual median {100 * fit['median_rel_residual']:.1f}%, "
+            f"max {100 * fit['max_rel_residual']:.1f}%)"
+        )
         if fit.get("outliers"):
-            lines.append(f"    left out of the fit, more than {100 * OUTLIER:.0f}% off it (compared below): " +
-                         ", ".join(f"{size} B" for size in fit["outliers"]))
+            lines.append(
+                f"    left out of the fit, more than {100 * OUTLIER:.0f}% off it (compared below): "
+                + ", ".join(f"{size} B" for size in fit["outliers"])
+            )
     for which, scores in cal.get("eager_threshold_trials", {}).items():
-        lines.append(f"  eager threshold, {which} buffers: mean of osu_bw and osu_bibw (median + 95th percentile "
-                     "|error|) per candidate: " + ", ".join(f"{k} B {100 * v:.1f}%" for k, v in scores.items()))
+        lines.append(
+            f"  eager threshold, {which} buffers: mean of osu_bw and osu_bibw (median + 95th percentile "
+            "|error|) per candidate: " + ", ".join(f"{k} B {100 * v:.1f}%" for k, v in scores.items())
+        )
     if cal.get("collective_selector_trials"):
-        lines.append("  collective algorithms: median |error| of the collective sweeps per MPI library's choice: " +
-                     ", ".join(f"{k} {100 * v:.1f}%" for k, v in cal["collective_selector_trials"].items()))
-        lines.append("  ... and what a correction could not remove (simulated slower than measured; median + 95th "
-                     "percentile): " + ", ".join(f"{k} {100 * v:.1f}%"
-                                                 for k, v in cal.get("collective_selector_uncorrectable", {}).items()) +
-                     f"; chosen: {cal['overrides'].get('mpi.collective_selector')} (the least uncorrectable error, "
-                     "then the least correction)")
+        lines.append(
+            "  collective algorithms: median |error| of the collective sweeps per MPI library's choice: "
+            + ", ".join(f"{k} {100 * v:.1f}%" for k, v in cal["collective_selector_trials"].items())
+        )
+        lines.append(
+            "  ... and what a correction could not remove (simulated slower than measured; median + 95th "
+            "percentile): "
+            + ", ".join(f"{k} {100 * v:.1f}%" for k, v in cal.get("collective_selector_uncorrectable", {}).items())
+            + f"; chosen: {cal['overrides'].get('mpi.collective_selector')} (the least uncorrectable error, "
+            "then the least correction)"
+        )
     for name, before in cal.get("collectives_before_correction", {}).items():
-        lines.append(f"  collective correction for {name}: before it, median |error| "
-                     f"{100 * before['median_abs_error']:.1f}%, 95th percentile {100 * before['p95_abs_error']:.1f}% "
-                     "(the point-to-point model alone)")
+        lines.append(
+            f"  collective correction for {name}: before it, median |error| "
+            f"{100 * before['median_abs_error']:.1f}%, 95th percentile {100 * before['p95_abs_error']:.1f}% "
+            "(the point-to-point model alone)"
+        )
     for item in cal.get("not_fitted", []):
         lines.append(f"  not fitted: {item}")
     lines.append("overrides:")
@@ -119,11 +150,15 @@ def calibration_report(cal: dict, closed_loop: list[SweepResult], kinds: list[tu
     if kinds:
         lines.append("per term (every point of its sweeps):")
         for term, t in term_errors(closed_loop, list(kinds)).items():
-            lines.append(f"  {term:<16} {t['points']:>4} points: median {100 * t['median_abs_error']:.1f}%, "
-                         f"95th percentile {100 * t['p95_abs_error']:.1f}%")
+            lines.append(
+                f"  {term:<16} {t['points']:>4} points: median {100 * t['median_abs_error']:.1f}%, "
+                f"95th percentile {100 * t['p95_abs_error']:.1f}%"
+            )
     for r in closed_loop:
         if r.median_abs_error > MEDIAN_TOLERANCE or r.p95_abs_error > P95_TOLERANCE:
-            lines.append(f"NOT MATCHED: {r.name}: median {100 * r.median_abs_error:.1f}% "
-                         f"(tolerance {100 * MEDIAN_TOLERANCE:.0f}%), 95th percentile {100 * r.p95_abs_error:.1f}% "
-                         f"(tolerance {100 * P95_TOLERANCE:.0f}%)" + (f": {r.note}" if r.note else ""))
+            lines.append(
+                f"NOT MATCHED: {r.name}: median {100 * r.median_abs_error:.1f}% "
+                f"(tolerance {100 * MEDIAN_TOLERANCE:.0f}%), 95th percentile {100 * r.p95_abs_error:.1f}% "
+                f"(tolerance {100 * P95_TOLERANCE:.0f}%)" + (f": {r.note}" if r.note else "")
+            )
     return "\n".join(lines)

@@ -35,8 +35,11 @@ def pick_gaps(machine_name: str, m: machines.Machine, repo: Path | None, pairs, 
         short = path.removesuffix("-node")
         for buffers in ("D D", "H H"):
             which = "device" if buffers == "D D" else "host"
-            windows = {metric: by_kind[(metric, path, buffers)] for metric in ("bandwidth", "bibw")
-                       if (metric, path, buffers) in by_kind}
+            windows = {
+                metric: by_kind[(metric, path, buffers)]
+                for metric in ("bandwidth", "bibw")
+                if (metric, path, buffers) in by_kind
+            }
             if not windows:
                 continue
             suffix = "" if path == "inter-node" else "_intra"
@@ -44,29 +47,50 @@ def pick_gaps(machine_name: str, m: machines.Machine, repo: Path | None, pairs, 
             o_fit = overrides[keys[0]]
             L = route_latency(m, path, which)
             bandwidth = next(iter(windows.values())).segments[-1].bandwidth_Bps
-            measured = {metric: sweeps.seconds_per_transfer(sw.unit, pts, metric) for sw, pts in pairs
-                        for metric, fit in windows.items() if sw.name == fit.sweep}
+            measured = {
+                metric: sweeps.seconds_per_transfer(sw.unit, pts, metric)
+                for sw, pts in pairs
+                for metric, fit in windows.items()
+                if sw.name == fit.sweep
+            }
             lone = by_kind.get(("latency", path, buffers))
-            lone_times = next((sweeps.seconds_per_transfer(sw.unit, pts, "latency") for sw, pts in pairs
-                               if lone and sw.name == lone.sweep), None)
+            lone_times = next(
+                (
+                    sweeps.seconds_per_transfer(sw.unit, pts, "latency")
+                    for sw, pts in pairs
+                    if lone and sw.name == lone.sweep
+                ),
+                None,
+            )
             cap = overhead_cap(lone_times, measured, L, bandwidth)
             overheads = [o_fit] + ([cap] if cap < o_fit else [])
-            related = [(sw, pts) for sw, pts in pairs if sw.kind[1:] == (path, buffers)
-                      and sw.kind[0] in ("latency", "bandwidth", "bibw")]
+            related = [
+                (sw, pts)
+                for sw, pts in pairs
+                if sw.kind[1:] == (path, buffers) and sw.kind[0] in ("latency", "bandwidth", "bibw")
+            ]
             candidates = {"none": {}}
             for o in overheads:
                 for metric in windows:
                     sizes, times = measured[metric]
                     ack = lone_time(overrides, which, short, o, L, bandwidth, 4)
                     # a gap no longer than the overhead changes nothing: the fit is held to at least o
-                    need = [max(window_gap(metric, t, o, lone_time(overrides, which, short, o, L, bandwidth, s), ack),
-                                o, 1e-9) for s, t in zip(sizes, times)]
+                    need = [
+                        max(
+                            window_gap(metric, t, o, lone_time(overrides, which, short, o, L, bandwidth, s), ack),
+                            o,
+                            1e-9,
+                        )
+                        for s, t in zip(sizes, times)
+                    ]
                     gap = piecewise_model(fit_sweep(sizes, need)[0])
                     name = f"{'osu_bw' if metric == 'bandwidth' else 'osu_bibw'}, o = {o * 1e6:.3f} us"
                     candidates[name] = {keys[0]: o, keys[1]: o, f"gaps.{which}_{short}": gap}
             validate.build_bench(repo)
-            scores = {name: score(machine_name, repo, {**overrides, **changes}, related)
-                      for name, changes in candidates.items()}
+            scores = {
+                name: score(machine_name, repo, {**overrides, **changes}, related)
+                for name, changes in candidates.items()
+            }
             best = min(scores, key=scores.get)
             if scores["none"] - scores[best] >= GAP_GAIN:
                 overrides.update(candidates[best])
@@ -103,22 +127,28 @@ def pick_collective_selector(machine_name: str, repo: Path | None, collectives, 
     return raw, left, chosen, results
 
 
-def pick_eager_threshold(machine_name: str, m: machines.Machine, repo: Path | None, pairs,
-                          windows: dict[str, Window], overrides: dict) -> dict:
+def pick_eager_threshold(
+    machine_name: str, m: machines.Machine, repo: Path | None, pairs, windows: dict[str, Window], overrides: dict
+) -> dict:
     """For each path with a window model, the eager -> rendezvous threshold among the osu_bw
     fit's breakpoints (and the description's value) that best reproduces osu_bw and osu_bibw
     (mean of their median and 95th-percentile |error|), simulator in the loop. Updates
     `overrides`; returns the trials per path."""
     result = {}
     for which, w in windows.items():
-        related = [(sw, pts) for sw, pts in pairs
-                  if sw.kind[1:] == ("inter-node", w.buffers) and sw.kind[0] in ("bandwidth", "bibw")]
+        related = [
+            (sw, pts)
+            for sw, pts in pairs
+            if sw.kind[1:] == ("inter-node", w.buffers) and sw.kind[0] in ("bandwidth", "bibw")
+        ]
         threshold, model = f"mpi.eager_threshold_{which}", f"messages.{which}_inter"
         described = getattr(m.mpi, f"eager_threshold_{which}")
         candidates = sorted({float(seg.size_from) for seg in w.fit.segments[1:]} | {float(described)})
         validate.build_bench(repo)
-        trials = {eager: {threshold: eager, model: window_model(w.overhead, w.wire, w.bandwidth, eager)}
-                  for eager in candidates}
+        trials = {
+            eager: {threshold: eager, model: window_model(w.overhead, w.wire, w.bandwidth, eager)}
+            for eager in candidates
+        }
         scores = {str(int(e)): score(machine_name, repo, {**overrides, **t}, related) for e, t in trials.items()}
         overrides.update(trials[float(min(scores, key=scores.get))])
         result[which] = scores

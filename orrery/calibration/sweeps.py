@@ -64,18 +64,18 @@ class Sweep:
     """A measured sweep and the microbenchmark run that reproduces it."""
 
     name: str
-    file: str                       # in calibration/data/measured/
+    file: str  # in calibration/data/measured/
     select: tuple[tuple[str, str], ...]  # (column, text it must contain; "=text": it must equal)
     size_column: str
     value_column: str
-    unit: str                       # of the value column and of the benchmark's output (UNITS)
-    program: tuple[str, ...]        # calibration/bench program and its arguments (sizes follow as -l)
+    unit: str  # of the value column and of the benchmark's output (UNITS)
+    program: tuple[str, ...]  # calibration/bench program and its arguments (sizes follow as -l)
     nodes: int = 1
     gpus_per_node: int = 1
-    measured_scale: float = 1.0     # applied to measured values to compare like with like
+    measured_scale: float = 1.0  # applied to measured values to compare like with like
     note: str = ""
     kind: tuple[str, str, str] = ("", "", "")  # metric, path, buffers: what the fits turn into parameters
-    fit: bool = True                # False: compared after calibration, not a fit input (note says why)
+    fit: bool = True  # False: compared after calibration, not a fit input (note says why)
 
 
 _OSU_TEST = {"latency": "latency", "bandwidth": "bw", "bibw": "bibw"}  # fitted metric -> osu_p2p's test
@@ -86,8 +86,15 @@ def reproduction(metric: str, path: str, buffers: str, iterations: int) -> tuple
     this kind (metric, path, buffers); a collective's layout is the sweep's own."""
     i = ("-i", str(iterations))
     if metric in _OSU_TEST:
-        program = ("osu_p2p", _OSU_TEST[metric], *(("-d", "cuda") if "D" in buffers else ()), *buffers.split(), *i,
-                   "-x", "1")
+        program = (
+            "osu_p2p",
+            _OSU_TEST[metric],
+            *(("-d", "cuda") if "D" in buffers else ()),
+            *buffers.split(),
+            *i,
+            "-x",
+            "1",
+        )
         return program, ({"nodes": 2} if path == "inter-node" else {"gpus_per_node": 2})
     if metric == "copy_bandwidth":
         return ("memcpy_sweep", path.lower(), *i), ({"gpus_per_node": 2} if path == "peer" else {})
@@ -102,17 +109,29 @@ def _sweep(entry: dict) -> Sweep:
     kind = (entry["metric"], entry["path"], entry["buffers"])
     program, layout = reproduction(*kind, entry["iterations"])
     layout.update({k: entry[k] for k in ("nodes", "gpus_per_node") if k in entry})
-    return Sweep(entry["name"], entry["file"], tuple(entry["select"].items()), entry["size_column"],
-                 entry["value_column"], entry["unit"], program, measured_scale=entry.get("measured_scale", 1.0),
-                 note=entry.get("note", ""), kind=kind, fit=entry.get("fit", True), **layout)
+    return Sweep(
+        entry["name"],
+        entry["file"],
+        tuple(entry["select"].items()),
+        entry["size_column"],
+        entry["value_column"],
+        entry["unit"],
+        program,
+        measured_scale=entry.get("measured_scale", 1.0),
+        note=entry.get("note", ""),
+        kind=kind,
+        fit=entry.get("fit", True),
+        **layout,
+    )
 
 
 @functools.cache
 def catalogue() -> dict[str, dict[str, tuple[dict[str, object], list[Sweep]]]]:
     """machine -> set -> (the set's description changes, its sweeps), from catalogue/*.toml."""
     files = resources.files("orrery.calibration") / "catalogue"
-    raw = {f.name.removesuffix(".toml"): tomllib.loads(f.read_text()) for f in files.iterdir()
-           if f.name.endswith(".toml")}
+    raw = {
+        f.name.removesuffix(".toml"): tomllib.loads(f.read_text()) for f in files.iterdir() if f.name.endswith(".toml")
+    }
     out: dict[str, dict[str, tuple[dict[str, object], list[Sweep]]]] = {}
     for machine in sorted(raw):
         out[machine] = {}
@@ -129,8 +148,9 @@ def machines_with_defaults() -> list[str]:
 
 def other_sets() -> dict[str, list[str]]:
     """Each machine's sets of sweeps besides its default one (--sweeps NAME)."""
-    return {m: [s for s in sets if s != "default"] for m, sets in catalogue().items()
-            if any(s != "default" for s in sets)}
+    return {
+        m: [s for s in sets if s != "default"] for m, sets in catalogue().items() if any(s != "default" for s in sets)
+    }
 
 
 def set_description(machine_name: str, sweep_set: str | None) -> dict[str, object]:
@@ -145,17 +165,25 @@ def sweeps_for(machine_name: str, sweep_set: str | None = None) -> list[Sweep]:
     sets = catalogue().get(machine_name, {})
     if sweep_set is None:
         if sets and "default" not in sets:
-            raise InputError("--machine", None, machine_name,
-                             f"--sweeps SET with it (it has no default sweeps): {', '.join(sorted(sets))}")
+            raise InputError(
+                "--machine",
+                None,
+                machine_name,
+                f"--sweeps SET with it (it has no default sweeps): {', '.join(sorted(sets))}",
+            )
         if not sets:
-            raise InputError("--machine", None, machine_name,
-                             f"a machine with measured sweeps to compare against: "
-                             f"{', '.join(machines_with_defaults())}")
+            raise InputError(
+                "--machine",
+                None,
+                machine_name,
+                f"a machine with measured sweeps to compare against: {', '.join(machines_with_defaults())}",
+            )
         return sets["default"][1]
     others = sorted(s for s in sets if s != "default")
     if sweep_set not in others:
-        raise InputError("--sweeps", None, sweep_set,
-                         f"a sweep set of {machine_name}: {', '.join(others) or 'it has none'}")
+        raise InputError(
+            "--sweeps", None, sweep_set, f"a sweep set of {machine_name}: {', '.join(others) or 'it has none'}"
+        )
     return sets[sweep_set][1]
 
 
@@ -168,17 +196,23 @@ def measured_dir(repo: Path | None = None) -> Path:
 
 def bench_dir(repo: Path | None = None) -> Path:
     """calibration/bench's sources: those installed with the package, or a checkout's (--repo)."""
-    return repo / "calibration" / "bench" if repo is not None else Path(
-        str(resources.files("orrery.calibration") / "bench"))
+    return (
+        repo / "calibration" / "bench"
+        if repo is not None
+        else Path(str(resources.files("orrery.calibration") / "bench"))
+    )
 
 
 def check_sources(repo: Path | None) -> None:
     """An InputError where the measurements or benchmark sources are not there."""
     for d, what in ((measured_dir(repo), "the shared measurements"), (bench_dir(repo), "calibration/bench")):
         if not d.is_dir():
-            raise InputError("--repo" if repo is not None else "orrery", None, str(d),
-                             f"a folder with {what}" + ("" if repo is not None else
-                                                        " (installed with the package: reinstall it)"))
+            raise InputError(
+                "--repo" if repo is not None else "orrery",
+                None,
+                str(d),
+                f"a folder with {what}" + ("" if repo is not None else " (installed with the package: reinstall it)"),
+            )
 
 
 def selects(sweep: Sweep, row: dict[str, str]) -> bool:
@@ -228,21 +262,27 @@ def collective_layout(series: measurements.Series, layout: tuple[int, int] | Non
     if series.ranks is not None and series.nodes is not None:
         nodes, ranks = series.nodes, series.ranks
     elif layout is None:
-        raise InputError(where, None, series.benchmark,
-                         "--collective-layout NODESxGPUS (e.g. 2x4): the output does not say how many ranks ran "
-                         "the collective on how many nodes")
+        raise InputError(
+            where,
+            None,
+            series.benchmark,
+            "--collective-layout NODESxGPUS (e.g. 2x4): the output does not say how many ranks ran "
+            "the collective on how many nodes",
+        )
     else:
         nodes, ranks = layout[0], layout[0] * layout[1]
         if series.ranks is not None and series.ranks != ranks:
-            raise InputError(where, "ranks", series.ranks, f"{ranks} ranks, as --collective-layout "
-                                                           f"{layout[0]}x{layout[1]} says")
+            raise InputError(
+                where, "ranks", series.ranks, f"{ranks} ranks, as --collective-layout {layout[0]}x{layout[1]} says"
+            )
     if nodes < 1 or ranks % nodes:
         raise InputError(where, "nodes", nodes, f"a number of nodes that divides the {ranks} ranks evenly")
     return {"nodes": nodes, "gpus_per_node": ranks // nodes}
 
 
-def sweep_for(series: measurements.Series, layout: tuple[int, int] | None = None
-              ) -> tuple[Sweep, list[tuple[int, float]]] | None:
+def sweep_for(
+    series: measurements.Series, layout: tuple[int, int] | None = None
+) -> tuple[Sweep, list[tuple[int, float]]] | None:
     """The microbenchmark that reproduces a measured series (orrery.calibration.measurements.Series),
     with its points in the benchmark's unit; None where calibration/bench has no counterpart yet. A
     collective's layout is the file's, or `layout` (nodes, GPUs per node); coll_sweep's name for
@@ -256,17 +296,31 @@ def sweep_for(series: measurements.Series, layout: tuple[int, int] | None = None
         where = collective_layout(series, layout)
         kind = "device" if buffers == "D" else "host"
         program, _ = reproduction(metric, coll, buffers, 3)
-        sweep = Sweep(f"{series.benchmark}, {kind} buffers, {where['nodes'] * where['gpus_per_node']} ranks on "
-                      f"{where['nodes']} nodes ({source})", "", (), "", "", "us", program,
-                      kind=(metric, coll, buffers), **where)
+        sweep = Sweep(
+            f"{series.benchmark}, {kind} buffers, {where['nodes'] * where['gpus_per_node']} ranks on "
+            f"{where['nodes']} nodes ({source})",
+            "",
+            (),
+            "",
+            "",
+            "us",
+            program,
+            kind=(metric, coll, buffers),
+            **where,
+        )
         return sweep, [(s, from_si("us", v)) for s, v in zip(series.sizes, series.values)]
     fit, note = True, ""
     if metric in _OSU_TEST and path in ("intra-node", "inter-node") and buffers in ("H H", "D D", "D H", "H D"):
         program, where = reproduction(metric, path, buffers, 5)
         unit = "us" if metric == "latency" else "MB/s"
         if buffers in ("D H", "H D"):
-            fit, note = False, ("compared, not fitted: a device buffer on one side and a host buffer on the "
-                                "other; the message paths are fitted on D D and H H sweeps")
+            fit, note = (
+                False,
+                (
+                    "compared, not fitted: a device buffer on one side and a host buffer on the "
+                    "other; the message paths are fitted on D D and H H sweeps"
+                ),
+            )
     elif metric == "api_time" and path in ("launch", "sync", "memcpy"):
         (program, where), unit = reproduction(metric, path, buffers, 100), "us"
     elif metric == "copy_bandwidth" and path in ("H2D", "D2H", "D2D", "peer"):
@@ -274,6 +328,17 @@ def sweep_for(series: measurements.Series, layout: tuple[int, int] | None = None
         (program, where), unit = reproduction(metric, path, buffers, 5 if path in ("H2D", "D2H") else 100), "GB/s"
     else:
         return None
-    sweep = Sweep(f"{series.benchmark} {metric} {path} {buffers} ({source})", "", (), "", "",
-                  unit, program, note=note, kind=(metric, path, buffers), fit=fit, **where)
+    sweep = Sweep(
+        f"{series.benchmark} {metric} {path} {buffers} ({source})",
+        "",
+        (),
+        "",
+        "",
+        unit,
+        program,
+        note=note,
+        kind=(metric, path, buffers),
+        fit=fit,
+        **where,
+    )
     return sweep, [(s, from_si(unit, v)) for s, v in zip(series.sizes, series.values)]

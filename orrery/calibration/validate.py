@@ -43,7 +43,7 @@ class SweepResult:
     sizes: list[int]
     measured: list[float]
     simulated: list[float]
-    errors: list[float]       # (simulated - measured) / measured
+    errors: list[float]  # (simulated - measured) / measured
     median_abs_error: float
     p95_abs_error: float
     max_abs_error: float
@@ -58,15 +58,13 @@ def percentile(values: list[float], q: float) -> float:
 
 def simulate(repo: Path | None, m: machines.Machine, sweep: Sweep, sizes: list[int], out: Path) -> dict[int, float]:
     layout = platform.Layout.for_machine(m, sweep.nodes, sweep.gpus_per_node)
-    program = [str(build_bench(repo) / sweep.program[0]), *sweep.program[1:],
-               "-l", ",".join(map(str, sizes))]
-    outcome = run(RunOptions(machine=m, layout=layout, program=program, out=out, costs=Costs({}),
-                             capture_output=True))
+    program = [str(build_bench(repo) / sweep.program[0]), *sweep.program[1:], "-l", ",".join(map(str, sizes))]
+    outcome = run(RunOptions(machine=m, layout=layout, program=program, out=out, costs=Costs({}), capture_output=True))
     if outcome.exit_code:
         raise OrreryError(f"{sweep.program[0]} exited with status {outcome.exit_code} on {m.name}")
     values = {}
     if sweep.kind[0] == "api_time":  # api_overheads prints the measurement CSV
-        text = outcome.stdout[outcome.stdout.index("benchmark,metric"):]
+        text = outcome.stdout[outcome.stdout.index("benchmark,metric") :]
         for row in csv.DictReader(text.splitlines()):
             if row["path"] == sweep.kind[1]:
                 values[int(row["size_bytes"])] = float(row["value"])
@@ -78,8 +76,13 @@ def simulate(repo: Path | None, m: machines.Machine, sweep: Sweep, sizes: list[i
     return values
 
 
-def validate(machine_name: str, repo: Path | None = None, overrides: Mapping[str, object] = {},
-             sweep_set: str | None = None, calibration: merge.Calibration | None = None) -> list[SweepResult]:
+def validate(
+    machine_name: str,
+    repo: Path | None = None,
+    overrides: Mapping[str, object] = {},
+    sweep_set: str | None = None,
+    calibration: merge.Calibration | None = None,
+) -> list[SweepResult]:
     """Every sweep of the machine (or of its sweep set) simulated and compared. `calibration`
     applies first, then the set's own description, then `overrides` (description values, as
     `--set` gives them): merge.machine."""
@@ -107,11 +110,16 @@ def build_bench(repo: Path | None = None) -> Path:
             for f in [*src.glob("*.cu"), *src.glob("*.h"), src / "Makefile"]:
                 shutil.copy2(f, dest / f.name)
             orrery = str(Path(sys.executable).parent / "orrery")
-            made = subprocess.run(["make", "-s", "-C", str(dest), f"NVCC={orrery} nvcc", f"MPICXX={orrery} mpicxx"],
-                                  stdout=subprocess.DEVNULL, check=False)
+            made = subprocess.run(
+                ["make", "-s", "-C", str(dest), f"NVCC={orrery} nvcc", f"MPICXX={orrery} mpicxx"],
+                stdout=subprocess.DEVNULL,
+                check=False,
+            )
             if made.returncode:
-                raise BuildError(f"building {src}'s microbenchmarks in {dest} failed (make exited "
-                                 f"{made.returncode}; its errors are above)")
+                raise BuildError(
+                    f"building {src}'s microbenchmarks in {dest} failed (make exited "
+                    f"{made.returncode}; its errors are above)"
+                )
             _built[src] = dest
         return _built[src]
 
@@ -125,5 +133,15 @@ def compare(repo: Path | None, m: machines.Machine, sweep: Sweep, points: list[t
     sim = [simulated[s] for s in sizes]
     errors = [(s - v) / v for s, v in zip(sim, measured)]
     abs_err = [abs(e) for e in errors]
-    return SweepResult(sweep.name, sweep.unit, sweep.note, sizes, measured, sim, errors,
-                       statistics.median(abs_err), percentile(abs_err, 0.95), max(abs_err))
+    return SweepResult(
+        sweep.name,
+        sweep.unit,
+        sweep.note,
+        sizes,
+        measured,
+        sim,
+        errors,
+        statistics.median(abs_err),
+        percentile(abs_err, 0.95),
+        max(abs_err),
+    )

@@ -13,5 +13,14 @@ from .description import (
     with_units,
 )
 
-__all__ = ["MEASURED_MODELS", "Machine", "Segment", "builtin_names", "load", "parameter_keys", "parse_overrides",
-           "validate", "with_units"]
+__all__ = [
+    "MEASURED_MODELS",
+    "Machine",
+    "Segment",
+    "builtin_names",
+    "load",
+    "parameter_keys",
+    "parse_overrides",
+    "validate",
+    "with_units",
+]

@@ -9,6 +9,7 @@ not know about SimGrid: ``platform.py`` turns a Machine into a platform.
 
 from __future__ import annotations
 
+import itertools
 import tomllib
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -45,19 +46,30 @@ class _Section(BaseModel):
 class Node(_Section):
     gpus: Annotated[Count, Field(le=MAX_GPUS_PER_NODE)] = Field(description="GPUs per node.")
     cpu_sockets: Annotated[Count, Field(le=MAX_CPU_SOCKETS)] = Field(description="CPU sockets per node.")
-    host_memory_bandwidth: Bandwidth = Field(description=(
-        "Host memory bandwidth: the link between a socket's root complex and its memory, which host copies "
-        "and the NIC's DMA of host buffers cross."))
-    host_memcpy_bandwidth: Bandwidth = Field(description=(
-        "Rate of a copy within host memory: host-to-host copies, and MPI messages between host buffers of "
-        "two ranks of a node (shared memory). `orrery calibrate` fits it from shared-memory windows."))
-    socket_link_bandwidth: Bandwidth | None = Field(None, description=(
-        "The link between two CPU sockets (xGMI, UPI) as PCIe traffic crosses it, per direction. Set it and "
-        "socket_link_latency (both or neither) to give each socket its own root complex and host memory, the "
-        "PCIe switches spread over the sockets in order, a GPU copying to and from its own socket's memory and "
-        "a rank's process on its GPU's socket; unset, the node has one root complex."))
-    socket_link_latency: Time | None = Field(None, description="Latency of the link between two CPU sockets "
-                                                               "(with socket_link_bandwidth).")
+    host_memory_bandwidth: Bandwidth = Field(
+        description=(
+            "Host memory bandwidth: the link between a socket's root complex and its memory, which host copies "
+            "and the NIC's DMA of host buffers cross."
+        )
+    )
+    host_memcpy_bandwidth: Bandwidth = Field(
+        description=(
+            "Rate of a copy within host memory: host-to-host copies, and MPI messages between host buffers of "
+            "two ranks of a node (shared memory). `orrery calibrate` fits it from shared-memory windows."
+        )
+    )
+    socket_link_bandwidth: Bandwidth | None = Field(
+        None,
+        description=(
+            "The link between two CPU sockets (xGMI, UPI) as PCIe traffic crosses it, per direction. Set it and "
+            "socket_link_latency (both or neither) to give each socket its own root complex and host memory, the "
+            "PCIe switches spread over the sockets in order, a GPU copying to and from its own socket's memory and "
+            "a rank's process on its GPU's socket; unset, the node has one root complex."
+        ),
+    )
+    socket_link_latency: Time | None = Field(
+        None, description="Latency of the link between two CPU sockets (with socket_link_bandwidth)."
+    )
 
     @property
     def sockets_modelled(self) -> int:
@@ -69,14 +81,18 @@ class Gpu(_Section):
     model: Name = Field(description="The GPU's name, as cudaGetDeviceProperties reports it.")
     sm_count: Count = Field(description="Streaming multiprocessors (a device property).")
     memory: Size = Field(description="Device memory: cudaMalloc beyond it fails with cudaErrorMemoryAllocation.")
-    hbm_bandwidth: Bandwidth = Field(description=(
-        "HBM bandwidth, for the record: skeleton mode's kernel times come from the cost file, and device-to-device "
-        "copies take d2d_bandwidth."))
+    hbm_bandwidth: Bandwidth = Field(
+        description=(
+            "HBM bandwidth, for the record: skeleton mode's kernel times come from the cost file, and device-to-device "
+            "copies take d2d_bandwidth."
+        )
+    )
     peak_fp64: Flops = Field(description="Peak FP64 rate, for the record (kernel times come from the cost file).")
     peak_fp32: Flops = Field(description="Peak FP32 rate, for the record (kernel times come from the cost file).")
     peak_bf16: Flops = Field(description="Peak BF16 rate, for the record (kernel times come from the cost file).")
     compute_capability: Annotated[str, Field(pattern=r"^\d+\.\d+$")] = Field(
-        description="Compute capability, MAJOR.MINOR (a device property).")
+        description="Compute capability, MAJOR.MINOR (a device property)."
+    )
     l2_cache: Size = Field(description="L2 cache size (a device property).")
     memory_bus_width: Count = Field(description="Memory bus width in bits (a device property).")
     max_threads_per_sm: Count = Field(description="Threads per multiprocessor at most (a device property).")
@@ -84,21 +100,30 @@ class Gpu(_Section):
     shared_per_block: Size = Field(description="Shared memory per block (a device property).")
     shared_per_block_optin: Size = Field(description="Shared memory per block with opt-in (a device property).")
     shared_per_sm: Size = Field(description="Shared memory per multiprocessor (a device property).")
-    copy_engines: Count = Field(description=(
-        "Copy engines: with 2, one for host-to-device, one for device-to-host and outgoing peer copies; with 1, "
-        "all copies share it. A copy overlaps kernels and copies in the other direction, and waits for the copy "
-        "ahead of it in its own direction."))
-    d2d_bandwidth: Bandwidth = Field(description=(
-        "Rate of a device-to-device copy (work of the GPU, sharing it with its kernels), and of messages between "
-        "ranks that share one GPU."))
-    d2d_latency: Time = Field(description="Fixed time of a device-to-device copy (and of messages between ranks "
-                                          "that share one GPU).")
+    copy_engines: Count = Field(
+        description=(
+            "Copy engines: with 2, one for host-to-device, one for device-to-host and outgoing peer copies; with 1, "
+            "all copies share it. A copy overlaps kernels and copies in the other direction, and waits for the copy "
+            "ahead of it in its own direction."
+        )
+    )
+    d2d_bandwidth: Bandwidth = Field(
+        description=(
+            "Rate of a device-to-device copy (work of the GPU, sharing it with its kernels), and of messages between "
+            "ranks that share one GPU."
+        )
+    )
+    d2d_latency: Time = Field(
+        description="Fixed time of a device-to-device copy (and of messages between ranks that share one GPU)."
+    )
     memset_bandwidth: Bandwidth = Field(description="Rate of a memset (work of the GPU).")
 
 
 class Overheads(_Section):
     launch: Time = Field(description="Host time of a kernel launch.")
-    memcpy: Time = Field(description="Host time of issuing a copy or memset (and of each chunk a staged message copies).")
+    memcpy: Time = Field(
+        description="Host time of issuing a copy or memset (and of each chunk a staged message copies)."
+    )
     sync: Time = Field(description="Host time of returning from a synchronisation.")
 
 
@@ -106,9 +131,12 @@ class HostLink(_Section):
     """How a GPU reaches host memory: through its PCIe switch, or a direct
     CPU-GPU link (NVLink-C2C on Grace Hopper)."""
 
-    kind: Literal["pcie", "nvlink-c2c"] = Field(description=(
-        "pcie: through the GPU's PCIe switch and the root complex; nvlink-c2c: a direct CPU-GPU link (Grace "
-        "Hopper)."))
+    kind: Literal["pcie", "nvlink-c2c"] = Field(
+        description=(
+            "pcie: through the GPU's PCIe switch and the root complex; nvlink-c2c: a direct CPU-GPU link (Grace "
+            "Hopper)."
+        )
+    )
     bandwidth: Bandwidth | None = Field(None, description="nvlink-c2c only (and needed there): per direction.")
     latency: Time | None = Field(None, description="nvlink-c2c only (and needed there).")
 
@@ -116,17 +144,23 @@ class HostLink(_Section):
 class Pcie(_Section):
     generation: Count = Field(description="PCIe generation, for the record (the bandwidth is given).")
     lanes: Count = Field(description="Lanes of a GPU's link, for the record (the bandwidth is given).")
-    bandwidth: Bandwidth = Field(description=(
-        "Per direction, of each PCIe link (a device's x16 link, a switch's uplink); also the rate of a staged "
-        "message's chunk copies."))
+    bandwidth: Bandwidth = Field(
+        description=(
+            "Per direction, of each PCIe link (a device's x16 link, a switch's uplink); also the rate of a staged "
+            "message's chunk copies."
+        )
+    )
     latency: Time = Field(description="Latency per PCIe hop.")
     gpus_per_switch: Count = Field(description="GPUs (with their rails' NICs) sharing one PCIe switch and its uplink.")
 
 
 class NvLink(_Section):
-    topology: Literal["mesh", "nvswitch", "none"] = Field(description=(
-        "mesh: links between every two GPUs of a node; nvswitch: each GPU's links to one switch; none: GPUs of a "
-        "node reach each other over PCIe."))
+    topology: Literal["mesh", "nvswitch", "none"] = Field(
+        description=(
+            "mesh: links between every two GPUs of a node; nvswitch: each GPU's links to one switch; none: GPUs of a "
+            "node reach each other over PCIe."
+        )
+    )
     links_per_pair: Count | None = Field(None, description="mesh: links between two GPUs (needed there).")
     links_per_gpu: Count | None = Field(None, description="nvswitch: links of one GPU (needed there).")
     link_bandwidth: Bandwidth | None = Field(None, description="Per link and direction (needed with NVLink).")
@@ -140,57 +174,91 @@ class Nic(_Section):
 
 
 class Fabric(_Section):
-    topology: Literal["fat-tree", "rail-optimized", "dragonfly"] = Field(description=(
-        "fat-tree: leaves under spines; rail-optimized: one switch per rail; dragonfly: groups of routers, "
-        "minimal routes (local, global, local)."))
+    topology: Literal["fat-tree", "rail-optimized", "dragonfly"] = Field(
+        description=(
+            "fat-tree: leaves under spines; rail-optimized: one switch per rail; dragonfly: groups of routers, "
+            "minimal routes (local, global, local)."
+        )
+    )
     switch_latency: Time = Field(description="Crossing a switch, spread over the links around it.")
-    nodes_per_leaf: Count = Field(description=(
-        "Nodes under one leaf (fat-tree), one rail switch per rail (rail-optimized) or one router (dragonfly)."))
-    oversubscription: Annotated[float, Field(strict=True, ge=1, allow_inf_nan=False)] = Field(description=(
-        "A switch's downlink over uplink bandwidth, each level's uplinks: a finite ratio, a plain number."))
-    levels: Literal[2, 3] = Field(2, description=(
-        "Fat-tree (and rail-optimized) levels: 2, leaves under one spine; 3, leaves grouped in pods of "
-        "leaves_per_pod under a pod spine each, the pod spines under one core. 2 with a dragonfly."))
+    nodes_per_leaf: Count = Field(
+        description=(
+            "Nodes under one leaf (fat-tree), one rail switch per rail (rail-optimized) or one router (dragonfly)."
+        )
+    )
+    oversubscription: Annotated[float, Field(strict=True, ge=1, allow_inf_nan=False)] = Field(
+        description=("A switch's downlink over uplink bandwidth, each level's uplinks: a finite ratio, a plain number.")
+    )
+    levels: Literal[2, 3] = Field(
+        2,
+        description=(
+            "Fat-tree (and rail-optimized) levels: 2, leaves under one spine; 3, leaves grouped in pods of "
+            "leaves_per_pod under a pod spine each, the pod spines under one core. 2 with a dragonfly."
+        ),
+    )
     leaves_per_pod: Count | None = Field(None, description="Leaves per pod (needed with levels = 3).")
-    routers_per_group: Count | None = Field(None, description=(
-        "dragonfly (needed there): routers per group, all-to-all within it over local links; one global link "
-        "between every two groups (router b mod R of group a to router a mod R of group b)."))
-    local_bandwidth: Bandwidth | None = Field(None, description="dragonfly (needed there): per local link and "
-                                                                "direction.")
-    global_bandwidth: Bandwidth | None = Field(None, description="dragonfly (needed there): per global link and "
-                                                                 "direction.")
+    routers_per_group: Count | None = Field(
+        None,
+        description=(
+            "dragonfly (needed there): routers per group, all-to-all within it over local links; one global link "
+            "between every two groups (router b mod R of group a to router a mod R of group b)."
+        ),
+    )
+    local_bandwidth: Bandwidth | None = Field(
+        None, description="dragonfly (needed there): per local link and direction."
+    )
+    global_bandwidth: Bandwidth | None = Field(
+        None, description="dragonfly (needed there): per global link and direction."
+    )
 
 
 class Mpi(_Section):
     """MPI protocol per path: host buffers, or device buffers (CUDA-aware MPI)."""
 
-    eager_threshold_host: Size = Field(description=(
-        "Host buffers: messages this large or larger use rendezvous (the sender waits for the receiver)."))
+    eager_threshold_host: Size = Field(
+        description=("Host buffers: messages this large or larger use rendezvous (the sender waits for the receiver).")
+    )
     eager_threshold_device: Size = Field(description="The same for device buffers.")
     send_overhead_host: Time = Field(description="Software time of the sender per message, host buffers.")
     recv_overhead_host: Time = Field(description="Software time of the receiver per message, host buffers.")
     send_overhead_device: Time = Field(description="Software time of the sender per message, device buffers.")
     recv_overhead_device: Time = Field(description="Software time of the receiver per message, device buffers.")
-    send_overhead_host_intra: Time | None = Field(None, description=(
-        "send_overhead_host for messages within a node, where the library may take another transport (unset: as "
-        "between nodes)."))
-    recv_overhead_host_intra: Time | None = Field(None, description="recv_overhead_host within a node (unset: as "
-                                                                    "between nodes).")
-    send_overhead_device_intra: Time | None = Field(None, description="send_overhead_device within a node (unset: "
-                                                                      "as between nodes).")
-    recv_overhead_device_intra: Time | None = Field(None, description="recv_overhead_device within a node (unset: "
-                                                                      "as between nodes).")
-    collective_selector: Literal["default", "ompi", "mpich", "mvapich2", "impi"] = Field(description=(
-        "Whose choice of collective algorithms SMPI reproduces."))
-    intra_node: Literal["direct", "nic"] = Field("direct", description=(
-        "How messages between two ranks of one node travel: direct (NVLink or PCIe peer to peer for device "
-        "buffers, shared memory for host buffers) or nic (out through the NIC and back, as with a library that "
-        "has only a network provider, e.g. Open MPI over libfabric CXI without its shared-memory and GPU IPC "
-        "paths)."))
-    poll_time: Annotated[Time, Field(gt=0)] = Field(1e-7, description=(
-        "Host time of one MPI_Test, MPI_Testall (per pending request), MPI_Iprobe call, or one poll of a blocking "
-        "MPI_Probe: a library's progress poll (tens to hundreds of nanoseconds). A polled completion is seen at "
-        "the first poll after it, so this also bounds how late a polling loop sees it."))
+    send_overhead_host_intra: Time | None = Field(
+        None,
+        description=(
+            "send_overhead_host for messages within a node, where the library may take another transport (unset: as "
+            "between nodes)."
+        ),
+    )
+    recv_overhead_host_intra: Time | None = Field(
+        None, description="recv_overhead_host within a node (unset: as between nodes)."
+    )
+    send_overhead_device_intra: Time | None = Field(
+        None, description="send_overhead_device within a node (unset: as between nodes)."
+    )
+    recv_overhead_device_intra: Time | None = Field(
+        None, description="recv_overhead_device within a node (unset: as between nodes)."
+    )
+    collective_selector: Literal["default", "ompi", "mpich", "mvapich2", "impi"] = Field(
+        description=("Whose choice of collective algorithms SMPI reproduces.")
+    )
+    intra_node: Literal["direct", "nic"] = Field(
+        "direct",
+        description=(
+            "How messages between two ranks of one node travel: direct (NVLink or PCIe peer to peer for device "
+            "buffers, shared memory for host buffers) or nic (out through the NIC and back, as with a library that "
+            "has only a network provider, e.g. Open MPI over libfabric CXI without its shared-memory and GPU IPC "
+            "paths)."
+        ),
+    )
+    poll_time: Annotated[Time, Field(gt=0)] = Field(
+        1e-7,
+        description=(
+            "Host time of one MPI_Test, MPI_Testall (per pending request), MPI_Iprobe call, or one poll of a blocking "
+            "MPI_Probe: a library's progress poll (tens to hundreds of nanoseconds). A polled completion is seen at "
+            "the first poll after it, so this also bounds how late a polling loop sees it."
+        ),
+    )
 
     def overhead(self, side: str, kind: str, intra: bool) -> float:
         """Per-message software time of the sender (side "send") or receiver ("recv") for
@@ -200,22 +268,30 @@ class Mpi(_Section):
 
 
 class GpuDirect(_Section):
-    rdma: Flag = Field(description=(
-        "NICs read and write GPU memory; false: device-buffer messages are staged through host memory."))
-    staging_chunk: Size = Field(description=(
-        "Without RDMA, the MPI library copies a message through host memory in chunks this large, each a copy "
-        "that pays overheads.memcpy."))
+    rdma: Flag = Field(
+        description=("NICs read and write GPU memory; false: device-buffer messages are staged through host memory.")
+    )
+    staging_chunk: Size = Field(
+        description=(
+            "Without RDMA, the MPI library copies a message through host memory in chunks this large, each a copy "
+            "that pays overheads.memcpy."
+        )
+    )
 
 
 class Segment(_Section):
     """One segment of a measured model (copies, messages, gaps): a size up to `up_to` takes
     ``latency + size / bandwidth``."""
 
-    up_to: Annotated[Size, Field(ge=0)] | None = Field(None, description=(
-        "The largest copy or message it covers; on every segment but the last, increasing."))
-    latency: SignedTime = Field(description=(
-        "Fixed time; may be negative on a segment after the first, where the time grows faster than the size "
-        "(buffers falling out of a cache), so long as the time stays 0 or more over the sizes it covers."))
+    up_to: Annotated[Size, Field(ge=0)] | None = Field(
+        None, description=("The largest copy or message it covers; on every segment but the last, increasing.")
+    )
+    latency: SignedTime = Field(
+        description=(
+            "Fixed time; may be negative on a segment after the first, where the time grows faster than the size "
+            "(buffers falling out of a cache), so long as the time stays 0 or more over the sizes it covers."
+        )
+    )
     bandwidth: Annotated[Bandwidth, Field(gt=0)] = Field(description="The size term: latency + size / bandwidth.")
 
 
@@ -236,16 +312,24 @@ class _Measured(_Section):
                 continue
             *inner, last = model
             if last.up_to is not None:
-                problems.append((f"{key}.{len(model) - 1}.up_to", last.up_to,
-                                 "no up_to on the last segment: it covers every larger size"))
+                problems.append(
+                    (
+                        f"{key}.{len(model) - 1}.up_to",
+                        last.up_to,
+                        "no up_to on the last segment: it covers every larger size",
+                    )
+                )
             bounds = [seg.up_to for seg in inner]
-            if None in bounds or any(b <= a for a, b in zip(bounds, bounds[1:])):
+            if None in bounds or any(b <= a for a, b in itertools.pairwise(bounds)):
                 problems.append((key, bounds, "up_to on every segment but the last, increasing"))
                 continue
             for i, (seg, start) in enumerate(zip(model, [0.0, *bounds])):
                 if isinstance(seg, Segment) and seg.latency + start / seg.bandwidth < 0:
-                    least = "a non-negative latency" if not start else (
-                        f"a latency of at least {-start / seg.bandwidth!r} s, no negative time above {start:g} B")
+                    least = (
+                        "a non-negative latency"
+                        if not start
+                        else (f"a latency of at least {-start / seg.bandwidth!r} s, no negative time above {start:g} B")
+                    )
                     problems.append((f"{key}.{i}.latency", seg.latency, f"segment {i + 1} {least}"))
         if problems:
             raise Problems(problems)
@@ -312,8 +396,10 @@ class CorrectionSegment(_Section):
     """One segment of a collective's correction: calls whose message size is up to `up_to` take
     `extra` longer."""
 
-    up_to: Annotated[Size, Field(ge=0)] | None = Field(None, description=(
-        "The largest message (count x type size) it covers; on every segment but the last, increasing."))
+    up_to: Annotated[Size, Field(ge=0)] | None = Field(
+        None,
+        description=("The largest message (count x type size) it covers; on every segment but the last, increasing."),
+    )
     extra: Annotated[Time, Field(ge=0)] = Field(description="Added to each call of the collective in this range.")
 
 
@@ -340,7 +426,9 @@ class Collectives(_Measured):
     reduce_device: Corrections | None = Field(None, description="MPI_Reduce on device buffers (before reduce).")
     reduce_host: Corrections | None = Field(None, description="MPI_Reduce on host buffers (before reduce).")
     allreduce: Corrections | None = Field(None, description="MPI_Allreduce on any buffers.")
-    allreduce_device: Corrections | None = Field(None, description="MPI_Allreduce on device buffers (before allreduce).")
+    allreduce_device: Corrections | None = Field(
+        None, description="MPI_Allreduce on device buffers (before allreduce)."
+    )
     allreduce_host: Corrections | None = Field(None, description="MPI_Allreduce on host buffers (before allreduce).")
     gather: Corrections | None = Field(None, description="MPI_Gather on any buffers.")
     gather_device: Corrections | None = Field(None, description="MPI_Gather on device buffers (before gather).")
@@ -349,25 +437,36 @@ class Collectives(_Measured):
     scatter_device: Corrections | None = Field(None, description="MPI_Scatter on device buffers (before scatter).")
     scatter_host: Corrections | None = Field(None, description="MPI_Scatter on host buffers (before scatter).")
     allgather: Corrections | None = Field(None, description="MPI_Allgather on any buffers.")
-    allgather_device: Corrections | None = Field(None, description="MPI_Allgather on device buffers (before allgather).")
+    allgather_device: Corrections | None = Field(
+        None, description="MPI_Allgather on device buffers (before allgather)."
+    )
     allgather_host: Corrections | None = Field(None, description="MPI_Allgather on host buffers (before allgather).")
     alltoall: Corrections | None = Field(None, description="MPI_Alltoall on any buffers.")
     alltoall_device: Corrections | None = Field(None, description="MPI_Alltoall on device buffers (before alltoall).")
     alltoall_host: Corrections | None = Field(None, description="MPI_Alltoall on host buffers (before alltoall).")
     reduce_scatter: Corrections | None = Field(None, description="MPI_Reduce_scatter on any buffers.")
-    reduce_scatter_device: Corrections | None = Field(None, description="MPI_Reduce_scatter on device buffers (before reduce_scatter).")
-    reduce_scatter_host: Corrections | None = Field(None, description="MPI_Reduce_scatter on host buffers (before reduce_scatter).")
+    reduce_scatter_device: Corrections | None = Field(
+        None, description="MPI_Reduce_scatter on device buffers (before reduce_scatter)."
+    )
+    reduce_scatter_host: Corrections | None = Field(
+        None, description="MPI_Reduce_scatter on host buffers (before reduce_scatter)."
+    )
     reduce_scatter_block: Corrections | None = Field(None, description="MPI_Reduce_scatter_block on any buffers.")
-    reduce_scatter_block_device: Corrections | None = Field(None, description="MPI_Reduce_scatter_block on device buffers (before reduce_scatter_block).")
-    reduce_scatter_block_host: Corrections | None = Field(None, description="MPI_Reduce_scatter_block on host buffers (before reduce_scatter_block).")
+    reduce_scatter_block_device: Corrections | None = Field(
+        None, description="MPI_Reduce_scatter_block on device buffers (before reduce_scatter_block)."
+    )
+    reduce_scatter_block_host: Corrections | None = Field(
+        None, description="MPI_Reduce_scatter_block on host buffers (before reduce_scatter_block)."
+    )
 
 
 class Machine(_Section):
     name: Name = Field(description="The machine's name (a built-in's is its file's).")
     description: str = Field(description="One line, shown by `orrery machine list`.")
     node: Node = Field(description="A node: its GPUs, CPU sockets and host memory.")
-    gpu: Gpu = Field(description=(
-        "Each GPU: model, memory, device properties, copy engines, device-to-device and memset rates."))
+    gpu: Gpu = Field(
+        description=("Each GPU: model, memory, device properties, copy engines, device-to-device and memset rates.")
+    )
     overheads: Overheads = Field(description="Host time of the CUDA calls (simulated time of the calling rank).")
     host_link: HostLink = Field(description="How a GPU reaches host memory.")
     pcie: Pcie = Field(description="The PCIe links and switches of a node.")
@@ -377,29 +476,48 @@ class Machine(_Section):
     gpudirect: GpuDirect = Field(description="Whether NICs reach GPU memory (GPUDirect RDMA).")
     mpi: Mpi = Field(description="The MPI library's protocol and costs.")
     copies: Copies = Field(Copies(), description="Measured copy models (optional; written by `orrery calibrate`).")
-    messages: Messages = Field(Messages(), description=(
-        "Measured message models (optional; written by `orrery calibrate`)."))
+    messages: Messages = Field(
+        Messages(), description=("Measured message models (optional; written by `orrery calibrate`).")
+    )
     gaps: Gaps = Field(Gaps(), description="Measured gaps between sends (optional; written by `orrery calibrate`).")
-    collectives: Collectives = Field(Collectives(), description=(
-        "Measured collective corrections (optional; written by `orrery calibrate`)."))
-    sources: dict[str, str] = Field({}, description=(
-        "Where each value comes from, by dotted key (`\"pcie.bandwidth\" = \"measured: ...\"`): shown by "
-        "`orrery machine show`; a key that names no parameter is an error."))
+    collectives: Collectives = Field(
+        Collectives(), description=("Measured collective corrections (optional; written by `orrery calibrate`).")
+    )
+    sources: dict[str, str] = Field(
+        {},
+        description=(
+            'Where each value comes from, by dotted key (`"pcie.bandwidth" = "measured: ..."`): shown by '
+            "`orrery machine show`; a key that names no parameter is an error."
+        ),
+    )
 
     @model_validator(mode="after")
     def _semantics(self) -> Machine:
         problems: list[tuple[str, object, str]] = []
-        known = [f"{name}.{field}" for name, section in self if isinstance(section, _Section)
-                 for field in type(section).model_fields]
+        known = [
+            f"{name}.{field}"
+            for name, section in self
+            if isinstance(section, _Section)
+            for field in type(section).model_fields
+        ]
         for key in self.sources:
             if key not in known:
                 near = schema.closest(key, known)
-                problems.append(("sources", key, "keys that name machine parameters" +
-                                 (f" (did you mean '{near}'?)" if near else " (e.g. 'pcie.bandwidth')")))
+                problems.append(
+                    (
+                        "sources",
+                        key,
+                        "keys that name machine parameters"
+                        + (f" (did you mean '{near}'?)" if near else " (e.g. 'pcie.bandwidth')"),
+                    )
+                )
         if self.nic.per_node > self.node.gpus:
             problems.append(("nic.per_node", self.nic.per_node, f"at most node.gpus ({self.node.gpus}): a NIC per GPU"))
-        needs = {"mesh": ("links_per_pair", "link_bandwidth", "latency"),
-                 "nvswitch": ("links_per_gpu", "link_bandwidth", "latency"), "none": ()}
+        needs = {
+            "mesh": ("links_per_pair", "link_bandwidth", "latency"),
+            "nvswitch": ("links_per_gpu", "link_bandwidth", "latency"),
+            "none": (),
+        }
         for field in needs[self.nvlink.topology]:
             if getattr(self.nvlink, field) is None:
                 topology = self.nvlink.topology
@@ -409,20 +527,36 @@ class Machine(_Section):
                 if getattr(self.fabric, field) is None:
                     problems.append((f"fabric.{field}", None, "a value: fabric.topology = 'dragonfly' needs it"))
         if self.fabric.levels == 3 and self.fabric.topology == "dragonfly":
-            problems.append(("fabric.levels", 3, ("2 with fabric.topology = 'dragonfly' (3 levels are for fat-tree "
-                                                  "and rail-optimized fabrics)")))
+            problems.append(
+                (
+                    "fabric.levels",
+                    3,
+                    ("2 with fabric.topology = 'dragonfly' (3 levels are for fat-tree and rail-optimized fabrics)"),
+                )
+            )
         if self.fabric.levels == 3 and self.fabric.leaves_per_pod is None:
             problems.append(("fabric.leaves_per_pod", None, "a value: fabric.levels = 3 needs it"))
-        link = {"socket_link_bandwidth": self.node.socket_link_bandwidth,
-                "socket_link_latency": self.node.socket_link_latency}
-        for field, other in (("socket_link_bandwidth", "socket_link_latency"),
-                             ("socket_link_latency", "socket_link_bandwidth")):
+        link = {
+            "socket_link_bandwidth": self.node.socket_link_bandwidth,
+            "socket_link_latency": self.node.socket_link_latency,
+        }
+        for field, other in (
+            ("socket_link_bandwidth", "socket_link_latency"),
+            ("socket_link_latency", "socket_link_bandwidth"),
+        ):
             if link[field] is None and link[other] is not None:
                 problems.append((f"node.{field}", None, f"a value with node.{other} (set both or neither)"))
         if self.node.socket_link_bandwidth is not None and self.host_link.kind != "pcie":
-            problems.append(("node.socket_link_bandwidth", self.node.socket_link_bandwidth,
-                             (f"no value with host_link.kind = '{self.host_link.kind}': it is for GPUs on PCIe, "
-                              "an NVLink-C2C superchip has its own CPU")))
+            problems.append(
+                (
+                    "node.socket_link_bandwidth",
+                    self.node.socket_link_bandwidth,
+                    (
+                        f"no value with host_link.kind = '{self.host_link.kind}': it is for GPUs on PCIe, "
+                        "an NVLink-C2C superchip has its own CPU"
+                    ),
+                )
+            )
         if self.host_link.kind == "nvlink-c2c":
             for field in ("bandwidth", "latency"):
                 if getattr(self.host_link, field) is None:
@@ -442,14 +576,21 @@ class Machine(_Section):
 
     def parameters(self) -> dict[str, object]:
         """Every parameter the description sets, by dotted key."""
-        return {f"{name}.{field}": value
-                for name, section in self if isinstance(section, _Section)
-                for field, value in section if value is not None}
+        return {
+            f"{name}.{field}": value
+            for name, section in self
+            if isinstance(section, _Section)
+            for field, value in section
+            if value is not None
+        }
 
 
 def builtin_names() -> list[str]:
-    return sorted(p.name.removesuffix(".toml") for p in resources.files("orrery.machines.builtin").iterdir()
-                  if p.name.endswith(".toml"))
+    return sorted(
+        p.name.removesuffix(".toml")
+        for p in resources.files("orrery.machines.builtin").iterdir()
+        if p.name.endswith(".toml")
+    )
 
 
 def _parse_override(text: str, source: str = "--set") -> tuple[str, object]:
@@ -465,9 +606,12 @@ def _parse_override(text: str, source: str = "--set") -> tuple[str, object]:
 
 def parameter_keys() -> list[str]:
     """Every parameter a description may set, by dotted key."""
-    return [f"{name}.{field}" for name, info in Machine.model_fields.items()
-            if isinstance(info.annotation, type) and issubclass(info.annotation, _Section)
-            for field in info.annotation.model_fields]
+    return [
+        f"{name}.{field}"
+        for name, info in Machine.model_fields.items()
+        if isinstance(info.annotation, type) and issubclass(info.annotation, _Section)
+        for field in info.annotation.model_fields
+    ]
 
 
 def _apply_override(data: dict, key: str, value: object, source: str) -> None:
@@ -492,8 +636,12 @@ def with_units(key: str, value: object) -> object:
 MEASURED_MODELS = ("copies", "messages", "gaps", "collectives")
 
 
-def load(name_or_path: str, overrides: Mapping[str, object] = {}, measured_models: bool = True,
-         calibration: tuple[str, Mapping[str, object]] | None = None) -> Machine:
+def load(
+    name_or_path: str,
+    overrides: Mapping[str, object] = {},
+    measured_models: bool = True,
+    calibration: tuple[str, Mapping[str, object]] | None = None,
+) -> Machine:
     """Load a built-in machine by name or a description file, applying overrides (dotted key ->
     value as a description writes it, quantities with their units: parse_overrides makes them of
     `--set KEY=VALUE` strings); without `measured_models`, the description's copies, messages,
@@ -501,8 +649,10 @@ def load(name_or_path: str, overrides: Mapping[str, object] = {}, measured_model
     `calibration` (its file, its overrides, alike) applies before the overrides, and a problem
     with one of its values is blamed on that file."""
     if isinstance(overrides, str) or not isinstance(overrides, Mapping):
-        raise TypeError(f"overrides: a mapping of key -> value (parse_overrides reads --set strings), "
-                        f"not {type(overrides).__name__}")
+        raise TypeError(
+            f"overrides: a mapping of key -> value (parse_overrides reads --set strings), "
+            f"not {type(overrides).__name__}"
+        )
     path = Path(name_or_path)
     if name_or_path in builtin_names():
         source = f"built-in machine {name_or_path}"
@@ -511,8 +661,9 @@ def load(name_or_path: str, overrides: Mapping[str, object] = {}, measured_model
         source = str(path)
         text = schema.read_text(path, "a machine description")
     else:
-        raise InputError("--machine", None, name_or_path,
-                         f"a built-in machine ({', '.join(builtin_names())}) or a .toml file")
+        raise InputError(
+            "--machine", None, name_or_path, f"a built-in machine ({', '.join(builtin_names())}) or a .toml file"
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -92,21 +92,31 @@ class Layout:
         return self.nodes * self.ranks_per_node
 
     @classmethod
-    def for_machine(cls, machine: Machine, nodes: int, gpus_per_node: int | None = None,
-                    ranks_per_node: int | None = None) -> Layout:
+    def for_machine(
+        cls, machine: Machine, nodes: int, gpus_per_node: int | None = None, ranks_per_node: int | None = None
+    ) -> Layout:
         g = machine.node.gpus if gpus_per_node is None else gpus_per_node
         if not 1 <= nodes <= MAX_NODES:
             raise InputError("--nodes", None, nodes, f"a number of nodes from 1 to {MAX_NODES} (Orrery's limit)")
         if not 1 <= g <= machine.node.gpus:
-            raise InputError("--gpus-per-node", None, g,
-                             f"between 1 and {machine.node.gpus} (GPUs per node of {machine.name})")
+            raise InputError(
+                "--gpus-per-node", None, g, f"between 1 and {machine.node.gpus} (GPUs per node of {machine.name})"
+            )
         r = g if ranks_per_node is None else ranks_per_node
         if not 1 <= r <= MAX_RANKS_PER_NODE:
-            raise InputError("--ranks-per-node", None, r,
-                             f"a number of ranks per node from 1 to {MAX_RANKS_PER_NODE} (Orrery's limit)")
+            raise InputError(
+                "--ranks-per-node",
+                None,
+                r,
+                f"a number of ranks per node from 1 to {MAX_RANKS_PER_NODE} (Orrery's limit)",
+            )
         if nodes * r > MAX_RANKS:
-            raise InputError("--nodes", None, nodes, f"at most {MAX_RANKS // r} nodes of {r} ranks: {MAX_RANKS} ranks "
-                                                     "in all (Orrery's limit)")
+            raise InputError(
+                "--nodes",
+                None,
+                nodes,
+                f"at most {MAX_RANKS // r} nodes of {r} ranks: {MAX_RANKS} ranks in all (Orrery's limit)",
+            )
         return cls(nodes, g, r)
 
 
@@ -120,8 +130,10 @@ def gpu_host(node: int, gpu: int) -> str:
 
 def rank_hosts(layout: Layout) -> list[str]:
     """The GPU host each rank runs on: local rank l of a node next to GPU l mod G."""
-    return [gpu_host(r // layout.ranks_per_node, (r % layout.ranks_per_node) % layout.gpus_per_node)
-            for r in range(layout.ranks)]
+    return [
+        gpu_host(r // layout.ranks_per_node, (r % layout.ranks_per_node) % layout.gpus_per_node)
+        for r in range(layout.ranks)
+    ]
 
 
 def copy_engine_host(node: int, gpu: int) -> str:
@@ -163,8 +175,9 @@ def socket_of_switch(machine: Machine, switch: int) -> int:
 
 def socket_of_nic(machine: Machine, nic: int) -> int:
     """The socket whose root complex a NIC's PCIe switch hangs off (the switch of its rail's first GPU)."""
-    return socket_of_switch(machine, switch_of_gpu(machine, next(g for g in range(machine.node.gpus)
-                                                                 if nic_of_gpu(machine, g) == nic)))
+    return socket_of_switch(
+        machine, switch_of_gpu(machine, next(g for g in range(machine.node.gpus) if nic_of_gpu(machine, g) == nic))
+    )
 
 
 def memory_link(node: int, socket: int) -> str:
@@ -186,12 +199,19 @@ def gpu_places(machine: Machine, layout: Layout) -> list[dict[str, object]]:
     (orrery/run/run_description.py): the shim reads a GPU's place from there, never from its
     host's name."""
     via_nic = machine.mpi.intra_node == "nic"
-    return [{"host": gpu_host(node, gpu), "node": node, "index": gpu,
-             "cpu": socket_memory_host(node, socket_of_gpu(machine, gpu)),
-             "copy_engine": copy_engine_host(node, gpu),
-             "message_end": mpi_endpoint_host(node, gpu) if via_nic else None,
-             "pci_bus_id": 0x18 + 0x20 * gpu}
-            for node in range(layout.nodes) for gpu in range(layout.gpus_per_node)]
+    return [
+        {
+            "host": gpu_host(node, gpu),
+            "node": node,
+            "index": gpu,
+            "cpu": socket_memory_host(node, socket_of_gpu(machine, gpu)),
+            "copy_engine": copy_engine_host(node, gpu),
+            "message_end": mpi_endpoint_host(node, gpu) if via_nic else None,
+            "pci_bus_id": 0x18 + 0x20 * gpu,
+        }
+        for node in range(layout.nodes)
+        for gpu in range(layout.gpus_per_node)
+    ]
 
 
 def staging_links(machine: Machine, layout: Layout) -> list[str]:
@@ -262,8 +282,17 @@ class _Builder:
     def link(self, name: str, a: str | None, b: str | None, bandwidth: float, latency: float) -> None:
         """A full-duplex link (each direction at full rate) between two neighbours, or, without
         them, one that only multi-link edges (path) use."""
-        self.links.append(ET.Element("link", {"id": name, "bandwidth": f"{bandwidth!r}Bps", "latency": f"{latency!r}s",
-                                              "sharing_policy": "SPLITDUPLEX"}))
+        self.links.append(
+            ET.Element(
+                "link",
+                {
+                    "id": name,
+                    "bandwidth": f"{bandwidth!r}Bps",
+                    "latency": f"{latency!r}s",
+                    "sharing_policy": "SPLITDUPLEX",
+                },
+            )
+        )
         self.link_specs[name] = Link(name, bandwidth, latency)
         if a is not None:
             self.path(a, b, [(name, "UP")])
@@ -341,14 +370,24 @@ def _dragonfly_links(b: _Builder, m: Machine, routers: list[int]) -> None:
     for g in groups:
         members = [r for r in every if r // R == g]
         for i, a in enumerate(members):
-            for c in members[i + 1:]:
-                b.link(f"{dragonfly_router(m, a)}-{dragonfly_router(m, c)}", dragonfly_router(m, a),
-                       dragonfly_router(m, c), f.local_bandwidth, f.switch_latency)
+            for c in members[i + 1 :]:
+                b.link(
+                    f"{dragonfly_router(m, a)}-{dragonfly_router(m, c)}",
+                    dragonfly_router(m, a),
+                    dragonfly_router(m, c),
+                    f.local_bandwidth,
+                    f.switch_latency,
+                )
     for i, ga in enumerate(groups):
-        for gb in groups[i + 1:]:
+        for gb in groups[i + 1 :]:
             a, c = ga * R + gb % R, gb * R + ga % R
-            b.link(f"global-g{ga}-g{gb}", dragonfly_router(m, a), dragonfly_router(m, c), f.global_bandwidth,
-                   f.switch_latency)
+            b.link(
+                f"global-g{ga}-g{gb}",
+                dragonfly_router(m, a),
+                dragonfly_router(m, c),
+                f.global_bandwidth,
+                f.switch_latency,
+            )
 
 
 def platform_xml(machine: Machine, layout: Layout) -> str:
@@ -356,8 +395,7 @@ def platform_xml(machine: Machine, layout: Layout) -> str:
     root, _ = _build(machine, layout)
     ET.indent(root)
     body = ET.tostring(root, encoding="unicode")
-    return ("<?xml version='1.0'?>\n"
-            '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n' + body + "\n")
+    return "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n" + body + "\n"
 
 
 def routes(machine: Machine, layout: Layout) -> Routes:
@@ -413,22 +451,42 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
             b.link(f"{endpoint}-shm", endpoint, f"{endpoint}-mem", m.node.host_memcpy_bandwidth, SHM_LATENCY)
             b.link(f"{endpoint}-mem", f"{endpoint}-mem", home, m.node.host_memory_bandwidth, 0.0)
         for socket in range(sockets):
-            b.link(memory_link(n, socket), socket_memory_host(n, socket), root_complex(n, socket),
-                   m.node.host_memory_bandwidth, 0.0)
+            b.link(
+                memory_link(n, socket),
+                socket_memory_host(n, socket),
+                root_complex(n, socket),
+                m.node.host_memory_bandwidth,
+                0.0,
+            )
         for a in range(sockets):
             for c in range(a + 1, sockets):
-                b.link(f"n{n}-socket{a}-{c}", root_complex(n, a), root_complex(n, c), m.node.socket_link_bandwidth,
-                       m.node.socket_link_latency)
+                b.link(
+                    f"n{n}-socket{a}-{c}",
+                    root_complex(n, a),
+                    root_complex(n, c),
+                    m.node.socket_link_bandwidth,
+                    m.node.socket_link_latency,
+                )
         for s in switches:
             b.router(f"n{n}-pcie{s}")
-            b.link(f"n{n}-up{s}", root_complex(n, socket_of_switch(m, s)), f"n{n}-pcie{s}", m.pcie.bandwidth,
-                   m.pcie.latency)
+            b.link(
+                f"n{n}-up{s}",
+                root_complex(n, socket_of_switch(m, s)),
+                f"n{n}-pcie{s}",
+                m.pcie.bandwidth,
+                m.pcie.latency,
+            )
         for g in range(G):
             if m.host_link.kind == "nvlink-c2c":
                 b.link(f"n{n}-c2c{g}", rootc, gpu_host(n, g), m.host_link.bandwidth, m.host_link.latency)
                 # Grace Hopper: the GPU reaches its own superchip's PCIe (and NIC) through C2C
-                b.link(f"n{n}-c2c{g}-io", gpu_host(n, g), f"n{n}-pcie{switch_of_gpu(m, g)}", m.host_link.bandwidth,
-                       m.host_link.latency)
+                b.link(
+                    f"n{n}-c2c{g}-io",
+                    gpu_host(n, g),
+                    f"n{n}-pcie{switch_of_gpu(m, g)}",
+                    m.host_link.bandwidth,
+                    m.host_link.latency,
+                )
             else:
                 port = f"n{n}-gpu{g}-port"
                 b.router(port)
@@ -453,10 +511,8 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
                 # chunk per stage, and the first chunk's copy out of the GPU (or the last
                 # one's into it) is not overlapped: the link's latency, for a whole chunk
                 # (the shim scales it to a smaller message).
-                b.link(f"{nic}-sw", root_complex(n, socket_of_nic(m, i)), port,
-                       staging_bandwidth(m), staging_stage(m))
-            b.link(f"{nic}-ib", nic, leaf_switch(leaf_of_node(m, n), i), m.nic.bandwidth,
-                   m.nic.latency + sw_lat / 2)
+                b.link(f"{nic}-sw", root_complex(n, socket_of_nic(m, i)), port, staging_bandwidth(m), staging_stage(m))
+            b.link(f"{nic}-ib", nic, leaf_switch(leaf_of_node(m, n), i), m.nic.bandwidth, m.nic.latency + sw_lat / 2)
         for endpoint, socket, rail in dma_ends:
             # Between nodes, the NIC reads (or writes) the process's buffer in host memory by DMA:
             # one edge from the process to its rail's NIC over its socket's memory and, with
@@ -469,18 +525,23 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
                 b.path(endpoint, nic, memory + b.shortest(rootc, nic))
             else:
                 b.link(f"{endpoint}-dma", None, None, m.pcie.bandwidth, m.pcie.latency)
-                b.path(endpoint, nic, memory + b.shortest(rootc, root_complex(n, socket_of_nic(m, rail)))
-                       + [(f"{endpoint}-dma", "UP"), (f"{nic}-pcie", "UP")])
+                b.path(
+                    endpoint,
+                    nic,
+                    memory
+                    + b.shortest(rootc, root_complex(n, socket_of_nic(m, rail)))
+                    + [(f"{endpoint}-dma", "UP"), (f"{nic}-pcie", "UP")],
+                )
         if m.nvlink.topology == "mesh":
             for a in range(G):
                 for c in range(a + 1, G):
-                    b.link(f"n{n}-nvl{a}-{c}", gpu_host(n, a), gpu_host(n, c), m.nvlink_pair_bandwidth,
-                           m.nvlink.latency)
+                    b.link(
+                        f"n{n}-nvl{a}-{c}", gpu_host(n, a), gpu_host(n, c), m.nvlink_pair_bandwidth, m.nvlink.latency
+                    )
         elif m.nvlink.topology == "nvswitch" and G > 1:
             b.router(f"n{n}-nvswitch")
             for g in range(G):
-                b.link(f"n{n}-nvl{g}", gpu_host(n, g), f"n{n}-nvswitch", m.nvlink_pair_bandwidth,
-                       m.nvlink.latency / 2)
+                b.link(f"n{n}-nvl{g}", gpu_host(n, g), f"n{n}-nvswitch", m.nvlink_pair_bandwidth, m.nvlink.latency / 2)
         if via_nic:
             # mpi.intra_node = "nic": a GPU's device-buffer messages start at its message
             # endpoint, whose one edge is the GPU's own way to its rail's NIC: no NVLink, no
@@ -511,7 +572,6 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
         if len(pods) > 1:
             b.router("core")
             for pod in pods:
-                b.link(f"{spine_switch(pod)}-up", spine_switch(pod), "core", spine_up[pod] / f.oversubscription,
-                       sw_lat)
+                b.link(f"{spine_switch(pod)}-up", spine_switch(pod), "core", spine_up[pod] / f.oversubscription, sw_lat)
     b.finish()
     return root, b

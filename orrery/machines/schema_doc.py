@@ -60,8 +60,9 @@ def _constraints(meta: list) -> list:
     for m in meta:
         if isinstance(m, FieldInfo):
             found += _constraints(m.metadata)
-        elif isinstance(m, (annotated_types.Ge, annotated_types.Gt, annotated_types.Le, annotated_types.Lt,
-                            annotated_types.MinLen)):
+        elif isinstance(
+            m, (annotated_types.Ge, annotated_types.Gt, annotated_types.Le, annotated_types.Lt, annotated_types.MinLen)
+        ):
             found.append(m)
     return found
 
@@ -80,7 +81,8 @@ def _bounds(meta: list) -> str:
     if lo is not None and hi is not None and not lo_strict:
         return f"{_number(lo)} to {_number(hi)}"
     parts = ([f"{'>' if lo_strict else '>='} {_number(lo)}"] if lo is not None else []) + (
-        [f"<= {_number(hi)}"] if hi is not None else [])
+        [f"<= {_number(hi)}"] if hi is not None else []
+    )
     return ", ".join(parts)
 
 
@@ -164,8 +166,10 @@ def _cell(text: str) -> str:
 def field_table(model: type[BaseModel]) -> list[str]:
     lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for name, info in model.model_fields.items():
-        lines.append(f"| `{name}` | {_cell(type_text(info.annotation, info.metadata))} | "
-                     f"{_cell(default_text(info, info.annotation))} | {_cell(_description(model, name, info))} |")
+        lines.append(
+            f"| `{name}` | {_cell(type_text(info.annotation, info.metadata))} | "
+            f"{_cell(default_text(info, info.annotation))} | {_cell(_description(model, name, info))} |"
+        )
     return lines
 
 
@@ -199,7 +203,8 @@ def markdown() -> str:
         "[machines.md](machines.md).",
         "",
         "A machine is a TOML file of the sections below. Quantities take units ("
-        + "; ".join(f"{_KIND_NAMES[k]}: {units.EXAMPLES[k]}" for k in _KIND_NAMES) + ")"
+        + "; ".join(f"{_KIND_NAMES[k]}: {units.EXAMPLES[k]}" for k in _KIND_NAMES)
+        + ")"
         + ". A plain number is an error (only `0` may go without a unit). Any key can be overridden with "
         "`--set SECTION.KEY=VALUE`, checked as the file is.",
         "",
@@ -216,8 +221,10 @@ def markdown() -> str:
             what = f"[section](#{name})"
         else:
             what = _cell(type_text(info.annotation, info.metadata))
-        out.append(f"| `{name}` | {what} | {_cell(default_text(info, info.annotation))} | "
-                   f"{_cell(_description(Machine, name, info))} |")
+        out.append(
+            f"| `{name}` | {what} | {_cell(default_text(info, info.annotation))} | "
+            f"{_cell(_description(Machine, name, info))} |"
+        )
     for name, section, info in sections:
         out += ["", f"## {name}", "", _doc(section) or _description(Machine, name, info), "", *field_table(section)]
     for model in segment_models():

@@ -21,8 +21,26 @@ from .._paths import lib_dir
 from ..errors import BuildError
 
 NVCC_FLAGS = ["-cudart", "shared", "-Xcompiler", "-fPIC"]
-_COMPILE_ONLY = {"-c", "--compile", "-E", "--preprocess", "-M", "-MM", "--version", "-V", "--help", "-h",
-                 "-ptx", "--ptx", "-cubin", "--cubin", "-fatbin", "--fatbin", "-dc", "--device-c"}
+_COMPILE_ONLY = {
+    "-c",
+    "--compile",
+    "-E",
+    "--preprocess",
+    "-M",
+    "-MM",
+    "--version",
+    "-V",
+    "--help",
+    "-h",
+    "-ptx",
+    "--ptx",
+    "-cubin",
+    "--cubin",
+    "-fatbin",
+    "--fatbin",
+    "-dc",
+    "--device-c",
+}
 _CUDA_SUFFIXES = (".cu",)
 
 
@@ -47,7 +65,7 @@ def _run(cmd: list[str]) -> int:
 
 def nvcc(args: list[str]) -> int:
     exe = _tool("nvcc", "install the CUDA toolkit (only its compiler is needed, no GPU)")
-    extra = NVCC_FLAGS + [f"-I{smpi_include_dir()}"]
+    extra = [*NVCC_FLAGS, f"-I{smpi_include_dir()}"]
     if any(a in _COMPILE_ONLY for a in args):
         return _run([exe, *extra, *args])
     # A compile-and-link line: compile the .cu sources with nvcc, link with smpicxx.
@@ -88,8 +106,13 @@ def link_args(args: list[str]) -> list[str]:
     program that makes no CUDA call: it also times the program's MPI calls and writes the run's
     report, and a linker dropping it as unneeded (--as-needed) would leave a pure-MPI program
     with neither."""
-    return [f"-L{lib_dir()}", *(a for a in args if a not in REAL_RUNTIME),
-            "-Wl,--push-state,--no-as-needed", "-lcudart", "-Wl,--pop-state"]
+    return [
+        f"-L{lib_dir()}",
+        *(a for a in args if a not in REAL_RUNTIME),
+        "-Wl,--push-state,--no-as-needed",
+        "-lcudart",
+        "-Wl,--pop-state",
+    ]
 
 
 def mpicc(args: list[str], cxx: bool = False) -> int:

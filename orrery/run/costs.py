@@ -93,13 +93,15 @@ def load(path: str | Path | None) -> Costs:
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
         raise InputError(str(p), None, "unparsable file", f"valid {p.suffix[1:].upper()} ({e})") from None
     if not isinstance(data, dict):
-        raise InputError(str(p), None, f"a JSON {type(data).__name__}", "a cost file: a JSON object with default "
-                                                                       "and kernels")
+        raise InputError(
+            str(p), None, f"a JSON {type(data).__name__}", "a cost file: a JSON object with default and kernels"
+        )
     try:
         parsed = _CostFile.model_validate(data)
     except ValidationError as e:
-        raise input_error(e, str(p), _CostFile,
-                          unknown_key="no such key (allowed: default.time, kernels.<name>.time/alpha/beta)") from None
+        raise input_error(
+            e, str(p), _CostFile, unknown_key="no such key (allowed: default.time, kernels.<name>.time/alpha/beta)"
+        ) from None
     kernels = {
         name: KernelCost(e.time if e.time is not None else (e.alpha or 0.0), e.beta or 0.0)
         for name, e in parsed.kernels.items()

@@ -93,25 +93,39 @@ def _check(opts: RunOptions) -> Path:
         exe = Path(found)
     head = exe.read_bytes()
     if b"libsimgrid.so" not in head and b"libcudart.so.13" not in head:
-        raise InputError("orrery run", None, str(exe),
-                         "a program linked for SimGrid's SMPI: build it with `orrery mpicc`/`orrery mpicxx` "
-                         "(or smpicc/smpicxx)")
+        raise InputError(
+            "orrery run",
+            None,
+            str(exe),
+            "a program linked for SimGrid's SMPI: build it with `orrery mpicc`/`orrery mpicxx` (or smpicc/smpicxx)",
+        )
     if b"libcudart.so.13" not in head:  # Orrery's runtime times its MPI calls and writes the report
-        raise InputError("orrery run", None, str(exe),
-                         "a program linked against Orrery's libcudart.so.13, even one without CUDA calls: "
-                         "link it with `orrery mpicc`/`orrery mpicxx`")
+        raise InputError(
+            "orrery run",
+            None,
+            str(exe),
+            "a program linked against Orrery's libcudart.so.13, even one without CUDA calls: "
+            "link it with `orrery mpicc`/`orrery mpicxx`",
+        )
     if shutil.which("smpirun") is None:
         raise SimulationError("SimGrid's smpirun is not on PATH: run the set-up command of the README")
     return exe.resolve()
 
 
 def _description(opts: RunOptions, out: Path) -> str:
-    options = {"strict": opts.strict, "default_kernel_s": opts.costs.default_s, "d2h_fill": opts.d2h_fill,
-               "gpu_visibility": opts.gpu_visibility, "fold_threshold": opts.fold_threshold,
-               "fold_pinned": opts.fold_pinned, "fold_blocksize": opts.fold_blocksize}
+    options = {
+        "strict": opts.strict,
+        "default_kernel_s": opts.costs.default_s,
+        "d2h_fill": opts.d2h_fill,
+        "gpu_visibility": opts.gpu_visibility,
+        "fold_threshold": opts.fold_threshold,
+        "fold_pinned": opts.fold_pinned,
+        "fold_blocksize": opts.fold_blocksize,
+    }
     kernels = {name: (c.alpha_s, c.beta_s_per_thread) for name, c in opts.costs.kernels.items()}
-    return run_description.to_json(run_description.describe(opts.machine, opts.layout, report=out / "report.tsv",
-                                                            options=options, kernels=kernels))
+    return run_description.to_json(
+        run_description.describe(opts.machine, opts.layout, report=out / "report.tsv", options=options, kernels=kernels)
+    )
 
 
 def _preload(lib: Path) -> str:
@@ -119,8 +133,10 @@ def _preload(lib: Path) -> str:
     pins every message's ends where its rank posted it (interpose/mpi/smpi_pins.cpp)."""
     preload = [str(lib / "liborrery_smpi.so"), *os.environ.get("LD_PRELOAD", "").split()]
     if " " in preload[0]:  # smpirun splits the wrapper on spaces
-        raise SimulationError(f"Orrery is installed under a path with a space ({lib}): SMPI's launcher "
-                              "cannot preload its library from there; install it elsewhere")
+        raise SimulationError(
+            f"Orrery is installed under a path with a space ({lib}): SMPI's launcher "
+            "cannot preload its library from there; install it elsewhere"
+        )
     return "env LD_PRELOAD=" + os.pathsep.join(p for p in preload if p)
 
 
@@ -138,31 +154,45 @@ def run(opts: RunOptions) -> RunOutcome:
     (out / "run.json").write_text(_description(opts, out))
     (out / "machine.json").write_text(opts.machine.model_dump_json(indent=1) + "\n")
 
-    cmd = ["smpirun", "-np", str(opts.layout.ranks), "-platform", str(out / "platform.xml"),
-           "-hostfile", str(out / "hostfile")]
+    cmd = [
+        "smpirun",
+        "-np",
+        str(opts.layout.ranks),
+        "-platform",
+        str(out / "platform.xml"),
+        "-hostfile",
+        str(out / "hostfile"),
+    ]
     cmd += ["-wrapper", wrapper]
     cmd += [f"--cfg={c}" for c in SMPI_CONFIG]
     # Every send is eager in SMPI up to the largest eager threshold; the shim
     # turns sends above their own path's threshold into synchronous ones.
     mpi = opts.machine.mpi
-    cmd += [f"--cfg=smpi/send-is-detached-thresh:{int(max(mpi.eager_threshold_host, mpi.eager_threshold_device))}",
-            f"--cfg=smpi/coll-selector:{mpi.collective_selector}"]
+    cmd += [
+        f"--cfg=smpi/send-is-detached-thresh:{int(max(mpi.eager_threshold_host, mpi.eager_threshold_device))}",
+        f"--cfg=smpi/coll-selector:{mpi.collective_selector}",
+    ]
     # SMPI charges each MPI_Test and MPI_Iprobe (and each poll of MPI_Probe) 100 us by default,
     # growing with every failed call: the machine's poll time instead, the same for every call
     # (SMPI's test time; the shim sleeps the run description's mpi.poll_time_s in the probes,
     # interpose/mpi/mpi.cpp)
     cmd += [f"--cfg=smpi/test:{mpi.poll_time!r}", "--cfg=smpi/iprobe:0", "--cfg=smpi/grow-injected-times:no"]
     cmd += [  # ranks sharing a GPU exchange messages through its memory
-            f"--cfg=network/loopback-bw:{opts.machine.gpu.d2d_bandwidth!r}",
-            f"--cfg=network/loopback-lat:{opts.machine.gpu.d2d_latency!r}"]
+        f"--cfg=network/loopback-bw:{opts.machine.gpu.d2d_bandwidth!r}",
+        f"--cfg=network/loopback-lat:{opts.machine.gpu.d2d_latency!r}",
+    ]
     cmd += [f"--log={c}" for c in SMPI_LOG]
     cmd += [str(exe), *opts.program[1:]]
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(lib), env.get("LD_LIBRARY_PATH")) if p)
     env["ORRERY_RUN"] = str(out / "run.json")
     env["ORRERY_ERROR_FILE"] = str(out / "error.txt")
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE if opts.capture_output else None,
-                          text=True if opts.capture_output else None)
+    proc = subprocess.run(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE if opts.capture_output else None,
+        text=True if opts.capture_output else None,
+    )
 
     run_info = {
         "orrery_version": __version__,

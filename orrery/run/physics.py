@@ -33,8 +33,12 @@ def copy_bounds(machine: Machine, layout: platform.Layout) -> dict[str, float]:
         "D2H": max(routes.bottleneck(platform.gpu_host(0, g), memory[g]) for g in gpus),
     }
     if layout.gpus_per_node > 1:
-        bounds["peer"] = max(routes.bottleneck(platform.copy_engine_host(0, a), platform.copy_engine_host(0, b))
-                             for a in gpus for b in gpus if a != b)
+        bounds["peer"] = max(
+            routes.bottleneck(platform.copy_engine_host(0, a), platform.copy_engine_host(0, b))
+            for a in gpus
+            for b in gpus
+            if a != b
+        )
     return bounds
 
 
@@ -49,6 +53,8 @@ def violations(results: Results, machine: Machine, layout: platform.Layout) -> l
                 continue
             if tally.time_s <= 0 or tally.bytes / tally.time_s > bound * (1 + SLACK):
                 rate = f"{tally.bytes / tally.time_s / 1e9:.4g} GB/s" if tally.time_s > 0 else "in no time"
-                found.append(f"rank {rank.rank}: {tally.count} {kind} copies moved {tally.bytes} B {rate}, "
-                             f"faster than the {bound / 1e9:.4g} GB/s of the fastest {kind} route of its node")
+                found.append(
+                    f"rank {rank.rank}: {tally.count} {kind} copies moved {tally.bytes} B {rate}, "
+                    f"faster than the {bound / 1e9:.4g} GB/s of the fastest {kind} route of its node"
+                )
     return found

@@ -44,16 +44,16 @@ class Tally:
 class RankResult:
     rank: int
     host: str
-    finished: bool        # it reached MPI_Finalize (else the run ended before it did, at end_s)
-    end_s: float          # when the rank finished (MPI_Finalize or exit), or the run ended
-    host_s: float         # neither in MPI nor waiting for its GPU: API overheads and its own code
-    host_api_s: float     # of which: modelled CUDA API overheads
-    gpu_wait_s: float     # blocked in a CUDA synchronisation
-    mpi_s: float          # inside MPI calls
-    idle_s: float         # finished, waiting for the last rank
-    kernel_s: float       # device time of its kernels (summed over streams)
+    finished: bool  # it reached MPI_Finalize (else the run ended before it did, at end_s)
+    end_s: float  # when the rank finished (MPI_Finalize or exit), or the run ended
+    host_s: float  # neither in MPI nor waiting for its GPU: API overheads and its own code
+    host_api_s: float  # of which: modelled CUDA API overheads
+    gpu_wait_s: float  # blocked in a CUDA synchronisation
+    mpi_s: float  # inside MPI calls
+    idle_s: float  # finished, waiting for the last rank
+    kernel_s: float  # device time of its kernels (summed over streams)
     engines: dict[str, float]  # time each engine of its GPU was busy with its work: compute, H2D, D2H
-    comm_s: float         # communication: blocking MPI calls, non-blocking requests from post to completion
+    comm_s: float  # communication: blocking MPI calls, non-blocking requests from post to completion
     comm_hidden_s: float  # of which overlapped by its GPU computing
     comm_exposed_s: float  # of which not overlapped
     hidden_fraction: float  # comm_hidden_s / comm_s (0 without communication)
@@ -70,6 +70,7 @@ class Failure:
     """What ended a run that did not complete: `ranks` concerned, when (`time_s`), a `code`
     (exit status, MPI_Abort's error code, signal), and for a deadlock the MPI call each
     unfinished rank is `blocked` in, for GPU work left at a rank's end what is `pending`."""
+
     message: str
     ranks: list[int]
     time_s: float | None
@@ -80,7 +81,7 @@ class Failure:
 
 @dataclass
 class Results:
-    status: str             # one of STATUSES
+    status: str  # one of STATUSES
     failure: Failure | None  # None for a completed run
     makespan_s: float | None  # when the last rank finished, or the run ended; None: no report
     ranks: list[RankResult]
@@ -128,9 +129,15 @@ def _blocked(rows: list[dict]) -> list[dict]:
     for row in rows:
         if row["category"] != "blocked":
             continue
-        out.append({"rank": int(row["rank"]), "call": row["name"] or None,
-                    "peer": _peer(int(row["count"])), "tag": _peer(int(row["bytes"])),
-                    "since_s": float(row["time_s"])})
+        out.append(
+            {
+                "rank": int(row["rank"]),
+                "call": row["name"] or None,
+                "peer": _peer(int(row["count"])),
+                "tag": _peer(int(row["bytes"])),
+                "since_s": float(row["time_s"]),
+            }
+        )
     return out
 
 
@@ -145,8 +152,14 @@ def _pending(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _failure(status: str, rank: int, code: int, when: float, rows: list[dict], unfinished: list[int],
-             ) -> tuple[str, int, Failure | None]:
+def _failure(
+    status: str,
+    rank: int,
+    code: int,
+    when: float,
+    rows: list[dict],
+    unfinished: list[int],
+) -> tuple[str, int, Failure | None]:
     """The run's status, exit code and failure from the shim's status row."""
     at = f"at simulated time {_time(when)}"
     ranks = [rank] if rank >= 0 else []
@@ -158,11 +171,13 @@ def _failure(status: str, rank: int, code: int, when: float, rows: list[dict], u
         return status, code, Failure(f"rank {rank} exited with status {code} {at}", ranks, when, code)
     if status == "aborted":
         exit_code = code & 0xFF or 1  # as a shell sees it; MPI_Abort(comm, 0) fails all the same
-        return status, exit_code, Failure(f"rank {rank} called MPI_Abort with error code {code} {at}", ranks,
-                                          when, code)
+        return (
+            status,
+            exit_code,
+            Failure(f"rank {rank} called MPI_Abort with error code {code} {at}", ranks, when, code),
+        )
     if status == "crashed":
-        return status, 128 + code, Failure(f"rank {rank} was killed by {_signal_name(code)} {at}", ranks, when,
-                                           code)
+        return status, 128 + code, Failure(f"rank {rank} was killed by {_signal_name(code)} {at}", ranks, when, code)
     if status == "deadlock":
         blocked = _blocked(rows)
         if not blocked:  # every rank had finished: one of the shim's GPU streams was left blocked
@@ -182,12 +197,16 @@ def _failure(status: str, rank: int, code: int, when: float, rows: list[dict], u
     if status == "pending_gpu_work":
         pending = _pending(rows)
         work = "; ".join(f"{p['work']} on {p['stream']}" for p in pending)
-        msg = (f"rank {rank} ended {at} with work still queued on its GPU: {work} (wait for it, e.g. "
-               "cudaDeviceSynchronize, before MPI_Finalize)")
+        msg = (
+            f"rank {rank} ended {at} with work still queued on its GPU: {work} (wait for it, e.g. "
+            "cudaDeviceSynchronize, before MPI_Finalize)"
+        )
         return status, EXIT_PENDING_GPU_WORK, Failure(msg, ranks, when, pending=pending)
     if status == _EXIT_AFTER_FINALIZE:
-        msg = (f"rank {rank} called exit(0) after MPI_Finalize {at} while {_rank_list(unfinished)} had not "
-               "finished: SimGrid runs every rank in one process, which exit() ends; return from main instead")
+        msg = (
+            f"rank {rank} called exit(0) after MPI_Finalize {at} while {_rank_list(unfinished)} had not "
+            "finished: SimGrid runs every rank in one process, which exit() ends; return from main instead"
+        )
         return "orrery_error", EXIT_ORRERY_ERROR, Failure(msg, ranks, when)
     if status == _SIMULATOR_CRASHED:
         msg = f"the simulator crashed ({_signal_name(code)}) {at}, outside any rank's code"
@@ -214,12 +233,19 @@ def read_run(out: Path, run: dict, returncode: int) -> Results:
             return _empty("orrery_error", EXIT_ORRERY_ERROR, Failure(error, [], None), run)
         if returncode >= 128:  # killed before the shim could say by whom
             code = returncode - 128
-            return _empty("crashed", 128 + code, Failure(f"the simulation was killed by {_signal_name(code)}",
-                                                        [], None, code), run)
+            return _empty(
+                "crashed",
+                128 + code,
+                Failure(f"the simulation was killed by {_signal_name(code)}", [], None, code),
+                run,
+            )
         what = "wrote no report" if rows is None else "wrote a report without a status"
-        return _empty("orrery_error", EXIT_ORRERY_ERROR,
-                      Failure(f"the simulation {what} ({report}) and exited with status {returncode}", [], None),
-                      run)
+        return _empty(
+            "orrery_error",
+            EXIT_ORRERY_ERROR,
+            Failure(f"the simulation {what} ({report}) and exited with status {returncode}", [], None),
+            run,
+        )
     res = _results(rows, run)
     unfinished = [r.rank for r in res.ranks if not r.finished]
     rank, code, when = int(status_row["rank"]), int(status_row["count"]), float(status_row["time_s"])
@@ -228,13 +254,16 @@ def read_run(out: Path, run: dict, returncode: int) -> Results:
         status, exit_code = "orrery_error", EXIT_ORRERY_ERROR
         failure = Failure(error, [rank] if rank >= 0 else [], when)
     elif status == "completed" and returncode >= 128:
-        failure = Failure(f"the simulation completed, then its process was killed by "
-                          f"{_signal_name(returncode - 128)}", [], when, returncode - 128)
+        failure = Failure(
+            f"the simulation completed, then its process was killed by {_signal_name(returncode - 128)}",
+            [],
+            when,
+            returncode - 128,
+        )
         status, exit_code = "crashed", returncode
     elif status == "completed" and returncode:
         # a rank's main returned it (SMPI takes the first non-zero one and does not say whose)
-        failure = Failure(f"a rank returned {returncode} from main (SMPI does not say which)", [], when,
-                          returncode)
+        failure = Failure(f"a rank returned {returncode} from main (SMPI does not say which)", [], when, returncode)
         status, exit_code = "exited", returncode
     res.status, res.failure = status, failure
     res.run["exit_code"] = exit_code
@@ -267,8 +296,9 @@ def _results(rows: list[dict], run: dict) -> Results:
         if cat == "run":
             makespan = t.time_s
             continue
-        d = per_rank.setdefault(rank, {"kernel": {}, "copy": {}, "mpi": {}, "rank": {}, "engine": {},
-                                       "overlap": {}, "host": "?"})
+        d = per_rank.setdefault(
+            rank, {"kernel": {}, "copy": {}, "mpi": {}, "rank": {}, "engine": {}, "overlap": {}, "host": "?"}
+        )
         if cat == "placement":
             d["host"] = name
         elif cat == "mixed":
@@ -285,18 +315,29 @@ def _results(rows: list[dict], run: dict) -> Results:
         end_s = scalars["end"]
         comm = d["overlap"]["communication"].time_s
         hidden = d["overlap"]["hidden"].time_s
-        ranks.append(RankResult(
-            rank=rank, host=d["host"], finished=d["rank"]["finished"].count == 1, end_s=end_s,
-            host_s=end_s - mpi_s - scalars["gpu_wait"], host_api_s=scalars["host_api"],
-            gpu_wait_s=scalars["gpu_wait"], mpi_s=mpi_s, idle_s=makespan - end_s,
-            kernel_s=math.fsum(t.time_s for t in d["kernel"].values()),
-            engines={k: v.time_s for k, v in d["engine"].items()},
-            comm_s=comm, comm_hidden_s=hidden, comm_exposed_s=comm - hidden,
-            hidden_fraction=hidden / comm if comm > 0 else 0.0,
-            mixed_placement_calls=d.get("mixed", 0),
-            kernels={k: Tally(v.count, v.time_s) for k, v in d["kernel"].items()},
-            copies=d["copy"], mpi=d["mpi"],
-        ))
+        ranks.append(
+            RankResult(
+                rank=rank,
+                host=d["host"],
+                finished=d["rank"]["finished"].count == 1,
+                end_s=end_s,
+                host_s=end_s - mpi_s - scalars["gpu_wait"],
+                host_api_s=scalars["host_api"],
+                gpu_wait_s=scalars["gpu_wait"],
+                mpi_s=mpi_s,
+                idle_s=makespan - end_s,
+                kernel_s=math.fsum(t.time_s for t in d["kernel"].values()),
+                engines={k: v.time_s for k, v in d["engine"].items()},
+                comm_s=comm,
+                comm_hidden_s=hidden,
+                comm_exposed_s=comm - hidden,
+                hidden_fraction=hidden / comm if comm > 0 else 0.0,
+                mixed_placement_calls=d.get("mixed", 0),
+                kernels={k: Tally(v.count, v.time_s) for k, v in d["kernel"].items()},
+                copies=d["copy"],
+                mpi=d["mpi"],
+            )
+        )
     return Results("completed", None, makespan, ranks, dict(sorted(uncosted.items())), {**run, "exit_code": 0})
 
 
@@ -341,9 +382,11 @@ def summary(results: Results) -> str:
     mixed = [r for r in results.ranks if r.mixed_placement_calls]
     if mixed:
         calls = sum(r.mixed_placement_calls for r in mixed)
-        lines.append(f"warning: {calls} MPI calls on {len(mixed)} ranks had collectives over host and device "
-                     "buffers: a collective's messages all leave from next to the GPU, so its host data took the "
-                     "GPU's route (results.json: mixed_placement_calls)")
+        lines.append(
+            f"warning: {calls} MPI calls on {len(mixed)} ranks had collectives over host and device "
+            "buffers: a collective's messages all leave from next to the GPU, so its host data took the "
+            "GPU's route (results.json: mixed_placement_calls)"
+        )
     if results.kernels_without_cost:
         lines.append("kernels without a cost (given the default time; --strict makes this an error):")
         for name, n in results.kernels_without_cost.items():

@@ -53,7 +53,7 @@ def _annotation(t: str) -> Any:
         return Literal[tuple(SCHEMA["enums"][t[5:]])]
     if t in SCHEMA["types"]:
         return _model(t)
-    inner = _annotation(t[t.index("<") + 1:-1])
+    inner = _annotation(t[t.index("<") + 1 : -1])
     if t.startswith("list<"):
         return list[inner]
     if t.startswith("map<"):
@@ -97,8 +97,14 @@ def _segments(model) -> list[dict[str, Any]]:
     return [{"up_to": s.up_to, "latency_s": s.latency, "bandwidth": s.bandwidth} for s in model or []]
 
 
-def describe(machine: Machine, layout: platform.Layout, *, report: Path, options: dict[str, Any],
-             kernels: dict[str, tuple[float, float]]) -> BaseModel:
+def describe(
+    machine: Machine,
+    layout: platform.Layout,
+    *,
+    report: Path,
+    options: dict[str, Any],
+    kernels: dict[str, tuple[float, float]],
+) -> BaseModel:
     """The run description of a job: `options` are the run's own top-level fields (strict,
     d2h_fill, ...; absent ones take the schema's defaults), `kernels` the cost file's
     (alpha, beta) by kernel name."""
@@ -110,32 +116,60 @@ def describe(machine: Machine, layout: platform.Layout, *, report: Path, options
         **options,
         kernels={name: {"alpha_s": a, "beta_s_per_thread": b} for name, (a, b) in sorted(kernels.items())},
         gpu={
-            "name": g.model, "memory_bytes": int(g.memory), "sm_count": g.sm_count, "cc_major": int(major),
-            "cc_minor": int(minor), "l2_bytes": int(g.l2_cache), "memory_bus_width": g.memory_bus_width,
-            "max_threads_per_sm": g.max_threads_per_sm, "max_blocks_per_sm": g.max_blocks_per_sm,
-            "shared_per_block": int(g.shared_per_block), "shared_per_block_optin": int(g.shared_per_block_optin),
-            "shared_per_sm": int(g.shared_per_sm), "copy_engines": g.copy_engines,
-            "launch_overhead_s": o.launch, "copy_overhead_s": o.memcpy, "sync_overhead_s": o.sync,
-            "memset_bandwidth": g.memset_bandwidth, "d2d_bandwidth": g.d2d_bandwidth, "d2d_latency_s": g.d2d_latency,
+            "name": g.model,
+            "memory_bytes": int(g.memory),
+            "sm_count": g.sm_count,
+            "cc_major": int(major),
+            "cc_minor": int(minor),
+            "l2_bytes": int(g.l2_cache),
+            "memory_bus_width": g.memory_bus_width,
+            "max_threads_per_sm": g.max_threads_per_sm,
+            "max_blocks_per_sm": g.max_blocks_per_sm,
+            "shared_per_block": int(g.shared_per_block),
+            "shared_per_block_optin": int(g.shared_per_block_optin),
+            "shared_per_sm": int(g.shared_per_sm),
+            "copy_engines": g.copy_engines,
+            "launch_overhead_s": o.launch,
+            "copy_overhead_s": o.memcpy,
+            "sync_overhead_s": o.sync,
+            "memset_bandwidth": g.memset_bandwidth,
+            "d2d_bandwidth": g.d2d_bandwidth,
+            "d2d_latency_s": g.d2d_latency,
         },
         host_memcpy_bandwidth=m.node.host_memcpy_bandwidth,
         copies={direction: _segments(model) for direction, model in m.copies},
         mpi={
-            "eager_host": mpi.eager_threshold_host, "eager_device": mpi.eager_threshold_device,
+            "eager_host": mpi.eager_threshold_host,
+            "eager_device": mpi.eager_threshold_device,
             "poll_time_s": mpi.poll_time,
-            **{kind: {f"{side}{'_intra' if intra else ''}_s": mpi.overhead(side, kind, intra)
-                      for side in ("send", "recv") for intra in (False, True)} for kind in ("host", "device")},
+            **{
+                kind: {
+                    f"{side}{'_intra' if intra else ''}_s": mpi.overhead(side, kind, intra)
+                    for side in ("send", "recv")
+                    for intra in (False, True)
+                }
+                for kind in ("host", "device")
+            },
             "messages": {path: _segments(model) for path, model in m.messages},
             "gaps": {path: _segments(model) for path, model in m.gaps},
-            "collectives": {name: [{"up_to": s.up_to, "extra_s": s.extra} for s in model]
-                            for name, model in m.collectives if model is not None},
+            "collectives": {
+                name: [{"up_to": s.up_to, "extra_s": s.extra} for s in model]
+                for name, model in m.collectives
+                if model is not None
+            },
         },
-        staging=None if m.gpudirect.rdma else {
-            "chunk": m.gpudirect.staging_chunk, "bandwidth": m.pcie.bandwidth, "overhead_s": m.overheads.memcpy,
-            "links": platform.staging_links(m, layout)},
+        staging=None
+        if m.gpudirect.rdma
+        else {
+            "chunk": m.gpudirect.staging_chunk,
+            "bandwidth": m.pcie.bandwidth,
+            "overhead_s": m.overheads.memcpy,
+            "links": platform.staging_links(m, layout),
+        },
         gpus=platform.gpu_places(m, layout),
-        ranks=[{"node": r // layout.ranks_per_node, "cpu": host}
-               for r, host in enumerate(platform.rank_cpu_hosts(layout))],
+        ranks=[
+            {"node": r // layout.ranks_per_node, "cpu": host} for r, host in enumerate(platform.rank_cpu_hosts(layout))
+        ],
     )
 
 

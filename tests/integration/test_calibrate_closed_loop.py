@@ -11,8 +11,10 @@ import subprocess
 import pytest
 from conftest import ORRERY, REPO, assert_same_calibration, nvcc_available, orrery
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -55,17 +57,39 @@ def test_run_applies_a_calibration(calibration, programs, tmp_path):
     out, _ = calibration
     cal = json.loads((out / "calibration.json").read_text())
     from orrery import machines as machine
+
     m = machine.load("h100-ib200")
     n = 4_000_000
-    p = orrery("run", "--gpus-per-node", "1", "--calibration", str(out / "calibration.json"), "--out",
-               str(tmp_path / "o"), "--", str(programs["timing"]), "h2d", str(n))
+    p = orrery(
+        "run",
+        "--gpus-per-node",
+        "1",
+        "--calibration",
+        str(out / "calibration.json"),
+        "--out",
+        str(tmp_path / "o"),
+        "--",
+        str(programs["timing"]),
+        "h2d",
+        str(n),
+    )
     assert p.returncode == 0, p.stderr
     elapsed = float(next(line.split()[1] for line in p.stdout.splitlines() if line.startswith("elapsed")))
     (h2d,) = cal["overrides"]["copies.H2D"]  # one segment: latency + size / bandwidth
     engine = max(h2d["latency"], 2 * m.pcie.latency) + n / h2d["bandwidth"]
     assert elapsed == pytest.approx(m.overheads.memcpy + engine + m.overheads.sync, rel=1e-9)
-    wrong = orrery("run", "--machine", "dgx-h100", "--calibration", str(out / "calibration.json"), "--out",
-                   str(tmp_path / "w"), "--", str(programs["timing"]), "h2d")
+    wrong = orrery(
+        "run",
+        "--machine",
+        "dgx-h100",
+        "--calibration",
+        str(out / "calibration.json"),
+        "--out",
+        str(tmp_path / "w"),
+        "--",
+        str(programs["timing"]),
+        "h2d",
+    )
     assert wrong.returncode == 2 and "expected a calibration of dgx-h100" in wrong.stderr
 
 
@@ -74,18 +98,52 @@ def test_calibration_recovers_the_parameters_a_run_was_made_with(tmp_path):
     NIC bandwidth and per-message overheads, fitted back from the file alone."""
     bench = REPO / "calibration" / "bench"
     subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], check=True)
-    p = orrery("run", "--nodes", "2", "--gpus-per-node", "1", "--set", "nic.bandwidth=10GB/s",
-               "--set", "mpi.send_overhead_device=1us", "--set", "mpi.recv_overhead_device=1us",
-               "--out", str(tmp_path / "made"), "--", str(bench / "osu_p2p"), "bw", "-d", "cuda", "D", "D",
-               "-m", "1:4194304", "-i", "5", "-x", "1")
+    p = orrery(
+        "run",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "1",
+        "--set",
+        "nic.bandwidth=10GB/s",
+        "--set",
+        "mpi.send_overhead_device=1us",
+        "--set",
+        "mpi.recv_overhead_device=1us",
+        "--out",
+        str(tmp_path / "made"),
+        "--",
+        str(bench / "osu_p2p"),
+        "bw",
+        "-d",
+        "cuda",
+        "D",
+        "D",
+        "-m",
+        "1:4194304",
+        "-i",
+        "5",
+        "-x",
+        "1",
+    )
     assert p.returncode == 0, p.stderr
     osu = tmp_path / "osu_bw.txt"
     # the benchmark's own output, without Orrery's summary after it
     osu.write_text("\n".join(line for line in p.stdout.splitlines() if line[:1] == "#" or line[:1].isdigit()) + "\n")
     c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(osu), "--out", str(tmp_path / "cal"), cwd=REPO)
     assert c.returncode == 2 and "--p2p-path intra-node or inter-node" in c.stderr  # OSU output does not say
-    c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(osu), "--p2p-path", "inter-node",
-               "--out", str(tmp_path / "cal"), cwd=REPO)
+    c = orrery(
+        "calibrate",
+        "--machine",
+        "h100-ib200",
+        "--input",
+        str(osu),
+        "--p2p-path",
+        "inter-node",
+        "--out",
+        str(tmp_path / "cal"),
+        cwd=REPO,
+    )
     assert c.returncode == 0, c.stderr
     cal = json.loads((tmp_path / "cal" / "calibration.json").read_text())
     assert cal["inputs"][0]["sha256"] == hashlib.sha256(osu.read_bytes()).hexdigest()
@@ -103,15 +161,47 @@ def test_calibration_recovers_the_shared_memory_copy_rate_within_a_node(tmp_path
     against the description's 10) with known overheads, fitted back from the file alone."""
     bench = REPO / "calibration" / "bench"
     subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], check=True)
-    p = orrery("run", "--nodes", "1", "--gpus-per-node", "2", "--set", "node.host_memcpy_bandwidth=40GB/s",
-               "--set", "mpi.send_overhead_host_intra=0.5us", "--set", "mpi.recv_overhead_host_intra=0.5us",
-               "--out", str(tmp_path / "made"), "--", str(bench / "osu_p2p"), "bw", "H", "H",
-               "-m", "1:4194304", "-i", "5", "-x", "1")
+    p = orrery(
+        "run",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "2",
+        "--set",
+        "node.host_memcpy_bandwidth=40GB/s",
+        "--set",
+        "mpi.send_overhead_host_intra=0.5us",
+        "--set",
+        "mpi.recv_overhead_host_intra=0.5us",
+        "--out",
+        str(tmp_path / "made"),
+        "--",
+        str(bench / "osu_p2p"),
+        "bw",
+        "H",
+        "H",
+        "-m",
+        "1:4194304",
+        "-i",
+        "5",
+        "-x",
+        "1",
+    )
     assert p.returncode == 0, p.stderr
     osu = tmp_path / "osu_bw.txt"
     osu.write_text("\n".join(line for line in p.stdout.splitlines() if line[:1] == "#" or line[:1].isdigit()) + "\n")
-    c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(osu), "--p2p-path", "intra-node",
-               "--out", str(tmp_path / "cal"), cwd=REPO)
+    c = orrery(
+        "calibrate",
+        "--machine",
+        "h100-ib200",
+        "--input",
+        str(osu),
+        "--p2p-path",
+        "intra-node",
+        "--out",
+        str(tmp_path / "cal"),
+        cwd=REPO,
+    )
     assert c.returncode == 0, c.stderr
     o = json.loads((tmp_path / "cal" / "calibration.json").read_text())["overrides"]
     assert o["node.host_memcpy_bandwidth"] == pytest.approx(40e9, rel=0.02)
@@ -129,25 +219,62 @@ def test_calibration_fits_a_collective_correction_from_osu_output(tmp_path):
     time, and the chosen algorithms with their correction reproduce every size."""
     bench = REPO / "calibration" / "bench"
     subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], check=True)
-    p = orrery("run", "--nodes", "2", "--gpus-per-node", "4", "--set", "collectives.alltoall_device=[{extra = '20us'}]",
-               "--out", str(tmp_path / "made"), "--", str(bench / "coll_sweep"), "alltoall", "D",
-               "-m", "1:65536", "-i", "3")
+    p = orrery(
+        "run",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "--set",
+        "collectives.alltoall_device=[{extra = '20us'}]",
+        "--out",
+        str(tmp_path / "made"),
+        "--",
+        str(bench / "coll_sweep"),
+        "alltoall",
+        "D",
+        "-m",
+        "1:65536",
+        "-i",
+        "3",
+    )
     assert p.returncode == 0, p.stderr
     osu = tmp_path / "osu_alltoall.txt"
     osu.write_text("\n".join(line for line in p.stdout.splitlines() if line[:1] == "#" or line[:1].isdigit()) + "\n")
     measured = {int(a): float(b) for a, b in (line.split() for line in osu.read_text().splitlines() if line[0] != "#")}
     c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(osu), "--out", str(tmp_path / "cal"), cwd=REPO)
     assert c.returncode == 2 and "--collective-layout NODESxGPUS" in c.stderr
-    c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(osu), "--collective-layout", "2x3",
-               "--out", str(tmp_path / "cal"), cwd=REPO)
+    c = orrery(
+        "calibrate",
+        "--machine",
+        "h100-ib200",
+        "--input",
+        str(osu),
+        "--collective-layout",
+        "2x3",
+        "--out",
+        str(tmp_path / "cal"),
+        cwd=REPO,
+    )
     assert c.returncode == 2 and "key 'ranks': got 8, expected 6 ranks, as --collective-layout 2x3 says" in c.stderr
-    c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(osu), "--collective-layout", "2x4",
-               "--out", str(tmp_path / "cal"), cwd=REPO)
+    c = orrery(
+        "calibrate",
+        "--machine",
+        "h100-ib200",
+        "--input",
+        str(osu),
+        "--collective-layout",
+        "2x4",
+        "--out",
+        str(tmp_path / "cal"),
+        cwd=REPO,
+    )
     assert c.returncode == 0, c.stderr
     cal = json.loads((tmp_path / "cal" / "calibration.json").read_text())
     assert cal["command"].endswith("--collective-layout 2x4")
     assert cal["collective_selector_trials"]["default"] == pytest.approx(
-        statistics.median(20 / t for t in measured.values()), rel=1e-3)
+        statistics.median(20 / t for t in measured.values()), rel=1e-3
+    )
     assert cal["collective_selector_uncorrectable"]["default"] == 0.0
     assert "collectives.alltoall_device" in cal["overrides"] and "collectives.alltoall_host" not in cal["overrides"]
     (closed,) = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
@@ -171,8 +298,10 @@ def test_collective_algorithms_are_chosen_from_the_measured_library(tmp_path):
     # (santis): a per-size-range correction for each kind of buffers adds the measured time the
     # simulation lacks, and the report keeps the figures before it
     before = cal["collectives_before_correction"]
-    assert sorted(before) == ["osu_alltoall -d cuda, 8 ranks on 2 nodes (Alps santis GH200, Open MPI 5)",
-                              "osu_alltoall, 8 ranks on 2 nodes (Alps santis GH200, Open MPI 5)"]
+    assert sorted(before) == [
+        "osu_alltoall -d cuda, 8 ranks on 2 nodes (Alps santis GH200, Open MPI 5)",
+        "osu_alltoall, 8 ranks on 2 nodes (Alps santis GH200, Open MPI 5)",
+    ]
     assert trials[chosen] == pytest.approx(statistics.mean(b["median_abs_error"] for b in before.values()), rel=1e-12)
     closed = json.loads((tmp_path / "closed-loop" / "validation.json").read_text())["sweeps"]
     for name, which in zip(sorted(before), ("device", "host")):
@@ -201,7 +330,6 @@ def test_committed_h100_calibration_is_what_the_pipeline_produces(calibration):
     assert_same_calibration(produced, committed)  # same inputs (same hashes), same fits, same overrides
 
 
-
 NVBANDWIDTH_H2D = """nvbandwidth Version: v0.5
 Running host_to_device_memcpy_ce.
 memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)
@@ -222,6 +350,7 @@ def test_nvbandwidth_points_are_compared_not_fitted(tmp_path):
     assert "too few for a fit: compared in the closed loop" in cal["not_fitted"][0]
     (sweep,) = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
     from orrery import machines as machine
+
     m = machine.load("h100-ib200")
     n = 64 * 1024 * 1024
     copy = m.overheads.memcpy + 2 * m.pcie.latency + n / m.pcie.bandwidth + m.overheads.sync
@@ -235,22 +364,43 @@ def test_api_overheads_are_measured_and_carried_as_they_are(tmp_path):
     measurement back into them (closed loop: the bench rerun on the result prints them again)."""
     bench = REPO / "calibration" / "bench"
     subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], check=True)
-    p = orrery("run", "--gpus-per-node", "1", "--set", "overheads.launch=7us", "--set", "overheads.sync=3us",
-               "--set", "overheads.memcpy=1.5us", "--out", str(tmp_path / "made"), "--",
-               str(bench / "api_overheads"), "-i", "50")
+    p = orrery(
+        "run",
+        "--gpus-per-node",
+        "1",
+        "--set",
+        "overheads.launch=7us",
+        "--set",
+        "overheads.sync=3us",
+        "--set",
+        "overheads.memcpy=1.5us",
+        "--out",
+        str(tmp_path / "made"),
+        "--",
+        str(bench / "api_overheads"),
+        "-i",
+        "50",
+    )
     assert p.returncode == 0, p.stderr
-    csv_text = p.stdout[p.stdout.index("benchmark,metric"):].split("\n\n")[0]
+    csv_text = p.stdout[p.stdout.index("benchmark,metric") :].split("\n\n")[0]
     rows = [line.split(",") for line in csv_text.splitlines()[1:4]]
-    assert [(r[2], float(r[5])) for r in rows] == [("launch", pytest.approx(7.0)), ("sync", pytest.approx(3.0)),
-                                                     ("memcpy", pytest.approx(1.5))]
+    assert [(r[2], float(r[5])) for r in rows] == [
+        ("launch", pytest.approx(7.0)),
+        ("sync", pytest.approx(3.0)),
+        ("memcpy", pytest.approx(1.5)),
+    ]
     measured = tmp_path / "api.csv"
     measured.write_text("\n".join([csv_text.splitlines()[0], *(",".join(r) for r in rows)]) + "\n")
-    c = orrery("calibrate", "--machine", "h100-ib200", "--input", str(measured), "--out", str(tmp_path / "cal"),
-               cwd=REPO)
+    c = orrery(
+        "calibrate", "--machine", "h100-ib200", "--input", str(measured), "--out", str(tmp_path / "cal"), cwd=REPO
+    )
     assert c.returncode == 0, c.stderr
     o = json.loads((tmp_path / "cal" / "calibration.json").read_text())["overrides"]
-    assert o == {"overheads.launch": pytest.approx(7e-6), "overheads.sync": pytest.approx(3e-6),
-                 "overheads.memcpy": pytest.approx(1.5e-6)}
+    assert o == {
+        "overheads.launch": pytest.approx(7e-6),
+        "overheads.sync": pytest.approx(3e-6),
+        "overheads.memcpy": pytest.approx(1.5e-6),
+    }
     closed = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
     assert len(closed) == 3 and all(s["max_abs_error"] < 1e-6 for s in closed)
 
@@ -268,7 +418,9 @@ def test_clariden_calibration_matches_every_clariden_sweep_and_is_committed(tmp_
     assert len(sweeps) == 11 and any("osu_latency D D inter-node (Alps clariden" in s["name"] for s in sweeps)
     # the earlier Open MPI 5 container's osu_alltoall runs are compared with the correction fitted
     # to Open MPI 5.0.8's, and said to be off; every other sweep is within the targets
-    earlier = [s for s in sweeps if "osu_alltoall" in s["name"] and s["name"].endswith("(Alps clariden GH200, Open MPI 5)")]
+    earlier = [
+        s for s in sweeps if "osu_alltoall" in s["name"] and s["name"].endswith("(Alps clariden GH200, Open MPI 5)")
+    ]
     assert len(earlier) == 2
     for s in earlier:
         assert f"NOT MATCHED: {s['name']}" in p.stdout
@@ -277,9 +429,18 @@ def test_clariden_calibration_matches_every_clariden_sweep_and_is_committed(tmp_
             assert s["median_abs_error"] <= 0.05 and s["p95_abs_error"] <= 0.15, s["name"]
             assert f"NOT MATCHED: {s['name']}" not in p.stdout
     # the same sweeps through `orrery validate` with the committed file give the same figures
-    v = orrery("validate", "--machine", "gh200-slingshot", "--sweeps", "clariden", "--calibration",
-               str(REPO / "calibration" / "gh200-clariden" / "calibration.json"), "--out", str(tmp_path / "v"),
-               cwd=REPO)
+    v = orrery(
+        "validate",
+        "--machine",
+        "gh200-slingshot",
+        "--sweeps",
+        "clariden",
+        "--calibration",
+        str(REPO / "calibration" / "gh200-clariden" / "calibration.json"),
+        "--out",
+        str(tmp_path / "v"),
+        cwd=REPO,
+    )
     assert v.returncode == 0, v.stderr
     again = json.loads((tmp_path / "v" / "validation.json").read_text())["sweeps"]
     assert [s["median_abs_error"] for s in again] == [s["median_abs_error"] for s in sweeps]
@@ -287,8 +448,14 @@ def test_clariden_calibration_matches_every_clariden_sweep_and_is_committed(tmp_
 
 # One calibration per system and MPI stack of the shared GH200 sweeps, each committed as
 # calibration/gh200-SET; the sets it does not bring within the targets, and why.
-MATCHED_SETS = ["clariden-mpich", "olivia-cray-mpich-8", "olivia-cray-mpich-9", "olivia-ompi-4-ucx",
-                "olivia-ompi-5-ucx", "olivia-ompi-5-ucx-mpirun"]
+MATCHED_SETS = [
+    "clariden-mpich",
+    "olivia-cray-mpich-8",
+    "olivia-cray-mpich-9",
+    "olivia-ompi-4-ucx",
+    "olivia-ompi-5-ucx",
+    "olivia-ompi-5-ucx-mpirun",
+]
 UNMATCHED_SETS = {
     # about 3 us up to 2 MiB, over 700 GB/s: the column the shared data's README calls implausible
     "clariden-linkx": "osu_latency D D intra-node (Alps clariden GH200, Open MPI 5.0.8 LINKx)",
@@ -338,7 +505,7 @@ def test_olivia_cray_mpich_8_leaves_its_lone_bad_point_out_of_the_fit_and_says_s
     in the report, and the NIC's bandwidth is the rate of the fit's last segment, which puts
     the sweep's 4 MiB figure, 46470 MB/s both ways, within 1%."""
     cal = json.loads((REPO / "calibration" / "gh200-olivia-cray-mpich-8" / "calibration.json").read_text())
-    bibw, = [f for f in cal["fits"] if f["sweep"].startswith("osu_bibw")]
+    (bibw,) = [f for f in cal["fits"] if f["sweep"].startswith("osu_bibw")]
     assert bibw["outliers"] == [8192]
     last = bibw["segments"][-1]
     assert cal["overrides"]["nic.bandwidth"] == last["bandwidth_Bps"]
@@ -348,11 +515,17 @@ def test_olivia_cray_mpich_8_leaves_its_lone_bad_point_out_of_the_fit_and_says_s
     assert "left out of the fit, more than 50% off it (compared below): 8192 B" in report
 
 
-@pytest.mark.parametrize("args, expected", [
-    (("--sweeps", "santos"), "--sweeps: got 'santos', expected a sweep set of gh200-slingshot: clariden, clariden-linkx, "
-                             "clariden-mpich, olivia-cray-mpich-8"),
-    (("--sweeps", "clariden", "--input", "x.csv"), "either --sweeps (a set of the shared measurements) or --input"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (
+            ("--sweeps", "santos"),
+            "--sweeps: got 'santos', expected a sweep set of gh200-slingshot: clariden, clariden-linkx, "
+            "clariden-mpich, olivia-cray-mpich-8",
+        ),
+        (("--sweeps", "clariden", "--input", "x.csv"), "either --sweeps (a set of the shared measurements) or --input"),
+    ],
+)
 def test_sweep_set_errors(tmp_path, args, expected):
     p = orrery("calibrate", "--machine", "gh200-slingshot", *args, "--out", str(tmp_path / "c"), cwd=REPO)
     assert p.returncode == 2 and expected in p.stderr, p.stderr
@@ -370,14 +543,18 @@ def test_a100_nv4_pair_is_fitted_on_dgx_a100_with_its_nvlink_stated_and_reported
     committed = json.loads((REPO / "calibration" / "dgx-a100-eessi-nv4" / "calibration.json").read_text())
     assert_same_calibration(produced, committed)
     assert {k: produced["overrides"][k] for k in ("nvlink.topology", "nvlink.links_per_pair")} == {
-        "nvlink.topology": "mesh", "nvlink.links_per_pair": 4}
+        "nvlink.topology": "mesh",
+        "nvlink.links_per_pair": 4,
+    }
     (sweep,) = json.loads((tmp_path / "closed-loop" / "validation.json").read_text())["sweeps"]
     assert sweep["sizes"][-1] == 32 << 20 and abs(sweep["errors"][-1]) < 0.08
     assert sweep["simulated"][-1] < 100e3  # MB/s: no faster than the four links
     assert "NOT MATCHED: osu_bw D D intra-node, A100 NV4 pair" in p.stdout and "a gap between sends" in p.stdout
     bare = orrery("validate", "--machine", "dgx-a100", "--out", str(tmp_path / "v"), cwd=REPO)
     assert bare.returncode == 2
-    assert "--machine: got 'dgx-a100', expected --sweeps SET with it (it has no default sweeps): eessi-nv4" in bare.stderr
+    assert (
+        "--machine: got 'dgx-a100', expected --sweeps SET with it (it has no default sweeps): eessi-nv4" in bare.stderr
+    )
     assert not (tmp_path / "v").exists()
 
 
@@ -398,12 +575,15 @@ def test_h100_pcie_per_message_overhead_within_a_node_comes_from_its_osu_bibw(tm
     assert (tmp_path / "again" / "calibration.json").read_bytes() == (tmp_path / "calibration.json").read_bytes()
     overrides = produced["overrides"]
     from orrery import machines as machine
+
     assert set(overrides) == {"mpi.send_overhead_device_intra", "mpi.recv_overhead_device_intra", "gaps.device_intra"}
     m = machine.load("h100-pcie")
     # GPU, its switch's uplink, the link between the sockets, the other switch's uplink, the other GPU
     L = 4 * m.pcie.latency + m.node.socket_link_latency
     with open(REPO / "calibration" / "data" / "measured" / "p2p_mpi.csv") as f:
-        rows = [r for r in csv.DictReader(f) if r["gpu"] == "H100 PCIe" and r["metric"] == "bibw" and r["buffers"] == "D D"]
+        rows = [
+            r for r in csv.DictReader(f) if r["gpu"] == "H100 PCIe" and r["metric"] == "bibw" and r["buffers"] == "D D"
+        ]
     per_message = [2 * int(r["message_bytes"]) / (float(r["bandwidth_MBps"]) * 1e6) for r in rows]
     assert overrides["mpi.send_overhead_device_intra"] == pytest.approx(min((64 * b - L) / 128 for b in per_message))
     dd, dh = json.loads((tmp_path / "closed-loop" / "validation.json").read_text())["sweeps"]

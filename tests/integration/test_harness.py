@@ -17,8 +17,12 @@ HARNESS = str(REPO / "calibration" / "harness" / "orrery_harness.py")
 
 def harness(tmp_path, *args, ranks=2):
     out = tmp_path / "m.csv"
-    p = subprocess.run([MPIEXEC, "-n", str(ranks), sys.executable, HARNESS, "--out", str(out), *args],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [MPIEXEC, "-n", str(ranks), sys.executable, HARNESS, "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return p, out
 
 
@@ -29,8 +33,18 @@ def test_host_sweeps_without_a_gpu(tmp_path):
     assert "device sweeps skipped" in p.stderr
     with out.open(newline="") as f:
         reader = csv.DictReader(f)
-        assert tuple(reader.fieldnames) == ("benchmark", "metric", "path", "buffers", "size_bytes", "value", "unit",
-                                            "ranks", "nodes", "notes")
+        assert tuple(reader.fieldnames) == (
+            "benchmark",
+            "metric",
+            "path",
+            "buffers",
+            "size_bytes",
+            "value",
+            "unit",
+            "ranks",
+            "nodes",
+            "notes",
+        )
         rows = list(reader)
     assert all(r["buffers"] in ("H H", "H") for r in rows)
     assert all("device sweeps skipped" in r["notes"] for r in rows)
@@ -47,16 +61,19 @@ def test_host_sweeps_without_a_gpu(tmp_path):
     assert len(rows) == 3 * 13 + 5 * 11  # collectives from one float (4 B) up
     # what the harness writes, the calibration reads as it is
     from orrery.calibration import measurements
+
     loaded = measurements.load(out)
     series = {(s.benchmark, s.metric) for s in loaded}
     assert ("allreduce", "collective_latency") in series and ("pingpong", "latency") in series
     # ... and each collective series, with the layout its rows state (2 ranks on 1 node), is
     # reproduced by coll_sweep, its correction keyed by the collective's name
     from orrery.calibration import sweeps
+
     found = {s.benchmark: sweeps.sweep_for(s)[0] for s in loaded if s.metric == "collective_latency"}
     assert {name: (sw.program[:3], sw.nodes, sw.gpus_per_node, sw.kind) for name, sw in found.items()} == {
         name: (("coll_sweep", name, "H"), 1, 2, ("collective_latency", name, "H"))
-        for name in ("allreduce", "allgather", "alltoall", "bcast", "reduce_scatter")}
+        for name in ("allreduce", "allgather", "alltoall", "bcast", "reduce_scatter")
+    }
 
 
 def test_harness_refuses_a_single_rank(tmp_path):
@@ -75,10 +92,13 @@ def test_kernel_timing_needs_a_gpu(tmp_path):
 def test_harness_asks_the_mpi_library_whether_it_takes_device_buffers():
     """MPIX_Query_cuda_support of the library mpi4py loaded: the MPICH wheel is not
     CUDA-aware, so on a GPU the harness would skip device-buffer MPI sweeps, saying why."""
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import orrery_harness as h; "
-            "aware, why = h.query_cuda_aware(); print(aware); print(why)")
-    p = subprocess.run([sys.executable, "-c", code, str(Path(HARNESS).parent)],
-                       capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import orrery_harness as h; "
+        "aware, why = h.query_cuda_aware(); print(aware); print(why)"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(Path(HARNESS).parent)], capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 0, p.stderr
     aware, why = p.stdout.splitlines()
     assert aware == "False"
@@ -100,12 +120,18 @@ def test_the_harness_s_output_calibrates_a_machine(tmp_path):
 
     cal = json.loads((tmp_path / "cal" / "calibration.json").read_text())
     corrections = {k for k in cal["overrides"] if k.startswith("collectives.")}
-    assert corrections <= {f"collectives.{c}_host" for c in ("allreduce", "allgather", "alltoall", "bcast",
-                                                              "reduce_scatter")}
+    assert corrections <= {
+        f"collectives.{c}_host" for c in ("allreduce", "allgather", "alltoall", "bcast", "reduce_scatter")
+    }
     sweeps = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
     colls = [s for s in sweeps if "host buffers, 2 ranks on 1 nodes" in s["name"]]
-    assert sorted(s["name"].split(",")[0] for s in colls) == ["allgather", "allreduce", "alltoall", "bcast",
-                                                              "reduce_scatter"]
+    assert sorted(s["name"].split(",")[0] for s in colls) == [
+        "allgather",
+        "allreduce",
+        "alltoall",
+        "bcast",
+        "reduce_scatter",
+    ]
     for s in colls:
         for m, sim in zip(s["measured"], s["simulated"]):
             # coll_sweep prints microseconds to two decimals, as OSU: the correction comes from one such

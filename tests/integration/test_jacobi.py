@@ -10,8 +10,10 @@ import tomllib
 import pytest
 from conftest import ORRERY, REPO, nvcc_available, orrery
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed"),
+]
 
 EXAMPLE = REPO / "examples" / "jacobi"
 NX, NY, NITER = 4096, 4098, 30
@@ -27,8 +29,25 @@ def jacobi(tmp_path_factory):
 
 
 def run(jacobi, out, *extra):
-    return orrery("run", "--nodes", "2", "--costs", str(EXAMPLE / "costs.toml"), "--strict", "--out", str(out),
-                  *extra, "--", str(jacobi), "-nx", str(NX), "-ny", str(NY), "-niter", str(NITER))
+    return orrery(
+        "run",
+        "--nodes",
+        "2",
+        "--costs",
+        str(EXAMPLE / "costs.toml"),
+        "--strict",
+        "--out",
+        str(out),
+        *extra,
+        "--",
+        str(jacobi),
+        "-nx",
+        str(NX),
+        "-ny",
+        str(NY),
+        "-niter",
+        str(NITER),
+    )
 
 
 def test_eight_ranks_run_exactly_the_configured_iterations(jacobi, tmp_path):
@@ -74,9 +93,25 @@ def test_a_slower_fabric_slows_only_the_communication(jacobi, tmp_path):
 def test_overlapped_variant_hides_the_halo_exchange(jacobi, tmp_path):
     plain = run(jacobi, tmp_path / "plain")
     assert plain.returncode == 0, plain.stderr
-    p = orrery("run", "--nodes", "2", "--costs", str(EXAMPLE / "costs.toml"), "--strict", "--out",
-               str(tmp_path / "over"), "--", str(jacobi), "-nx", str(NX), "-ny", str(NY), "-niter", str(NITER),
-               "-overlap")
+    p = orrery(
+        "run",
+        "--nodes",
+        "2",
+        "--costs",
+        str(EXAMPLE / "costs.toml"),
+        "--strict",
+        "--out",
+        str(tmp_path / "over"),
+        "--",
+        str(jacobi),
+        "-nx",
+        str(NX),
+        "-ny",
+        str(NY),
+        "-niter",
+        str(NITER),
+        "-overlap",
+    )
     assert p.returncode == 0, p.stderr
     assert "overlapped" in p.stdout and f"iterations: {NITER}" in p.stdout
     a = json.loads((tmp_path / "plain" / "results.json").read_text())["ranks"]
@@ -87,5 +122,7 @@ def test_overlapped_variant_hides_the_halo_exchange(jacobi, tmp_path):
         # overlapped: each halo exchange runs entirely inside the interior kernel
         assert over_rank["comm_hidden_s"] == pytest.approx(over_rank["mpi"]["MPI_Sendrecv"]["time_s"], rel=1e-9)
         assert over_rank["comm_exposed_s"] < plain_rank["comm_exposed_s"]
-        assert over_rank["kernels"]["jacobi_kernel(float*, float const*, float*, int, int, int, bool)"]["count"] \
+        assert (
+            over_rank["kernels"]["jacobi_kernel(float*, float const*, float*, int, int, int, bool)"]["count"]
             == 3 * NITER
+        )

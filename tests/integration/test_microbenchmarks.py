@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import ORRERY, REPO, nvcc_available, orrery
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed"),
+]
 
 SMPI_ENVELOPE = 16  # bytes SMPI adds to each message (see tests/native/test_timing.py)
 
@@ -36,12 +38,24 @@ def bench(tmp_path_factory):
 @pytest.fixture(scope="module")
 def h100():
     from orrery import machines as machine
+
     return machine.load("h100-ib200")
 
 
 def sweep(bench, tmp_path, program, *args, nodes=1, gpus=1, options=()):
-    p = orrery("run", "--nodes", str(nodes), "--gpus-per-node", str(gpus), *options, "--out",
-               str(tmp_path / program / args[0]), "--", str(bench / program), *args)
+    p = orrery(
+        "run",
+        "--nodes",
+        str(nodes),
+        "--gpus-per-node",
+        str(gpus),
+        *options,
+        "--out",
+        str(tmp_path / program / args[0]),
+        "--",
+        str(bench / program),
+        *args,
+    )
     assert p.returncode == 0, p.stderr
     rows = [line.split() for line in p.stdout.splitlines() if line and line[0].isdigit()]
     assert p.stdout.splitlines()[0].startswith("# ")
@@ -53,19 +67,18 @@ def test_inter_node_device_latency_and_bandwidth(bench, tmp_path, h100):
     latency = 4 * p.latency + 2 * nic.latency + f.switch_latency
     lat = sweep(bench, tmp_path, "osu_p2p", "latency", "-d", "cuda", "D", "D", "-m", "8:8", "-i", "20", nodes=2)
     assert lat[8] == pytest.approx((latency + (8 + SMPI_ENVELOPE) / nic.bandwidth) * 1e6, rel=0.05)
-    bw = sweep(bench, tmp_path, "osu_p2p", "bw", "-d", "cuda", "D", "D", "-m", "4194304:4194304", "-i", "5",
-               nodes=2)
+    bw = sweep(bench, tmp_path, "osu_p2p", "bw", "-d", "cuda", "D", "D", "-m", "4194304:4194304", "-i", "5", nodes=2)
     assert bw[4194304] == pytest.approx(min(p.bandwidth, nic.bandwidth) / 1e6, rel=0.02)
-    bibw = sweep(bench, tmp_path, "osu_p2p", "bibw", "-d", "cuda", "D", "D", "-m", "4194304:4194304", "-i", "5",
-                 nodes=2)
+    bibw = sweep(
+        bench, tmp_path, "osu_p2p", "bibw", "-d", "cuda", "D", "D", "-m", "4194304:4194304", "-i", "5", nodes=2
+    )
     assert bibw[4194304] == pytest.approx(2 * min(p.bandwidth, nic.bandwidth) / 1e6, rel=0.02)  # full duplex
 
 
 def test_intra_node_device_latency_and_bandwidth_over_nvlink(bench, tmp_path, h100):
     lat = sweep(bench, tmp_path, "osu_p2p", "latency", "-d", "cuda", "D", "D", "-m", "8:8", "-i", "20", gpus=2)
     assert lat[8] == pytest.approx(h100.nvlink.latency * 1e6, rel=0.05)
-    bw = sweep(bench, tmp_path, "osu_p2p", "bw", "-d", "cuda", "D", "D", "-m", "4194304:4194304", "-i", "5",
-               gpus=2)
+    bw = sweep(bench, tmp_path, "osu_p2p", "bw", "-d", "cuda", "D", "D", "-m", "4194304:4194304", "-i", "5", gpus=2)
     assert bw[4194304] == pytest.approx(h100.nvlink_pair_bandwidth / 1e6, rel=0.02)
 
 
@@ -74,16 +87,18 @@ def test_memcpy_sweeps(bench, tmp_path, h100):
     big = 64 << 20
     h2d = sweep(bench, tmp_path, "memcpy_sweep", "h2d", "-m", f"1024:{big}")
     # small copies: the per-copy overheads and two PCIe hops dominate
-    assert 1024 / (h2d[1024] * 1e9) == pytest.approx(o.memcpy + 2 * p.latency + 1024 / p.bandwidth + o.sync,
-                                                     rel=0.05)
+    assert 1024 / (h2d[1024] * 1e9) == pytest.approx(o.memcpy + 2 * p.latency + 1024 / p.bandwidth + o.sync, rel=0.05)
     assert h2d[big] * 1e9 == pytest.approx(p.bandwidth, rel=0.02)
     assert sweep(bench, tmp_path, "memcpy_sweep", "d2h", "-m", f"{big}:{big}")[big] * 1e9 == pytest.approx(
-        p.bandwidth, rel=0.02)
+        p.bandwidth, rel=0.02
+    )
     huge = 1 << 30  # a 64 MB device copy takes 57 us: its 3.5 us of overheads would show
     assert sweep(bench, tmp_path, "memcpy_sweep", "d2d", "-m", f"{huge}:{huge}")[huge] * 1e9 == pytest.approx(
-        g.d2d_bandwidth, rel=0.02)
-    assert sweep(bench, tmp_path, "memcpy_sweep", "peer", "-m", f"{big}:{big}", gpus=2)[big] * 1e9 == \
-        pytest.approx(h100.nvlink_pair_bandwidth, rel=0.02)
+        g.d2d_bandwidth, rel=0.02
+    )
+    assert sweep(bench, tmp_path, "memcpy_sweep", "peer", "-m", f"{big}:{big}", gpus=2)[big] * 1e9 == pytest.approx(
+        h100.nvlink_pair_bandwidth, rel=0.02
+    )
 
 
 def test_collective_sweep_broadcast_between_two_gpus(bench, tmp_path, h100):
@@ -107,8 +122,19 @@ def test_a_collective_correction_of_one_kind_of_buffers_applies_to_calls_on_them
 
     def alltoall(buffers: str, *sets: str) -> float:
         options = [x for s in sets for x in ("--set", s)]
-        out = sweep(bench, tmp_path / str(next(runs)), "coll_sweep", "alltoall", buffers, "-m", f"{size}:{size}",
-                    "-i", "3", gpus=4, options=options)
+        out = sweep(
+            bench,
+            tmp_path / str(next(runs)),
+            "coll_sweep",
+            "alltoall",
+            buffers,
+            "-m",
+            f"{size}:{size}",
+            "-i",
+            "3",
+            gpus=4,
+            options=options,
+        )
         return out[size]  # us per call
 
     five, seven = "[{extra = '5us'}]", "[{extra = '7us'}]"
@@ -117,19 +143,31 @@ def test_a_collective_correction_of_one_kind_of_buffers_applies_to_calls_on_them
         assert alltoall(buffers, f"collectives.{other}={five}") == pytest.approx(plain, abs=1e-3), buffers
         assert alltoall(buffers, f"collectives.{own}={five}") == pytest.approx(plain + 5, abs=1e-3), buffers
         assert alltoall(buffers, f"collectives.alltoall={seven}") == pytest.approx(plain + 7, abs=1e-3), buffers
-        assert alltoall(buffers, f"collectives.alltoall={seven}", f"collectives.{own}={five}") == \
-            pytest.approx(plain + 5, abs=1e-3), buffers
+        assert alltoall(buffers, f"collectives.alltoall={seven}", f"collectives.{own}={five}") == pytest.approx(
+            plain + 5, abs=1e-3
+        ), buffers
 
 
 def test_a_reduce_scatter_s_correction_is_chosen_by_the_whole_vector(bench, tmp_path):
     """OSU's size for a reduce-scatter is the whole vector reduced: with 4 ranks, 8 KiB is 2 KiB a
     rank, so a correction of 5 us up to 4 KiB and 9 us above applies 9 us."""
     size = 8192
-    plain = sweep(bench, tmp_path / "plain", "coll_sweep", "reduce_scatter", "H", "-m", f"{size}:{size}", "-i", "3",
-                  gpus=4)
-    fixed = sweep(bench, tmp_path / "fixed", "coll_sweep", "reduce_scatter", "H", "-m", f"{size}:{size}", "-i", "3",
-                  gpus=4, options=("--set", "collectives.reduce_scatter=[{up_to = '4KiB', extra = '5us'}, "
-                                             "{extra = '9us'}]"))
+    plain = sweep(
+        bench, tmp_path / "plain", "coll_sweep", "reduce_scatter", "H", "-m", f"{size}:{size}", "-i", "3", gpus=4
+    )
+    fixed = sweep(
+        bench,
+        tmp_path / "fixed",
+        "coll_sweep",
+        "reduce_scatter",
+        "H",
+        "-m",
+        f"{size}:{size}",
+        "-i",
+        "3",
+        gpus=4,
+        options=("--set", "collectives.reduce_scatter=[{up_to = '4KiB', extra = '5us'}, {extra = '9us'}]"),
+    )
     assert fixed[size] == pytest.approx(plain[size] + 9, abs=1e-3)
 
 
@@ -140,9 +178,17 @@ def test_bench_builds_unchanged_for_a_real_cluster_and_names_a_failing_cuda_call
     that fails, naming it, instead of printing timings of nothing."""
     d = bench_sources(tmp_path)
     prefix = Path(sys.executable).parent.parent
-    subprocess.run(["make", "-s", f"MPICXX={prefix / 'bin' / 'mpicxx'}", f"MPI_HOME={prefix}",
-                    "NVCC=/usr/local/cuda/bin/nvcc" if not shutil.which("nvcc") else "NVCC=nvcc"],
-                   cwd=d, check=True)
+    subprocess.run(
+        [
+            "make",
+            "-s",
+            f"MPICXX={prefix / 'bin' / 'mpicxx'}",
+            f"MPI_HOME={prefix}",
+            "NVCC=/usr/local/cuda/bin/nvcc" if not shutil.which("nvcc") else "NVCC=nvcc",
+        ],
+        cwd=d,
+        check=True,
+    )
     ldd = subprocess.run(["ldd", str(d / "memcpy_sweep")], capture_output=True, text=True).stdout
     runtime = next(line for line in ldd.splitlines() if "libcudart" in line)
     assert "/cuda" in runtime and "orrery" not in runtime, runtime
@@ -156,8 +202,18 @@ def test_a_real_runtime_link_line_still_links_orrery_s_runtime(bench, tmp_path, 
     """`orrery mpicxx` searches its own runtime first and turns a Makefile's
     `-lcudart_static` into Orrery's runtime: the copy sweep is still simulated."""
     d = bench_sources((tmp_path / "static").mkdir() or tmp_path / "static")
-    subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx", "memcpy_sweep",
-                    "LDLIBS=-L/usr/local/cuda/lib64 -lcudart_static"], cwd=d, check=True)
+    subprocess.run(
+        [
+            "make",
+            "-s",
+            f"NVCC={ORRERY} nvcc",
+            f"MPICXX={ORRERY} mpicxx",
+            "memcpy_sweep",
+            "LDLIBS=-L/usr/local/cuda/lib64 -lcudart_static",
+        ],
+        cwd=d,
+        check=True,
+    )
     big = 64 << 20
     static = sweep(d, tmp_path, "memcpy_sweep", "h2d", "-m", f"{big}:{big}")
     assert static == sweep(bench, tmp_path / "shared", "memcpy_sweep", "h2d", "-m", f"{big}:{big}")
@@ -170,9 +226,16 @@ def test_window_gap_gives_back_the_gap_the_osu_windows_ran_with(bench, tmp_path)
     osu_latency's lone-message times, gives the 8 us back: the formulas the calibration fits
     gaps with describe what the simulator does."""
     from orrery.calibration import derive
+
     o, gap = 1e-6, 8e-6
-    opts = ("--set", "mpi.send_overhead_device=1us", "--set", "mpi.recv_overhead_device=1us",
-            "--set", "gaps.device_inter=[{latency = '8us', bandwidth = '1000TB/s'}]")
+    opts = (
+        "--set",
+        "mpi.send_overhead_device=1us",
+        "--set",
+        "mpi.recv_overhead_device=1us",
+        "--set",
+        "gaps.device_inter=[{latency = '8us', bandwidth = '1000TB/s'}]",
+    )
     sizes = "4,64,1024"
     lat = sweep(bench, tmp_path, "osu_p2p", "latency", "D", "D", "-l", sizes, "-i", "10", nodes=2, options=opts)
     bw = sweep(bench, tmp_path, "osu_p2p", "bw", "D", "D", "-l", sizes, "-i", "5", nodes=2, options=opts)
@@ -191,12 +254,29 @@ def test_the_calibration_s_route_latency_within_a_node_is_the_simulated_one(benc
     PCIe hops and the sockets' link between cards on two sockets (h100-pcie)."""
     from orrery import machines as machine
     from orrery.calibration import derive
+
     m = machine.load(machine_name)
     assert m.messages.device_intra is None
     zero = [f"mpi.{side}_overhead_device{intra}=0" for side in ("send", "recv") for intra in ("", "_intra")]
-    p = orrery("run", "--machine", machine_name, "--gpus-per-node", "2", *[a for z in zero for a in ("--set", z)],
-               "--out", str(tmp_path / "run"), "--", str(bench / "osu_p2p"), "latency", "D", "D", "-l", "1",
-               "-i", "10")
+    p = orrery(
+        "run",
+        "--machine",
+        machine_name,
+        "--gpus-per-node",
+        "2",
+        *[a for z in zero for a in ("--set", z)],
+        "--out",
+        str(tmp_path / "run"),
+        "--",
+        str(bench / "osu_p2p"),
+        "latency",
+        "D",
+        "D",
+        "-l",
+        "1",
+        "-i",
+        "10",
+    )
     assert p.returncode == 0, p.stderr
     one_way = float(next(line.split()[1] for line in p.stdout.splitlines() if line.startswith("1 ")))
     # the 1-byte message and SMPI's 16-byte envelope add under 0.01 us at these rates

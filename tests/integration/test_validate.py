@@ -9,8 +9,10 @@ import statistics
 import pytest
 from conftest import REPO, nvcc_available, orrery
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed"),
+]
 
 
 def measured(test: str, scale: float = 1.0) -> dict[int, float]:
@@ -25,14 +27,18 @@ def measured(test: str, scale: float = 1.0) -> dict[int, float]:
 
 def test_validate_h100_copies_against_bandwidth_test(tmp_path):
     from orrery import machines as machine
+
     p = orrery("validate", "--machine", "h100-ib200", "--out", str(tmp_path), cwd=REPO)
     assert p.returncode == 0, p.stderr
     data = json.loads((tmp_path / "validation.json").read_text())
     sweeps = {s["name"].split(",")[0]: s for s in data["sweeps"]}
     assert set(sweeps) == {"H2D copy", "D2H copy", "D2D copy"}
     m = machine.load("h100-ib200")
-    for name, test, scale in (("H2D copy", "memcpy host->device", 1.0), ("D2H copy", "memcpy device->host", 1.0),
-                              ("D2D copy", "memcpy device->device (same GPU)", 0.5)):
+    for name, test, scale in (
+        ("H2D copy", "memcpy host->device", 1.0),
+        ("D2H copy", "memcpy device->host", 1.0),
+        ("D2D copy", "memcpy device->device (same GPU)", 0.5),
+    ):
         s = sweeps[name]
         expected = measured(test, scale)
         assert dict(zip(s["sizes"], s["measured"])) == expected  # measured values as published
@@ -45,8 +51,9 @@ def test_validate_h100_copies_against_bandwidth_test(tmp_path):
     o, pcie = m.overheads, m.pcie
     h2d = sweeps["H2D copy"]
     n = h2d["sizes"][-1]
-    assert h2d["simulated"][-1] * 1e9 == pytest.approx(n / (o.memcpy + 2 * pcie.latency + n / pcie.bandwidth + o.sync),
-                                                       rel=2e-3)  # printed with 3 decimals
+    assert h2d["simulated"][-1] * 1e9 == pytest.approx(
+        n / (o.memcpy + 2 * pcie.latency + n / pcie.bandwidth + o.sync), rel=2e-3
+    )  # printed with 3 decimals
     assert "H2D copy, bandwidthTest pinned (Voltage Park H100 SXM5)" in p.stdout and "median" in p.stdout
     for i in range(3):
         assert (tmp_path / f"sweep{i}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -54,11 +61,15 @@ def test_validate_h100_copies_against_bandwidth_test(tmp_path):
 
 def test_validate_needs_a_machine_with_measurements(tmp_path):
     mine = tmp_path / "mine.toml"
-    mine.write_text((REPO / "orrery" / "machines" / "builtin" / "h100-pcie.toml").read_text().replace('"h100-pcie"', '"mine"'))
+    mine.write_text(
+        (REPO / "orrery" / "machines" / "builtin" / "h100-pcie.toml").read_text().replace('"h100-pcie"', '"mine"')
+    )
     p = orrery("validate", "--machine", str(mine), "--out", str(tmp_path / "v"), cwd=REPO)
     assert p.returncode == 2
-    assert (f"--machine: got '{mine}', expected a machine with measured sweeps to compare against: dgx-h100, "
-            "gh200-slingshot, h100-ib200, h100-pcie") in p.stderr
+    assert (
+        f"--machine: got '{mine}', expected a machine with measured sweeps to compare against: dgx-h100, "
+        "gh200-slingshot, h100-ib200, h100-pcie"
+    ) in p.stderr
     assert not (tmp_path / "v").exists()
 
 
@@ -90,14 +101,30 @@ def test_validate_with_a_calibration_gives_its_closed_loop(tmp_path):
     """`orrery validate --calibration FILE` runs the sweeps on the calibrated machine: the same
     figures as the closed loop `orrery calibrate` wrote with that file."""
     committed = REPO / "calibration" / "h100-ib200"
-    p = orrery("validate", "--machine", "h100-ib200", "--calibration", str(committed / "calibration.json"),
-               "--out", str(tmp_path), cwd=REPO)
+    p = orrery(
+        "validate",
+        "--machine",
+        "h100-ib200",
+        "--calibration",
+        str(committed / "calibration.json"),
+        "--out",
+        str(tmp_path),
+        cwd=REPO,
+    )
     assert p.returncode == 0, p.stderr
     got = json.loads((tmp_path / "validation.json").read_text())["sweeps"]
     closed = json.loads((committed / "closed-loop" / "validation.json").read_text())["sweeps"]
     assert [s["simulated"] for s in got] == [s["simulated"] for s in closed]
-    wrong = orrery("validate", "--machine", "gh200-slingshot", "--calibration", str(committed / "calibration.json"),
-                   "--out", str(tmp_path / "w"), cwd=REPO)
+    wrong = orrery(
+        "validate",
+        "--machine",
+        "gh200-slingshot",
+        "--calibration",
+        str(committed / "calibration.json"),
+        "--out",
+        str(tmp_path / "w"),
+        cwd=REPO,
+    )
     assert wrong.returncode == 2 and "expected a calibration of gh200-slingshot" in wrong.stderr
 
 
@@ -140,6 +167,7 @@ def test_validate_and_calibrate_run_from_the_installed_package_outside_a_checkou
     from conftest import assert_same_calibration
 
     from orrery import machines as machine
+
     assert not any((d / "calibration" / "bench").exists() for d in [tmp_path, *tmp_path.parents])
     p = orrery("validate", "--machine", "h100-ib200", "--out", str(tmp_path / "v"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
@@ -147,12 +175,17 @@ def test_validate_and_calibrate_run_from_the_installed_package_outside_a_checkou
     assert dict(zip(h2d["sizes"], h2d["measured"])) == measured("memcpy host->device")
     m = machine.load("h100-ib200")
     o, pcie, n = m.overheads, m.pcie, h2d["sizes"][-1]
-    assert h2d["simulated"][-1] * 1e9 == pytest.approx(n / (o.memcpy + 2 * pcie.latency + n / pcie.bandwidth + o.sync),
-                                                       rel=2e-3)
+    assert h2d["simulated"][-1] * 1e9 == pytest.approx(
+        n / (o.memcpy + 2 * pcie.latency + n / pcie.bandwidth + o.sync), rel=2e-3
+    )
     c = orrery("calibrate", "--machine", "h100-ib200", "--out", str(tmp_path / "cal"), cwd=tmp_path)
     assert c.returncode == 0, c.stderr
     cal = json.loads((tmp_path / "cal" / "calibration.json").read_text())
     source = REPO / "calibration" / "data" / "measured" / "device_bandwidth.csv"
-    assert cal["inputs"] == [{"file": "calibration/data/measured/device_bandwidth.csv",
-                              "sha256": hashlib.sha256(source.read_bytes()).hexdigest()}]
+    assert cal["inputs"] == [
+        {
+            "file": "calibration/data/measured/device_bandwidth.csv",
+            "sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
+        }
+    ]
     assert_same_calibration(cal, json.loads((REPO / "calibration" / "h100-ib200" / "calibration.json").read_text()))

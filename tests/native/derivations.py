@@ -23,11 +23,17 @@ def cost_options(tmp_path) -> tuple[str, str]:
     """`--costs FILE` for the timing program's kernels: busy 100 us, brief 20 us,
     scaled 1 us + 1 ns per thread."""
     path = tmp_path / "costs.json"
-    path.write_text(json.dumps({"kernels": {
-        "busy": {"time": "100us"},
-        "brief": {"time": "20us"},
-        "scaled": {"alpha": "1us", "beta": "1ns"},
-    }}))
+    path.write_text(
+        json.dumps(
+            {
+                "kernels": {
+                    "busy": {"time": "100us"},
+                    "brief": {"time": "20us"},
+                    "scaled": {"alpha": "1us", "beta": "1ns"},
+                }
+            }
+        )
+    )
     return ("--costs", str(path))
 
 
@@ -48,8 +54,9 @@ def gpudirect_latency(h100) -> float:
 
 def gpudirect_message(h100, n: int) -> float:
     """An n-byte device message between GPUs of two nodes under one leaf, at the narrowest link."""
-    return wire(gpudirect_latency(h100), n, min(h100.pcie.bandwidth, h100.nic.bandwidth),
-                h100.mpi.eager_threshold_device)
+    return wire(
+        gpudirect_latency(h100), n, min(h100.pcie.bandwidth, h100.nic.bandwidth), h100.mpi.eager_threshold_device
+    )
 
 
 def staged_message(h100, n: int) -> float:

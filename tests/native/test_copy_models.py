@@ -36,18 +36,25 @@ def test_each_copy_takes_its_segment_time(run_program, programs, h100, n):
 
 
 def test_a_model_without_an_open_last_segment_is_refused(run_program, programs):
-    r = run_program(programs["timing"], "copy-kinds", "1000",
-                    options=("--set", "copies.H2D=[{up_to = '1MB', latency = '3us', bandwidth = '50GB/s'}]"))
+    r = run_program(
+        programs["timing"],
+        "copy-kinds",
+        "1000",
+        options=("--set", "copies.H2D=[{up_to = '1MB', latency = '3us', bandwidth = '50GB/s'}]"),
+    )
     assert r.returncode == 2
-    assert r.stderr == ("orrery: error: --set copies.H2D (on built-in machine h100-ib200): key 'copies.H2D.0.up_to': "
-                        "got 1000000.0, expected no up_to on the last segment: it covers every larger size\n")
+    assert r.stderr == (
+        "orrery: error: --set copies.H2D (on built-in machine h100-ib200): key 'copies.H2D.0.up_to': "
+        "got 1000000.0, expected no up_to on the last segment: it covers every larger size\n"
+    )
 
 
 def test_peer_copy_takes_its_model_over_nvlink(run_program, programs, h100):
     n = 4_000_000
     model = "copies.peer=[{latency = '3us', bandwidth = '100GB/s'}]"  # slower than the 150 GB/s NVLink pair
-    v = run_ok(run_program, programs, "peer", str(n),
-               options=("--gpus-per-node", "2", "--ranks-per-node", "1", "--set", model)).values()
+    v = run_ok(
+        run_program, programs, "peer", str(n), options=("--gpus-per-node", "2", "--ranks-per-node", "1", "--set", model)
+    ).values()
     o = h100.overheads
     assert v["peer"] == pytest.approx(o.memcpy + 3e-6 + n / 100e9 + o.sync, rel=REL)
 
@@ -57,7 +64,9 @@ def test_a_segment_with_a_negative_latency_takes_its_time(run_program, programs,
     grows faster than the size, e.g. buffers falling out of a cache): its copies take
     latency + s / bandwidth like any, on top of the route's latency as a zero latency would."""
     n = 8_000_000
-    model = "copies.D2H=[{up_to = '2MB', latency = '2us', bandwidth = '45GB/s'}, {latency = '-40us', bandwidth = '20GB/s'}]"
+    model = (
+        "copies.D2H=[{up_to = '2MB', latency = '2us', bandwidth = '45GB/s'}, {latency = '-40us', bandwidth = '20GB/s'}]"
+    )
     v = run_ok(run_program, programs, "copy-kinds", str(n), options=("--set", model)).values()
     o = h100.overheads
     assert v["d2h"] == pytest.approx(o.memcpy + 2 * h100.pcie.latency + n / 20e9 - 40e-6 + o.sync, rel=REL)

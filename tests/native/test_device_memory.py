@@ -29,8 +29,8 @@ def test_device_properties_come_from_the_machine_description(run_program, progra
     assert int(out["engines"]) == g.copy_engines
     assert int(out["threads_per_sm"]) == g.max_threads_per_sm
     assert out["warp"] == "32"
-    assert out["ptr_device"] == "2 3"      # cudaMemoryTypeDevice, on device 3 (current at cudaMalloc)
-    assert out["ptr_host"] == "1"          # cudaMemoryTypeHost (pinned)
+    assert out["ptr_device"] == "2 3"  # cudaMemoryTypeDevice, on device 3 (current at cudaMalloc)
+    assert out["ptr_host"] == "1"  # cudaMemoryTypeHost (pinned)
     assert out["ptr_unregistered"] == "0"  # pageable memory
     free_b, total_b = map(int, out["meminfo"].split())
     assert (free_b, total_b) == (g.memory - (1 << 20), g.memory)

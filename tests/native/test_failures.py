@@ -95,8 +95,11 @@ def test_a_ring_of_synchronous_sends_is_a_deadlock(run_program, programs, costs,
     since = worked(h100)
     t = since + h100.mpi.overhead("send", "host", True)  # rank 2's send is posted after its overhead
     res = check_reported(r, "deadlock", 4, [0, 1, 2], t)
-    assert [(b["rank"], b["call"], b["peer"]) for b in res["failure"]["blocked"]] == \
-        [(0, "MPI_Ssend", 1), (1, "MPI_Ssend", 2), (2, "MPI_Ssend", 0)]
+    assert [(b["rank"], b["call"], b["peer"]) for b in res["failure"]["blocked"]] == [
+        (0, "MPI_Ssend", 1),
+        (1, "MPI_Ssend", 2),
+        (2, "MPI_Ssend", 0),
+    ]
     assert res["failure"]["blocked"][2]["since_s"] == pytest.approx(since, rel=REL)
 
 
@@ -126,15 +129,25 @@ def test_a_segfault_names_the_rank_and_the_signal(run_program, programs, costs, 
     assert "rank 1 was killed by signal 11 (SIGSEGV" in res["failure"]["message"]
 
 
-@pytest.mark.parametrize("mode, stream, work, issue", [
-    ("pending-kernel", "the legacy default stream of device 0", ["kernel busy(float*)"], ("launch",)),
-    ("pending-memset", "the legacy default stream of device 0",
-     ["kernel busy(float*)", "memset of 1048576 bytes"], ("launch", "memcpy")),
-    ("pending-async-copy", "stream 1 of device 0",
-     ["kernel busy(float*)", "H2D copy of 1048576 bytes"], ("launch", "memcpy")),
-])
-def test_gpu_work_pending_at_a_rank_s_end_is_named(run_program, programs, costs, h100, mode, stream, work,
-                                                   issue):
+@pytest.mark.parametrize(
+    "mode, stream, work, issue",
+    [
+        ("pending-kernel", "the legacy default stream of device 0", ["kernel busy(float*)"], ("launch",)),
+        (
+            "pending-memset",
+            "the legacy default stream of device 0",
+            ["kernel busy(float*)", "memset of 1048576 bytes"],
+            ("launch", "memcpy"),
+        ),
+        (
+            "pending-async-copy",
+            "stream 1 of device 0",
+            ["kernel busy(float*)", "H2D copy of 1048576 bytes"],
+            ("launch", "memcpy"),
+        ),
+    ],
+)
+def test_gpu_work_pending_at_a_rank_s_end_is_named(run_program, programs, costs, h100, mode, stream, work, issue):
     """Rank 1 ends right after issuing the work (its host overheads: a launch, a memset's or a
     copy's issue), with busy still running and what follows it queued."""
     r = fail(run_program, programs, mode, costs)
@@ -169,10 +182,18 @@ def test_mpi_calls_count_their_bytes(run_program, mpi_only):
     buffer at every rank; MPI_Scatter the root's whole send buffer, a block elsewhere; MPI_Gather
     in place at the root its block of the receive buffer)."""
     res = run_program(mpi_only, "bytes", options=("--gpus-per-node", "2")).results
-    common = {"MPI_Sendrecv": (1, 10 * 8 + 20 * 8), "MPI_Irecv": (1, 7 * 4), "MPI_Isend": (1, 7 * 4),
-              "MPI_Waitall": (1, 0), "MPI_Bcast": (1, 50 * 8), "MPI_Allreduce": (2, 2 * 30 * 8),
-              "MPI_Allgather": (1, 5 * 4), "MPI_Alltoall": (1, 2 * 4 * 4), "MPI_Gather": (1, 9 * 4),
-              "MPI_Barrier": (1, 0)}
+    common = {
+        "MPI_Sendrecv": (1, 10 * 8 + 20 * 8),
+        "MPI_Irecv": (1, 7 * 4),
+        "MPI_Isend": (1, 7 * 4),
+        "MPI_Waitall": (1, 0),
+        "MPI_Bcast": (1, 50 * 8),
+        "MPI_Allreduce": (2, 2 * 30 * 8),
+        "MPI_Allgather": (1, 5 * 4),
+        "MPI_Alltoall": (1, 2 * 4 * 4),
+        "MPI_Gather": (1, 9 * 4),
+        "MPI_Barrier": (1, 0),
+    }
     expected = [
         {**common, "MPI_Send": (2, 100 * 8 + 3 * 4), "MPI_Scatter": (1, 2 * 6 * 8)},
         {**common, "MPI_Recv": (2, 100 * 8 + 3 * 4), "MPI_Scatter": (1, 6 * 8)},

@@ -37,8 +37,9 @@ MiB = 1 << 20
 GATE = 10e-6  # the kernel whose end releases the copies of the fan-out modes
 WORK = 100e-6
 
-SETTINGS = settings(max_examples=12, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=12, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +58,23 @@ def simulate(concurrent, tmp_path_factory):
 
     def _simulate(name: str, mode: str, n: int, *args: str, nodes: int = 1, options: tuple[str, ...] = ()) -> dict:
         out = d / f"out{next(counter)}"
-        p = orrery("run", "--machine", name, "--nodes", str(nodes), "--costs", str(costs), "--out", str(out),
-                   *options, "--", str(concurrent), mode, str(n), *args)
+        p = orrery(
+            "run",
+            "--machine",
+            name,
+            "--nodes",
+            str(nodes),
+            "--costs",
+            str(costs),
+            "--out",
+            str(out),
+            *options,
+            "--",
+            str(concurrent),
+            mode,
+            str(n),
+            *args,
+        )
         assert p.returncode == 0, p.stderr
         # and the run's own net (orrery/physics.py) found nothing impossible
         assert json.loads((out / "results.json").read_text())["physics_violations"] == []
@@ -113,6 +129,7 @@ def _assert_alike_ranks_agree(times: dict, what: str, alike: dict[int, tuple]) -
 
 # ---------------- found in issue 22, derived by hand ----------------
 
+
 def test_host_to_device_copies_started_together_on_every_gpu_each_take_their_lone_time(simulate):
     """4 ranks of an h100-ib200 node, each a 64 MiB copy to its own GPU at the same instant:
     every GPU has its own PCIe switch and host memory carries all four (4 x 53.8 GB/s is below
@@ -146,8 +163,7 @@ def test_a_host_buffer_message_between_nodes_shares_the_pcie_uplink_with_a_host_
     alone = simulate("h100-ib200", "h2d-and-host-send", n, "1", nodes=2, options=fast_nic)
     both = simulate("h100-ib200", "h2d-and-host-send", n, "2", nodes=2, options=fast_nic)
     # its first event is recorded before the copy is issued: the issue overhead is in the time
-    assert alone[("copy", 0)] == pytest.approx(m.overheads.memcpy + 2 * m.pcie.latency + n / m.pcie.bandwidth,
-                                               rel=1e-6)
+    assert alone[("copy", 0)] == pytest.approx(m.overheads.memcpy + 2 * m.pcie.latency + n / m.pcie.bandwidth, rel=1e-6)
     assert max(both[("copy", 0)], both[("recv", 1)]) >= 2 * n / m.pcie.bandwidth
     assert both[("copy", 0)] > alone[("copy", 0)] * 1.05
 
@@ -161,7 +177,9 @@ def test_a_host_buffer_message_within_a_node_costs_its_mpi_library_s_shared_memo
     mpi = m.mpi
     t = simulate(name, "send-host", 8, options=("--gpus-per-node", "2"))
     src, dst = platform.rank_cpu_host(0, 0), platform.rank_cpu_host(0, 1)
-    expected = mpi.overhead("send", "host", True) + mpi.overhead("recv", "host", True) + _floor(routes, src, dst, 8 + 16)
+    expected = (
+        mpi.overhead("send", "host", True) + mpi.overhead("recv", "host", True) + _floor(routes, src, dst, 8 + 16)
+    )
     assert t[("recv", 1)] == pytest.approx(expected, rel=REL, abs=NS)  # each rank's start, to its sleep's ns
     assert t[("recv", 1)] > 1e-6
 
@@ -195,7 +213,8 @@ def test_copies_started_together_obey_their_routes_symmetry_and_contention(simul
 @SETTINGS
 @given(name=st.sampled_from(MACHINES), kind=st.sampled_from(["device", "host"]), n=SIZES, data=st.data())
 def test_messages_between_nodes_started_together_obey_their_routes_symmetry_and_contention(
-        simulate, name, kind, n, data):
+    simulate, name, kind, n, data
+):
     m, layout, routes = _job(name, 2)
     G = layout.ranks_per_node
     pairs = data.draw(st.integers(1, G), label="pairs")
@@ -251,7 +270,7 @@ def test_an_allreduce_ends_no_sooner_than_the_farthest_rank_and_a_vector_into_ea
     t = simulate(name, "allreduce", n, nodes=nodes)
     hosts = platform.rank_hosts(layout)
     if m.mpi.intra_node == "nic":
-        hosts = [platform.mpi_endpoint_host(int(h[1:h.index("-")]), int(h.split("gpu")[1])) for h in hosts]
+        hosts = [platform.mpi_endpoint_host(int(h[1 : h.index("-")]), int(h.split("gpu")[1])) for h in hosts]
     measured = any(model is not None for _, model in m.messages)
     for r, here in enumerate(hosts):
         others = [h for h in hosts if h != here]

@@ -13,13 +13,27 @@ from derivations import REL, SMPI_ENVELOPE, run_ok
 
 pytestmark = pytest.mark.native
 
-OVERHEADS = ("--set", "mpi.send_overhead_device=1us", "--set", "mpi.recv_overhead_device=1.5us",
-             "--set", "mpi.send_overhead_host=0.5us", "--set", "mpi.recv_overhead_host=0.25us")
+OVERHEADS = (
+    "--set",
+    "mpi.send_overhead_device=1us",
+    "--set",
+    "mpi.recv_overhead_device=1.5us",
+    "--set",
+    "mpi.send_overhead_host=0.5us",
+    "--set",
+    "mpi.recv_overhead_host=0.25us",
+)
 TWO = "[{up_to = '4KiB', latency = '%s', bandwidth = '2GB/s'}, {latency = '%s', bandwidth = '%s'}]"
-MODELS = ("--set", "messages.device_intra=" + TWO % ("6us", "9us", "20GB/s"),
-          "--set", "messages.device_inter=" + TWO % ("12us", "15us", "10GB/s"),
-          "--set", "messages.host_intra=" + TWO % ("1us", "2us", "8GB/s"),
-          "--set", "messages.host_inter=" + TWO % ("3us", "4us", "12GB/s"))
+MODELS = (
+    "--set",
+    "messages.device_intra=" + TWO % ("6us", "9us", "20GB/s"),
+    "--set",
+    "messages.device_inter=" + TWO % ("12us", "15us", "10GB/s"),
+    "--set",
+    "messages.host_intra=" + TWO % ("1us", "2us", "8GB/s"),
+    "--set",
+    "messages.host_inter=" + TWO % ("3us", "4us", "12GB/s"),
+)
 
 
 def one_way(latency: float, bandwidth: float, n: int) -> float:
@@ -45,12 +59,19 @@ def test_device_message_between_nodes_takes_its_measured_time(run_program, progr
 
 def test_host_messages_take_the_host_paths_measured_times(run_program, programs):
     n = 1_000_000
-    within = run_ok(run_program, programs, "sendrecv-host", str(n),
-                    options=("--gpus-per-node", "2", *OVERHEADS, *MODELS)).values()
+    within = run_ok(
+        run_program, programs, "sendrecv-host", str(n), options=("--gpus-per-node", "2", *OVERHEADS, *MODELS)
+    ).values()
     # each rank: send overhead, the exchange (both directions at once, full duplex), receive overhead
     assert within["rank 0 elapsed"] == pytest.approx(one_way(2e-6, 8e9, n), rel=REL)
-    between = run_ok(run_program, programs, "sendrecv-host", str(n), nodes=2,
-                     options=("--gpus-per-node", "1", "--ranks-per-node", "1", *OVERHEADS, *MODELS)).values()
+    between = run_ok(
+        run_program,
+        programs,
+        "sendrecv-host",
+        str(n),
+        nodes=2,
+        options=("--gpus-per-node", "1", "--ranks-per-node", "1", *OVERHEADS, *MODELS),
+    ).values()
     assert between["rank 0 elapsed"] == pytest.approx(one_way(4e-6, 12e9, n), rel=REL)
 
 
@@ -58,11 +79,17 @@ def test_a_segment_with_a_negative_latency_takes_its_time(run_program, programs)
     """A later segment's negative latency (a time growing faster than the size, as orrery
     calibrate fits shared memory falling out of cache) is kept: latency + s / bandwidth."""
     n = 1_000_000
-    model = "messages.host_intra=[{up_to = '256KiB', latency = '1us', bandwidth = '60GB/s'}, " \
-            "{latency = '-10us', bandwidth = '20GB/s'}]"
-    v = run_ok(run_program, programs, "sendrecv-host", str(n),
-               options=("--gpus-per-node", "2", *OVERHEADS, "--set", model,
-                        "--set", "node.host_memcpy_bandwidth=100GB/s")).values()  # a route faster than the model
+    model = (
+        "messages.host_intra=[{up_to = '256KiB', latency = '1us', bandwidth = '60GB/s'}, "
+        "{latency = '-10us', bandwidth = '20GB/s'}]"
+    )
+    v = run_ok(
+        run_program,
+        programs,
+        "sendrecv-host",
+        str(n),
+        options=("--gpus-per-node", "2", *OVERHEADS, "--set", model, "--set", "node.host_memcpy_bandwidth=100GB/s"),
+    ).values()  # a route faster than the model
     assert v["rank 0 elapsed"] == pytest.approx(one_way(-10e-6, 20e9, n), rel=REL)
 
 
@@ -71,9 +98,10 @@ def test_copies_are_not_messages(run_program, programs, h100):
     n = 4_000_000
     o = h100.overheads
     h2d = run_ok(run_program, programs, "h2d", str(n), options=MODELS).values()
-    assert h2d["elapsed"] == pytest.approx(o.memcpy + 2 * h100.pcie.latency + n / h100.pcie.bandwidth + o.sync,
-                                           rel=REL)
-    peer = run_ok(run_program, programs, "peer", str(n), options=("--gpus-per-node", "2", "--ranks-per-node", "1", *MODELS)).values()
+    assert h2d["elapsed"] == pytest.approx(o.memcpy + 2 * h100.pcie.latency + n / h100.pcie.bandwidth + o.sync, rel=REL)
+    peer = run_ok(
+        run_program, programs, "peer", str(n), options=("--gpus-per-node", "2", "--ranks-per-node", "1", *MODELS)
+    ).values()
     expected = o.memcpy + h100.nvlink.latency + n / h100.nvlink_pair_bandwidth + o.sync
     assert peer["peer"] == pytest.approx(expected, rel=REL)
 
@@ -93,8 +121,10 @@ def test_ranks_that_select_the_same_gpu_exchange_through_its_memory(run_program,
     GPU 0's memory, so a message between them stays there (issue 22: it crossed NVLink from the
     GPU rank 1 runs next to, 31 us for 4 MiB against 7 us)."""
     n = 4 << 20
-    for layout in (("--gpus-per-node", "1", "--ranks-per-node", "2"),
-                   ("--gpus-per-node", "2", "--ranks-per-node", "2", "--gpu-visibility", "node")):
+    for layout in (
+        ("--gpus-per-node", "1", "--ranks-per-node", "2"),
+        ("--gpus-per-node", "2", "--ranks-per-node", "2", "--gpu-visibility", "node"),
+    ):
         v = run_ok(run_program, programs, "send-recv-device0", str(n), options=(*layout, *MODELS)).values()
         g = h100.gpu
         assert v["rank 1 elapsed"] == pytest.approx(g.d2d_latency + (n + SMPI_ENVELOPE) / g.d2d_bandwidth, rel=REL)
@@ -105,22 +135,36 @@ def test_ranks_that_select_the_same_gpu_exchange_through_its_memory(run_program,
 GAPS = "[{up_to = '100B', latency = 0, bandwidth = '1TB/s'}, {latency = '10us', bandwidth = '1GB/s'}]"
 
 
-@pytest.mark.parametrize("where, key, send_overhead, spaced", [
-    ("between nodes", "gaps.device_inter", "1us", "gap"),
-    ("between nodes", "gaps.device_inter", "20us", "overhead"),   # a gap shorter than the overhead adds nothing
-    ("between nodes", "gaps.device_intra", "1us", "overhead"),    # the other path's gap does not apply
-    ("within a node", "gaps.device_intra", "1us", "gap"),
-])
+@pytest.mark.parametrize(
+    "where, key, send_overhead, spaced",
+    [
+        ("between nodes", "gaps.device_inter", "1us", "gap"),
+        ("between nodes", "gaps.device_inter", "20us", "overhead"),  # a gap shorter than the overhead adds nothing
+        ("between nodes", "gaps.device_intra", "1us", "overhead"),  # the other path's gap does not apply
+        ("within a node", "gaps.device_intra", "1us", "gap"),
+    ],
+)
 def test_a_rank_s_sends_on_a_path_are_spaced_by_its_gap(run_program, programs, where, key, send_overhead, spaced):
     """rank 0 issues 8 MPI_Isend of 1000 B back to back: each starts after its send overhead
     o, and no sooner than gap(1000 B) = 10 us + 1000 B / 1 GB/s = 11 us after the one before."""
     n = 1000
-    layout = (("--gpus-per-node", "1", "--ranks-per-node", "1") if where == "between nodes"
-              else ("--gpus-per-node", "2", "--ranks-per-node", "2"))
-    opts = (*layout, "--set", f"mpi.send_overhead_device={send_overhead}",
-            "--set", f"mpi.send_overhead_device_intra={send_overhead}", "--set", f"{key}={GAPS}")
-    v = run_ok(run_program, programs, "window", str(n), nodes=2 if where == "between nodes" else 1,
-               options=opts).values()
+    layout = (
+        ("--gpus-per-node", "1", "--ranks-per-node", "1")
+        if where == "between nodes"
+        else ("--gpus-per-node", "2", "--ranks-per-node", "2")
+    )
+    opts = (
+        *layout,
+        "--set",
+        f"mpi.send_overhead_device={send_overhead}",
+        "--set",
+        f"mpi.send_overhead_device_intra={send_overhead}",
+        "--set",
+        f"{key}={GAPS}",
+    )
+    v = run_ok(
+        run_program, programs, "window", str(n), nodes=2 if where == "between nodes" else 1, options=opts
+    ).values()
     o = float(send_overhead.removesuffix("us")) * 1e-6
     interval = 10e-6 + n / 1e9 if spaced == "gap" else o
     assert v["rank 0 spacing"] == pytest.approx(7 * interval, rel=REL)
@@ -141,9 +185,18 @@ def test_a_lone_message_is_not_delayed_by_a_gap(run_program, programs):
 # 100 us per call (smpi/test, smpi/iprobe), which a message of a few microseconds waited 100 us
 # for, is replaced by it. A lone 1000-byte host message within the node takes 5.5 us + 1016 B /
 # 1 TB/s (no overheads); an empty one 5.5 us + 16 B / 1 TB/s.
-LONE = ("--gpus-per-node", "2", "--set", "mpi.send_overhead_host_intra=0", "--set", "mpi.recv_overhead_host_intra=0",
-        "--set", "messages.host_intra=[{latency = '5.5us', bandwidth = '1TB/s'}]",
-        "--set", "node.host_memcpy_bandwidth=100GB/s")  # the route's 10 ns for 1016 B fit in the model's latency
+LONE = (
+    "--gpus-per-node",
+    "2",
+    "--set",
+    "mpi.send_overhead_host_intra=0",
+    "--set",
+    "mpi.recv_overhead_host_intra=0",
+    "--set",
+    "messages.host_intra=[{latency = '5.5us', bandwidth = '1TB/s'}]",
+    "--set",
+    "node.host_memcpy_bandwidth=100GB/s",
+)  # the route's 10 ns for 1016 B fit in the model's latency
 
 
 @pytest.mark.parametrize("poll", [1e-6, None])

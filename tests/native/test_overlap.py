@@ -75,8 +75,14 @@ def test_high_priority_kernel_takes_the_gpu(run_program, programs, h100, costs):
 
 
 def test_nonblocking_messages_progress_while_a_kernel_runs(run_program, programs, h100, costs):
-    r = run_ok(run_program, programs, "isend-kernel", str(N), nodes=2,
-               options=("--gpus-per-node", "1", "--ranks-per-node", "1", *costs))
+    r = run_ok(
+        run_program,
+        programs,
+        "isend-kernel",
+        str(N),
+        nodes=2,
+        options=("--gpus-per-node", "1", "--ranks-per-node", "1", *costs),
+    )
     L, S = h100.overheads.launch, h100.overheads.sync
     message = gpudirect_message(h100, N)
     assert message > BUSY

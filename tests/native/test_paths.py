@@ -51,8 +51,13 @@ def peer_path(m):
 def test_host_to_device_and_peer_copies_follow_each_machine(run_program, programs, name, tmp_path):
     m = machine.load(name)
     M, S = m.overheads.memcpy, m.overheads.sync
-    r = run_ok(run_program, programs, "api", str(N),
-               options=("--machine", name, "--gpus-per-node", "2", "--ranks-per-node", "1"))
+    r = run_ok(
+        run_program,
+        programs,
+        "api",
+        str(N),
+        options=("--machine", name, "--gpus-per-node", "2", "--ranks-per-node", "1"),
+    )
     v = r.values()
     lat, bw = host_path(m)
     assert v["default_h2d"] == pytest.approx(M + lat + N / bw + S, rel=REL)
@@ -98,15 +103,17 @@ def test_two_gpus_on_one_nic_share_it_and_rails_do_not(run_program, programs):
     n = 64_000_000
     opts = ("--machine", "dgx-h100", "--gpus-per-node", "2", "--ranks-per-node", "2")
     rails = run_ok(run_program, programs, "sendrecv-far", str(n), nodes=2, options=opts).values()
-    shared = run_ok(run_program, programs, "sendrecv-far", str(n), nodes=2,
-                    options=(*opts, "--set", "nic.per_node=4")).values()  # GPUs 0 and 1 both use NIC 0
+    shared = run_ok(
+        run_program, programs, "sendrecv-far", str(n), nodes=2, options=(*opts, "--set", "nic.per_node=4")
+    ).values()  # GPUs 0 and 1 both use NIC 0
     p, nic, f = m.pcie, m.nic, m.fabric
     # GPU -> port -> switch -> NIC -> rail switch -> NIC -> switch -> port -> GPU
     latency = 4 * p.latency + 2 * nic.latency + f.switch_latency
     eager = m.mpi.eager_threshold_device  # 64 MB messages: rendezvous
     for rank in (0, 1):
         assert rails[f"rank {rank} elapsed"] == pytest.approx(
-            wire(latency, n, min(p.bandwidth, nic.bandwidth), eager), rel=REL)
+            wire(latency, n, min(p.bandwidth, nic.bandwidth), eager), rel=REL
+        )
         # both exchanges cross NIC 0 in each direction: half of its 400 Gb/s each
         assert shared[f"rank {rank} elapsed"] == pytest.approx(wire(latency, n, nic.bandwidth / 2, eager), rel=REL)
 
@@ -115,8 +122,13 @@ def staged_within_a_node_through_the_nic(run_program, programs, n: int) -> float
     """Rank 0's time for an n-byte exchange between two GPUs of one node whose messages leave
     through their NICs (mpi.intra_node = "nic"), staged through host memory (no GPUDirect
     RDMA): the route of two nodes under one leaf."""
-    v = run_ok(run_program, programs, "sendrecv", str(n),
-               options=("--gpus-per-node", "2", "--set", "gpudirect.rdma=false", "--set", 'mpi.intra_node="nic"'))
+    v = run_ok(
+        run_program,
+        programs,
+        "sendrecv",
+        str(n),
+        options=("--gpus-per-node", "2", "--set", "gpudirect.rdma=false", "--set", 'mpi.intra_node="nic"'),
+    )
     return v.values()["rank 0 elapsed"]
 
 
@@ -124,8 +136,9 @@ def test_without_gpudirect_rdma_messages_detour_through_the_root_complex(run_pro
     n = 8_000_000
     opts = ("--gpus-per-node", "1", "--ranks-per-node", "1")
     on = run_ok(run_program, programs, "sendrecv", str(n), nodes=2, options=opts).values()
-    off = run_ok(run_program, programs, "sendrecv", str(n), nodes=2,
-                 options=(*opts, "--set", "gpudirect.rdma=false")).values()
+    off = run_ok(
+        run_program, programs, "sendrecv", str(n), nodes=2, options=(*opts, "--set", "gpudirect.rdma=false")
+    ).values()
     assert on["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n), rel=REL)
     expected = staged_message(h100, n)  # two more PCIe hops each side, the pipeline's fill and drain
     assert off["rank 0 elapsed"] == pytest.approx(expected, rel=REL)
@@ -164,16 +177,18 @@ def test_eager_and_rendezvous_follow_the_device_path_threshold(run_program, prog
     eager = run_ok(run_program, programs, "send-recv", str(n), options=opts).values()
     # below the 64 KiB threshold the send returns at once; the receiver gets the data
     assert (eager["rank 0 elapsed"], eager["rank 1 elapsed"]) == (0, pytest.approx(transfer, rel=REL))
-    rdv = run_ok(run_program, programs, "send-recv", str(n),
-                 options=(*opts, "--set", "mpi.eager_threshold_device=16KiB")).values()
+    rdv = run_ok(
+        run_program, programs, "send-recv", str(n), options=(*opts, "--set", "mpi.eager_threshold_device=16KiB")
+    ).values()
     # at or above it a request to send and a clear to send cross NVLink first, and the sender
     # waits until the receiver has the data
     handshake = 2 * h100.nvlink.latency
     assert rdv["rank 0 elapsed"] == pytest.approx(handshake + transfer, rel=REL)
     assert rdv["rank 1 elapsed"] == pytest.approx(handshake + transfer, rel=REL)
     # a host-buffer threshold does not apply to device buffers
-    host = run_ok(run_program, programs, "send-recv", str(n),
-                  options=(*opts, "--set", "mpi.eager_threshold_host=16KiB")).values()
+    host = run_ok(
+        run_program, programs, "send-recv", str(n), options=(*opts, "--set", "mpi.eager_threshold_host=16KiB")
+    ).values()
     assert host["rank 0 elapsed"] == 0
 
 
@@ -184,8 +199,13 @@ def test_per_message_software_overheads_of_the_device_path(run_program, programs
     transfer = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
     # each rank: its send overhead, then the exchange, then its receive overhead
     assert v["rank 0 elapsed"] == pytest.approx(2e-6 + transfer + 3e-6, rel=REL)
-    host_only = run_ok(run_program, programs, "sendrecv", str(n),
-                       options=("--gpus-per-node", "2", "--set", "mpi.send_overhead_host=2us")).values()
+    host_only = run_ok(
+        run_program,
+        programs,
+        "sendrecv",
+        str(n),
+        options=("--gpus-per-node", "2", "--set", "mpi.send_overhead_host=2us"),
+    ).values()
     assert host_only["rank 0 elapsed"] == pytest.approx(transfer, rel=REL)  # device buffers: not charged
 
 
@@ -196,8 +216,14 @@ def test_per_message_overheads_within_a_node_apply_to_messages_within_a_node_onl
     transfer = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
     assert v["rank 0 elapsed"] == pytest.approx(2e-6 + transfer + 3e-6, rel=REL)
     # between nodes the path-less overheads apply (0 on h100-ib200), not those within a node
-    between = run_ok(run_program, programs, "sendrecv", str(n), nodes=2,
-                     options=("--gpus-per-node", "1", "--ranks-per-node", "1", *intra)).values()
+    between = run_ok(
+        run_program,
+        programs,
+        "sendrecv",
+        str(n),
+        nodes=2,
+        options=("--gpus-per-node", "1", "--ranks-per-node", "1", *intra),
+    ).values()
     assert between["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n), rel=REL)
 
 
@@ -213,7 +239,8 @@ def test_messages_within_a_node_through_the_nic(run_program, programs, h100):
     p, f = h100.pcie, h100.fabric
     latency = 4 * p.latency + 2 * h100.nic.latency + f.switch_latency
     assert host["rank 0 elapsed"] == pytest.approx(
-        wire(latency, n, min(p.bandwidth, h100.nic.bandwidth), h100.mpi.eager_threshold_host), rel=REL)
+        wire(latency, n, min(p.bandwidth, h100.nic.bandwidth), h100.mpi.eager_threshold_host), rel=REL
+    )
     # (peer copies still cross NVLink: gh200-slingshot, "nic" as shipped, passes
     # test_host_to_device_and_peer_copies_follow_each_machine)
 
@@ -222,12 +249,26 @@ def test_three_level_fat_tree_a_message_between_pods_crosses_five_switches(run_p
     """Nodes 0 and 1 on leaves of their own: in one pod the message crosses leaf, pod spine,
     leaf; in two pods leaf, pod spine, core, pod spine, leaf (a switch latency each)."""
     n = 8_000_000
-    opts = ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "fabric.nodes_per_leaf=1",
-            "--set", "fabric.levels=3")
+    opts = (
+        "--gpus-per-node",
+        "1",
+        "--ranks-per-node",
+        "1",
+        "--set",
+        "fabric.nodes_per_leaf=1",
+        "--set",
+        "fabric.levels=3",
+    )
     p, nic, f = h100.pcie, h100.nic, h100.fabric
     for leaves_per_pod, switches in ((2, 3), (1, 5)):
-        v = run_ok(run_program, programs, "sendrecv", str(n), nodes=2,
-                   options=(*opts, "--set", f"fabric.leaves_per_pod={leaves_per_pod}")).values()
+        v = run_ok(
+            run_program,
+            programs,
+            "sendrecv",
+            str(n),
+            nodes=2,
+            options=(*opts, "--set", f"fabric.leaves_per_pod={leaves_per_pod}"),
+        ).values()
         latency = 4 * p.latency + 2 * nic.latency + switches * f.switch_latency
         expected = wire(latency, n, min(p.bandwidth, nic.bandwidth), h100.mpi.eager_threshold_device)
         assert v["rank 0 elapsed"] == pytest.approx(expected, rel=REL), leaves_per_pod
@@ -235,27 +276,39 @@ def test_three_level_fat_tree_a_message_between_pods_crosses_five_switches(run_p
 
 def test_host_buffer_messages_take_host_routes(run_program, programs, h100):
     n = 8_000_000
-    within = run_ok(run_program, programs, "sendrecv-host", str(n),
-                    options=("--gpus-per-node", "2", *NO_SHM_OVERHEADS)).values()
+    within = run_ok(
+        run_program, programs, "sendrecv-host", str(n), options=("--gpus-per-node", "2", *NO_SHM_OVERHEADS)
+    ).values()
     # within a node: through shared memory (each rank's copy at the host memcpy rate, a token
     # latency on each side), not NVLink
     assert within["rank 0 elapsed"] == pytest.approx(host_message(h100, n, 1), rel=REL)
     assert within["rank 1 data"] == 1
     # non-blocking calls on host buffers: the ranks stand at their processes while those are pending
     assert within["rank 0 nonblocking"] == pytest.approx(within["rank 0 elapsed"], rel=REL)
-    between = run_ok(run_program, programs, "sendrecv-host", str(n), nodes=2,
-                     options=("--gpus-per-node", "1", "--ranks-per-node", "1")).values()
+    between = run_ok(
+        run_program,
+        programs,
+        "sendrecv-host",
+        str(n),
+        nodes=2,
+        options=("--gpus-per-node", "1", "--ranks-per-node", "1"),
+    ).values()
     # between nodes: memory -> the rank's rail NIC (one PCIe hop and the NIC's link) -> fabric -> ...
     p, nic, f = h100.pcie, h100.nic, h100.fabric
     latency = 4 * p.latency + 2 * nic.latency + f.switch_latency
     assert between["rank 0 elapsed"] == pytest.approx(
-        wire(latency, n, min(p.bandwidth, nic.bandwidth), h100.mpi.eager_threshold_host), rel=REL)
+        wire(latency, n, min(p.bandwidth, nic.bandwidth), h100.mpi.eager_threshold_host), rel=REL
+    )
 
 
 def _dragonfly(nodes_per_router: int, routers_per_group: int, global_bandwidth: str) -> tuple[str, ...]:
-    sets = ("fabric.topology='dragonfly'", f"fabric.nodes_per_leaf={nodes_per_router}",
-            f"fabric.routers_per_group={routers_per_group}", "fabric.local_bandwidth='50GB/s'",
-            f"fabric.global_bandwidth='{global_bandwidth}'")
+    sets = (
+        "fabric.topology='dragonfly'",
+        f"fabric.nodes_per_leaf={nodes_per_router}",
+        f"fabric.routers_per_group={routers_per_group}",
+        "fabric.local_bandwidth='50GB/s'",
+        f"fabric.global_bandwidth='{global_bandwidth}'",
+    )
     return ("--gpus-per-node", "1", "--ranks-per-node", "1", *(a for s in sets for a in ("--set", s)))
 
 
@@ -280,7 +333,8 @@ def test_dragonfly_global_link_is_shared(run_program, programs, h100):
     latency = gpudirect_latency(h100) + h100.fabric.switch_latency
     for rank in range(4):
         assert v[f"rank {rank} elapsed"] == pytest.approx(
-            wire(latency, n, 10e9 / 2, h100.mpi.eager_threshold_device), rel=REL)
+            wire(latency, n, 10e9 / 2, h100.mpi.eager_threshold_device), rel=REL
+        )
 
 
 def host_message(m, n: int, nodes: int) -> float:
@@ -289,26 +343,37 @@ def host_message(m, n: int, nodes: int) -> float:
     p, nic, f = m.pcie, m.nic, m.fabric
     if nodes == 1:
         return wire(2 * platform.SHM_LATENCY, n, m.node.host_memcpy_bandwidth, m.mpi.eager_threshold_host)
-    return wire(4 * p.latency + 2 * nic.latency + f.switch_latency, n, min(p.bandwidth, nic.bandwidth),
-                m.mpi.eager_threshold_host)
+    return wire(
+        4 * p.latency + 2 * nic.latency + f.switch_latency,
+        n,
+        min(p.bandwidth, nic.bandwidth),
+        m.mpi.eager_threshold_host,
+    )
 
 
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_a_rank_waiting_on_host_and_device_receives_gets_each_message_by_its_own_route(
-        run_program, programs, h100, nodes):
+    run_program, programs, h100, nodes
+):
     """Rank 0 waits on a host and a device receive at once; rank 1 sends into them after both
     are posted. Each receive's end is pinned where its buffer is, so the host message ends
     at rank 0's process and the device message at its GPU: within a node through shared
     memory and NVLink, between nodes through the NICs from memory and staged through host
     memory (GPUDirect RDMA off, so that the two routes differ)."""
     n = 1_000_000
-    layout = (("--gpus-per-node", "2", *NO_SHM_OVERHEADS) if nodes == 1 else
-              ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false"))
+    layout = (
+        ("--gpus-per-node", "2", *NO_SHM_OVERHEADS)
+        if nodes == 1
+        else ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false")
+    )
     r = run_ok(run_program, programs, "mixed-wait", str(n), nodes=nodes, options=layout)
     v = r.values()
     assert v["rank 1 host"] == pytest.approx(host_message(h100, n, nodes), rel=REL)
-    device = (wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
-              if nodes == 1 else staged_message(h100, n))
+    device = (
+        wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
+        if nodes == 1
+        else staged_message(h100, n)
+    )
     assert v["rank 1 device"] == pytest.approx(device, rel=REL)
     assert [x["mixed_placement_calls"] for x in r.results["ranks"]] == [0, 0]
 
@@ -336,8 +401,11 @@ def test_a_collective_s_messages_keep_the_route_of_the_call_that_posted_them(run
     as rank 1 posts its receive, from rank 0's process, where the broadcast was posted: the
     host route, not the GPU's."""
     n = 1_000_000
-    layout = (("--gpus-per-node", "2", *NO_SHM_OVERHEADS) if nodes == 1 else
-              ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false"))
+    layout = (
+        ("--gpus-per-node", "2", *NO_SHM_OVERHEADS)
+        if nodes == 1
+        else ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false")
+    )
     v = run_ok(run_program, programs, "collective-late", str(n), nodes=nodes, options=layout).values()
     assert v["rank 1 ibcast"] == pytest.approx(host_message(h100, n, nodes), rel=REL)
     assert v["rank 1 bcast"] == pytest.approx(host_message(h100, 4096, nodes), rel=REL)
@@ -350,7 +418,9 @@ def test_ready_and_buffered_sends_follow_the_host_path(run_program, programs, h1
     message arrives. The buffered one returns at once; its message arrives as long after."""
     n = 1_000_000
     assert n >= h100.mpi.eager_threshold_host
-    v = run_ok(run_program, programs, "send-modes", str(n), options=("--gpus-per-node", "2", *NO_SHM_OVERHEADS)).values()
+    v = run_ok(
+        run_program, programs, "send-modes", str(n), options=("--gpus-per-node", "2", *NO_SHM_OVERHEADS)
+    ).values()
     alone = host_message(h100, n, 1)
     assert v["rank 1 rsend returned"] - v["rank 1 rsend sent"] == pytest.approx(alone, rel=REL)
     assert v["rank 0 rsend arrived"] - v["rank 1 rsend sent"] == pytest.approx(alone, rel=REL)
@@ -380,7 +450,10 @@ def test_a_host_message_posted_with_device_data_pending_takes_the_host_route(run
     its GPU. Within a node through shared memory (not NVLink), between nodes from memory through
     the NICs (not staged through host memory, as a device message without GPUDirect RDMA is)."""
     n = 1_000_000
-    layout = (("--gpus-per-node", "2", *NO_SHM_OVERHEADS) if nodes == 1 else
-              ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false"))
+    layout = (
+        ("--gpus-per-node", "2", *NO_SHM_OVERHEADS)
+        if nodes == 1
+        else ("--gpus-per-node", "1", "--ranks-per-node", "1", "--set", "gpudirect.rdma=false")
+    )
     v = run_ok(run_program, programs, "mixed-post", str(n), nodes=nodes, options=layout).values()
     assert v["rank 1 arrived"] - v["rank 0 sent"] == pytest.approx(host_message(h100, n, nodes), rel=REL)

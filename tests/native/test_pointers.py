@@ -52,10 +52,26 @@ def assert_succeeded(c: Call) -> None:
 def test_copies_from_or_to_bad_pointers_are_invalid_values_and_cost_nothing(run_program, programs, h100):
     r, c = run(run_program, programs, "copy")
     expected = [
-        "h2d_to_bogus", "h2d_to_null", "h2d_from_null", "h2d_from_bogus", "h2d_1mib_into_4kib",
-        "h2d_interior_past_end", "h2d_from_device", "h2d_to_pageable", "d2h_from_bogus", "d2h_to_bogus",
-        "d2h_to_null", "d2h_8kib_from_4kib", "d2h_past_pinned_end", "d2h_to_read_only", "d2d_from_pageable",
-        "d2d_past_end", "default_two_bogus", "default_device_past_end", "h2h_to_bogus", "async_h2d_to_bogus",
+        "h2d_to_bogus",
+        "h2d_to_null",
+        "h2d_from_null",
+        "h2d_from_bogus",
+        "h2d_1mib_into_4kib",
+        "h2d_interior_past_end",
+        "h2d_from_device",
+        "h2d_to_pageable",
+        "d2h_from_bogus",
+        "d2h_to_bogus",
+        "d2h_to_null",
+        "d2h_8kib_from_4kib",
+        "d2h_past_pinned_end",
+        "d2h_to_read_only",
+        "d2d_from_pageable",
+        "d2d_past_end",
+        "default_two_bogus",
+        "default_device_past_end",
+        "h2h_to_bogus",
+        "async_h2d_to_bogus",
         "async_d2h_past_end",
     ]
     assert sorted(c) == sorted(expected)
@@ -86,8 +102,13 @@ def test_pitched_copies_must_fit_their_rows_and_pitches(run_program, programs):
 
 def test_memsets_must_lie_inside_one_device_allocation(run_program, programs):
     r, c = run(run_program, programs, "memset")
-    for name in ("memset_past_end", "memset_interior_past_end", "memset_bogus", "memset_pageable",
-                 "memset_async_past_end"):
+    for name in (
+        "memset_past_end",
+        "memset_interior_past_end",
+        "memset_bogus",
+        "memset_pageable",
+        "memset_async_past_end",
+    ):
         assert_rejected(c[name])
     assert_succeeded(c["memset_interior_to_end"])
     memset = r.results["ranks"][0]["copies"]["memset"]
@@ -110,8 +131,16 @@ def test_allocations_beyond_the_gpu_fail_and_frees_of_foreign_pointers_are_refus
     for name in ("malloc_size_max", "malloc_free_plus_one", "malloc_half_of_size_max"):
         assert_rejected(c[name], "cudaErrorMemoryAllocation")
     assert "size_max_pointer (nil)" in r.stdout
-    for name in ("memgetinfo_null_free", "memgetinfo_null_total", "free_interior", "free_bogus", "free_pinned",
-                 "freehost_device", "free_d4k_again", "copy_to_freed"):
+    for name in (
+        "memgetinfo_null_free",
+        "memgetinfo_null_total",
+        "free_interior",
+        "free_bogus",
+        "free_pinned",
+        "freehost_device",
+        "free_d4k_again",
+        "copy_to_freed",
+    ):
         assert_rejected(c[name])
     assert_succeeded(c["free_d4k"])
     assert "freed_bytes 4096" in r.stdout  # the failed allocations took nothing from the GPU
@@ -128,11 +157,27 @@ def test_freeing_pinned_memory_waits_for_the_copy_still_filling_it(run_program, 
 
 def test_calls_at_an_allocations_limits_succeed_and_one_byte_more_fails(run_program, programs):
     r, c = run(run_program, programs, "edges")
-    valid = ["h2d_ending_at_end", "d2h_interior_to_end", "h2d_zero_bytes", "h2d_zero_bytes_at_end",
-             "h2d_zero_bytes_null", "d2h_to_pageable", "h2d_from_pageable", "default_pinned_to_device_end",
-             "d2d_whole", "memset_whole"]
-    over = ["h2d_ending_one_past", "d2h_interior_one_past", "h2d_one_byte_at_end", "h2d_from_pageable_past_end",
-            "default_pinned_one_past", "d2d_whole_one_past", "memset_whole_one_past"]
+    valid = [
+        "h2d_ending_at_end",
+        "d2h_interior_to_end",
+        "h2d_zero_bytes",
+        "h2d_zero_bytes_at_end",
+        "h2d_zero_bytes_null",
+        "d2h_to_pageable",
+        "h2d_from_pageable",
+        "default_pinned_to_device_end",
+        "d2d_whole",
+        "memset_whole",
+    ]
+    over = [
+        "h2d_ending_one_past",
+        "d2h_interior_one_past",
+        "h2d_one_byte_at_end",
+        "h2d_from_pageable_past_end",
+        "default_pinned_one_past",
+        "d2d_whole_one_past",
+        "memset_whole_one_past",
+    ]
     assert sorted(c) == sorted(valid + over)
     for name in valid:
         assert_succeeded(c[name])
@@ -159,8 +204,11 @@ def _attributes(stdout: str) -> dict[str, str]:
 
 
 def test_bound_ranks_are_told_device_0_for_their_own_memory(run_program, programs):
-    r = run_program(programs["pointers"], "attributes",
-                    options=("--gpus-per-node", "2", "--ranks-per-node", "2", "--gpu-visibility", "bound"))
+    r = run_program(
+        programs["pointers"],
+        "attributes",
+        options=("--gpus-per-node", "2", "--ranks-per-node", "2", "--gpu-visibility", "bound"),
+    )
     assert r.returncode == 0, r.stderr
     a = _attributes(r.stdout)
     for rank in ("rank0", "rank1"):

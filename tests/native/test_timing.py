@@ -31,8 +31,7 @@ def test_h2d_copy_crosses_two_pcie_links(run_program, programs, h100):
 
 def test_h2d_copy_follows_pcie_bandwidth_override(run_program, programs, h100):
     n = 4_000_000
-    r = run_ok(run_program, programs, "h2d", str(n),
-               options=("--set", "pcie.bandwidth=32GB/s"))
+    r = run_ok(run_program, programs, "h2d", str(n), options=("--set", "pcie.bandwidth=32GB/s"))
     o, p = h100.overheads, h100.pcie
     assert r.values()["elapsed"] == pytest.approx(o.memcpy + 2 * p.latency + n / 32e9 + o.sync, rel=REL)
 
@@ -50,8 +49,13 @@ def test_peer_copy_is_serialised_with_the_work_of_both_devices(run_program, prog
     devices), while the host goes on at once."""
     L, M, S = h100.overheads.launch, h100.overheads.memcpy, h100.overheads.sync
     n = 1 << 20
-    v = run_ok(run_program, programs, "peer-serialised", str(n),
-               options=(*costs, "--gpus-per-node", "2", "--ranks-per-node", "1")).values()
+    v = run_ok(
+        run_program,
+        programs,
+        "peer-serialised",
+        str(n),
+        options=(*costs, "--gpus-per-node", "2", "--ranks-per-node", "1"),
+    ).values()
     assert v["issued"] == pytest.approx(L + M, rel=REL)  # the host did not wait
     copy = h100.nvlink.latency + n / h100.nvlink_pair_bandwidth
     # busy runs from L; the copy after it; brief (launched at 2L + M) after the copy
@@ -122,16 +126,18 @@ def test_device_sendrecv_within_a_node_crosses_nvlink(run_program, programs, h10
 
 def test_device_sendrecv_across_nodes_crosses_pcie_nic_and_fabric(run_program, programs, h100):
     n = 8_000_000
-    r = run_ok(run_program, programs, "sendrecv", str(n), nodes=2,
-               options=("--gpus-per-node", "1", "--ranks-per-node", "1"))
+    r = run_ok(
+        run_program, programs, "sendrecv", str(n), nodes=2, options=("--gpus-per-node", "1", "--ranks-per-node", "1")
+    )
     assert r.values()["rank 0 elapsed"] == pytest.approx(gpudirect_message(h100, n), rel=REL)
     assert r.results["ranks"][0]["mpi"]["MPI_Sendrecv"]["count"] == 2
 
 
 def test_device_isend_irecv_take_the_same_time_as_sendrecv(run_program, programs, h100):
     n = 8_000_000
-    r = run_ok(run_program, programs, "isend", str(n), nodes=2,
-               options=("--gpus-per-node", "1", "--ranks-per-node", "1"))
+    r = run_ok(
+        run_program, programs, "isend", str(n), nodes=2, options=("--gpus-per-node", "1", "--ranks-per-node", "1")
+    )
     assert r.values()["rank 1 elapsed"] == pytest.approx(gpudirect_message(h100, n), rel=REL)
     mpi = r.results["ranks"][1]["mpi"]
     assert (mpi["MPI_Isend"]["count"], mpi["MPI_Irecv"]["count"], mpi["MPI_Waitall"]["count"]) == (1, 1, 1)
@@ -158,20 +164,25 @@ def test_collective_correction_adds_its_range_s_time(run_program, programs, h100
     (the size is count x type size: n bytes here); other collectives keep their own times."""
     fix = "[{up_to = '512KB', extra = '5us'}, {extra = '3us'}]"
     plain = run_ok(run_program, programs, "collectives", str(n), options=("--gpus-per-node", "2"))
-    fixed = run_ok(run_program, programs, "collectives", str(n),
-                   options=("--gpus-per-node", "2", "--set", f"collectives.bcast={fix}"))
+    fixed = run_ok(
+        run_program,
+        programs,
+        "collectives",
+        str(n),
+        options=("--gpus-per-node", "2", "--set", f"collectives.bcast={fix}"),
+    )
     bcast = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
     assert fixed.values()["rank 1 bcast"] == pytest.approx(bcast + extra, rel=REL)
     assert fixed.values()["rank 0 bcast"] == pytest.approx(plain.values()["rank 0 bcast"] + extra, rel=REL)
     for call in ("MPI_Allreduce", "MPI_Alltoall"):
-        assert fixed.results["ranks"][1]["mpi"][call]["time_s"] == \
-            pytest.approx(plain.results["ranks"][1]["mpi"][call]["time_s"], rel=REL)
+        assert fixed.results["ranks"][1]["mpi"][call]["time_s"] == pytest.approx(
+            plain.results["ranks"][1]["mpi"][call]["time_s"], rel=REL
+        )
 
 
 def test_copy_kinds_memset_and_launch_api_costs(run_program, programs, h100, costs):
     n = 4_194_304
-    r = run_ok(run_program, programs, "api", str(n), options=("--gpus-per-node", "2", "--ranks-per-node", "1",
-                                                               *costs))
+    r = run_ok(run_program, programs, "api", str(n), options=("--gpus-per-node", "2", "--ranks-per-node", "1", *costs))
     v = r.values()
     o, p, g = h100.overheads, h100.pcie, h100.gpu
     M, L, S = o.memcpy, o.launch, o.sync

@@ -60,7 +60,7 @@ def test_a_negative_latency_never_gives_a_negative_time_where_its_segment_starts
 
 
 def test_a_lone_point_far_off_the_fit_is_left_out_and_the_rest_refitted():
-    sizes = [2**k for k in range(0, 23)]
+    sizes = [2**k for k in range(23)]
     times = [2e-6 + s / 25e9 for s in sizes]
     times[13] *= 4.5  # 8 KiB, as Sigma2 Olivia's Cray MPICH 8 osu_bibw
     segments, outliers = fit.fit_sweep(sizes, times)
@@ -76,10 +76,12 @@ def test_osu_latency_and_osu_bibw_without_osu_bw_give_the_per_message_overhead()
     """A window of osu_bibw takes 2 W o + L per side and a lone message 2 o + L: from the two
     fits' small-message times the overhead o is recovered, and the NIC's rate from osu_bibw."""
     from orrery import machines
+
     W, o, L, rate = derive.WINDOW, 0.9e-6, 1.0e-6, 23e9
     lone = fit.Fit("osu_latency", [fit.Segment(1, 4096, 2 * o + L, 1e30)], 0, 0, [])
-    window = fit.Fit("osu_bibw", [fit.Segment(1, 4096, (2 * W * o + L) / W, 1e30),
-                                        fit.Segment(8192, 1 << 22, 1e-6, rate)], 0, 0, [])
+    window = fit.Fit(
+        "osu_bibw", [fit.Segment(1, 4096, (2 * W * o + L) / W, 1e30), fit.Segment(8192, 1 << 22, 1e-6, rate)], 0, 0, []
+    )
     m = machines.load("gh200-slingshot", measured_models=False)
     out = derive.overrides(m, [(("latency", "inter-node", "D D"), lone), (("bibw", "inter-node", "D D"), window)])
     assert out["mpi.send_overhead_device"] == pytest.approx(o, rel=1e-12)
@@ -95,13 +97,18 @@ def test_shared_memory_windows_set_the_copy_rate_and_a_lone_message_takes_their_
     threshold on) at the rate of the windows' segment for its size (in cache or not)."""
     from orrery import machines
     from orrery.machines import platform
+
     W, o = derive.WINDOW, 0.5e-6
     m = machines.load("gh200-slingshot", {"mpi.intra_node": "direct"}, measured_models=False)
     L = 2 * platform.SHM_LATENCY
     g = ((W + 2) * o + 2 * L) / W  # osu_bw's time per small message with overhead o
-    window = fit.Fit("osu_bw", [fit.Segment(1, 128, g, 1e30),
-                                      fit.Segment(256, 262144, 0.4e-6, 70e9),
-                                      fit.Segment(524288, 1 << 22, 0.0, 25e9)], 0, 0, [])
+    window = fit.Fit(
+        "osu_bw",
+        [fit.Segment(1, 128, g, 1e30), fit.Segment(256, 262144, 0.4e-6, 70e9), fit.Segment(524288, 1 << 22, 0.0, 25e9)],
+        0,
+        0,
+        [],
+    )
     out = derive.overrides(m, [(("bandwidth", "intra-node", "H H"), window)])
     assert out["mpi.send_overhead_host_intra"] == pytest.approx(o, rel=1e-12)
     # the fastest segment whose size term counts: 70 GB/s (not the first segment's 1e30, whose
@@ -114,7 +121,8 @@ def test_shared_memory_windows_set_the_copy_rate_and_a_lone_message_takes_their_
         {"up_to": 128.0, "latency": pytest.approx(lone), "bandwidth": 1e30},
         {"up_to": eager - 1.0, "latency": pytest.approx(lone), "bandwidth": 70e9},
         {"up_to": 262144.0, "latency": pytest.approx(handshake), "bandwidth": 70e9},
-        {"latency": pytest.approx(handshake), "bandwidth": 25e9}]
+        {"latency": pytest.approx(handshake), "bandwidth": 25e9},
+    ]
     # through the NIC within a node, the copy rate is not what the windows measured
     nic = machines.load("gh200-slingshot", measured_models=False)
     assert "node.host_memcpy_bandwidth" not in derive.overrides(nic, [(("bandwidth", "intra-node", "H H"), window)])
@@ -149,8 +157,13 @@ def test_babelstream_loads_but_is_not_fitted_and_says_why(tmp_path):
     f.write_text(BABEL)
     pairs, _, skipped = calibrate.series("h100-ib200", None, [f], None)
     assert pairs == [] and skipped
-    assert all(s.startswith("BabelStream ") and "a streaming kernel's memory bandwidth; kernel times come from "
-               "cost files (--kernels timing tables, orrery fit): not fitted" in s for s in skipped)
+    assert all(
+        s.startswith("BabelStream ")
+        and "a streaming kernel's memory bandwidth; kernel times come from "
+        "cost files (--kernels timing tables, orrery fit): not fitted"
+        in s
+        for s in skipped
+    )
 
 
 def test_nccl_tests_and_non_blocking_osu_collectives_load_but_are_not_fitted(tmp_path):
@@ -197,16 +210,25 @@ def test_a_calibration_is_a_layer_between_the_description_and_set(tmp_path):
     calibration's, the description's measured models are left out under a calibration, and a
     bad value of the file is blamed on the file and its key."""
     from orrery import machines
+
     p = tmp_path / "c.json"
-    p.write_text(json.dumps({"orrery_calibration": 3, "machine": "gh200-slingshot",
-                             "overrides": {"pcie.bandwidth": 55e9, "nic.latency": 2e-6}}))
+    p.write_text(
+        json.dumps(
+            {
+                "orrery_calibration": 3,
+                "machine": "gh200-slingshot",
+                "overrides": {"pcie.bandwidth": 55e9, "nic.latency": 2e-6},
+            }
+        )
+    )
     cal = merge.read(p, "gh200-slingshot")
     m = merge.machine("gh200-slingshot", cal, machines.parse_overrides(["nic.latency=3us"]))
     assert (m.pcie.bandwidth, m.nic.latency) == (55e9, 3e-6)
     assert m.messages.device_inter is None  # the built-in has one (its committed calibration's)
     assert machines.load("gh200-slingshot").messages.device_inter is not None
-    p.write_text(json.dumps({"orrery_calibration": 3, "machine": "gh200-slingshot",
-                             "overrides": {"pcie.bandwidth": -1.0}}))
+    p.write_text(
+        json.dumps({"orrery_calibration": 3, "machine": "gh200-slingshot", "overrides": {"pcie.bandwidth": -1.0}})
+    )
     with pytest.raises(InputError, match=rf"^{p}: key 'overrides.pcie.bandwidth': got '-1.0B/s'"):
         merge.machine("gh200-slingshot", merge.read(p, "gh200-slingshot"))
 
@@ -219,7 +241,9 @@ def test_a_candidate_takes_si_overrides_as_data_with_no_text_between():
     m = merge.candidate("h100-ib200", {"nic.latency": x * 1e-5, "messages.device_inter": model})
     assert m.nic.latency == x * 1e-5
     assert [(g.up_to, g.latency, g.bandwidth) for g in m.messages.device_inter] == [
-        (4096.0, x * 1e-5, 7e9), (None, 1e-6, 2.5e10)]
+        (4096.0, x * 1e-5, 7e9),
+        (None, 1e-6, 2.5e10),
+    ]
 
 
 def test_route_latency_is_the_platform_s_route_a_message_crosses():
@@ -229,10 +253,12 @@ def test_route_latency_is_the_platform_s_route_a_message_crosses():
     sockets for host buffers of ranks on two sockets."""
     from orrery import machines as machine
     from orrery.machines import platform
+
     h = machine.load("h100-ib200")
     # GPU link + NIC link on each side, two NIC adapters, one leaf switch
     assert derive.route_latency(h, "inter-node", "device") == pytest.approx(
-        4 * h.pcie.latency + 2 * h.nic.latency + h.fabric.switch_latency, rel=1e-12)
+        4 * h.pcie.latency + 2 * h.nic.latency + h.fabric.switch_latency, rel=1e-12
+    )
     assert derive.route_latency(h, "intra-node", "device") == h.nvlink.latency
     g = machine.load("gh200-slingshot")
     # NVLink-C2C to the superchip's PCIe, then the NIC link; mpi.intra_node = "nic": within a
@@ -245,10 +271,12 @@ def test_route_latency_is_the_platform_s_route_a_message_crosses():
     # its issue overhead included), the NIC's PCIe link
     side = 3 * staged.pcie.latency + platform.staging_stage(staged)
     assert derive.route_latency(staged, "inter-node", "device") == pytest.approx(
-        2 * side + 2 * staged.nic.latency + staged.fabric.switch_latency, rel=1e-12)
+        2 * side + 2 * staged.nic.latency + staged.fabric.switch_latency, rel=1e-12
+    )
     two = machine.load("h100-pcie")  # GPUs 0 and 1 on two sockets: the ranks' shared memory crosses their link
     assert derive.route_latency(two, "intra-node", "host") == pytest.approx(
-        2 * platform.SHM_LATENCY + two.node.socket_link_latency, rel=1e-12)
+        2 * platform.SHM_LATENCY + two.node.socket_link_latency, rel=1e-12
+    )
 
 
 def kernel_table(tmp_path, rows):
@@ -259,6 +287,7 @@ def kernel_table(tmp_path, rows):
 
 def test_kernel_fit_recovers_alpha_and_beta_and_writes_a_cost_file(tmp_path):
     from orrery.run import costs
+
     alpha, beta = 12e-6, 7e-12
     rows = []
     for gx in (64, 256, 1024, 4096):
@@ -290,6 +319,7 @@ def test_gh200_built_in_carries_its_committed_calibration():
     """gh200-slingshot ships calibrated: its description is the raw one (without measured models)
     plus the overrides of calibration/gh200-slingshot/calibration.json, value for value."""
     from orrery import machines as machine
+
     committed = Path(__file__).resolve().parents[2] / "calibration" / "gh200-slingshot" / "calibration.json"
     shipped = machine.load("gh200-slingshot")
     rebuilt = merge.machine("gh200-slingshot", merge.read(committed, "gh200-slingshot"))
@@ -307,15 +337,21 @@ def test_sync_builtin_writes_a_calibration_into_the_description(tmp_path):
     import shutil
 
     from orrery import machines as machine
+
     repo = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location("sync_builtin", repo / "calibration" / "sync_builtin.py")
     sync = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sync)
     (tmp_path / "calibration" / "h100-ib200").mkdir(parents=True)
     (tmp_path / "orrery" / "machines" / "builtin").mkdir(parents=True)
-    shutil.copy(repo / "orrery" / "machines" / "builtin" / "h100-ib200.toml", tmp_path / "orrery" / "machines" / "builtin")
-    overrides = {"pcie.bandwidth": 50e9, "mpi.collective_selector": "ompi",
-                 "copies.D2H": [{"up_to": 2e6, "latency": 1e-6, "bandwidth": 45e9}, {"latency": 0.0, "bandwidth": 2e10}]}
+    shutil.copy(
+        repo / "orrery" / "machines" / "builtin" / "h100-ib200.toml", tmp_path / "orrery" / "machines" / "builtin"
+    )
+    overrides = {
+        "pcie.bandwidth": 50e9,
+        "mpi.collective_selector": "ompi",
+        "copies.D2H": [{"up_to": 2e6, "latency": 1e-6, "bandwidth": 45e9}, {"latency": 0.0, "bandwidth": 2e10}],
+    }
     (tmp_path / "calibration" / "h100-ib200" / "calibration.json").write_text(json.dumps({"overrides": overrides}))
     toml = Path(sync.sync("h100-ib200", tmp_path))
     once = toml.read_text()
@@ -340,6 +376,9 @@ def test_a_repo_without_the_measurements_is_named(tmp_path):
     """--repo CHECKOUT takes a checkout's measurements and benchmarks instead of the installed
     ones: a folder without them stops the calibration before anything runs, naming it."""
     (tmp_path / "calibration" / "bench").mkdir(parents=True)
-    with pytest.raises(InputError, match=rf"^--repo: got '{tmp_path}/calibration/data/measured', expected a folder "
-                                         "with the shared measurements$"):
+    with pytest.raises(
+        InputError,
+        match=rf"^--repo: got '{tmp_path}/calibration/data/measured', expected a folder "
+        "with the shared measurements$",
+    ):
         calibrate.calibrate("h100-ib200", tmp_path)

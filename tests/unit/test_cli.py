@@ -29,8 +29,13 @@ def test_machine_show_gives_si_values_and_sources():
 
 
 def test_machine_show_lists_a_measured_model_segment_by_segment():
-    p = orrery("machine", "show", "h100-ib200", "--set",
-               "copies.D2H=[{up_to = '2MB', latency = '2us', bandwidth = '45GB/s'}, {latency = 0, bandwidth = '20GB/s'}]")
+    p = orrery(
+        "machine",
+        "show",
+        "h100-ib200",
+        "--set",
+        "copies.D2H=[{up_to = '2MB', latency = '2us', bandwidth = '45GB/s'}, {latency = 0, bandwidth = '20GB/s'}]",
+    )
     assert p.returncode == 0, p.stderr
     assert "up to 2e+06 B: latency 2e-06, bandwidth 45000000000.0" in p.stdout
     assert "larger: latency 0.0, bandwidth 20000000000.0" in p.stdout
@@ -59,8 +64,17 @@ def test_machine_export_writes_the_platform(tmp_path):
 
 @pytest.mark.parametrize("layout", ["2", "2x", "x4", "0x4", "2x4.5", "two by four"])
 def test_calibrate_collective_layout_must_be_nodes_x_gpus(tmp_path, layout):
-    p = orrery("calibrate", "--machine", "h100-ib200", "--input", str(tmp_path / "none.txt"),
-               "--collective-layout", layout, "--out", str(tmp_path / "o"))
+    p = orrery(
+        "calibrate",
+        "--machine",
+        "h100-ib200",
+        "--input",
+        str(tmp_path / "none.txt"),
+        "--collective-layout",
+        layout,
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert p.returncode == 2
     assert f"--collective-layout: got '{layout}', expected NODESxGPUS, two positive whole numbers" in p.stderr
     assert not (tmp_path / "o").exists()  # nothing half-written
@@ -72,11 +86,22 @@ def test_calibrate_refuses_a_sweep_with_too_few_sizes_for_a_fit(tmp_path):
     instead: tests/integration/test_calibrate_closed_loop.py)."""
     f = tmp_path / "osu_bw.txt"
     f.write_text("# OSU MPI-CUDA Bandwidth Test v7.4\n# Size      Bandwidth (MB/s)\n1     0.89\n2     1.82\n")
-    p = orrery("calibrate", "--machine", "h100-ib200", "--input", str(f), "--p2p-path", "inter-node",
-               "--out", str(tmp_path / "o"))
+    p = orrery(
+        "calibrate",
+        "--machine",
+        "h100-ib200",
+        "--input",
+        str(f),
+        "--p2p-path",
+        "inter-node",
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert p.returncode == 2
-    assert (f"{f}:4: key 'size': got '2 size(s) of OSU MPI-CUDA Bandwidth Test v7.4 (bandwidth)', expected at "
-            "least 3 sizes for a fit (latency + size / bandwidth)") in p.stderr
+    assert (
+        f"{f}:4: key 'size': got '2 size(s) of OSU MPI-CUDA Bandwidth Test v7.4 (bandwidth)', expected at "
+        "least 3 sizes for a fit (latency + size / bandwidth)"
+    ) in p.stderr
     assert not (tmp_path / "o").exists()
 
 
@@ -90,6 +115,6 @@ def test_calibrate_with_nothing_to_fit_or_compare_is_an_error(tmp_path):
     p = orrery("calibrate", "--machine", "h100-ib200", "--input", str(f), "--out", str(tmp_path / "o"))
     assert p.returncode == 2
     assert f"orrery: error: {f}: got \"BabelStream Copy ({f}): a streaming kernel's memory bandwidth" in p.stderr
-    assert "more not fitted)\", expected a sweep calibration/bench can reproduce" in p.stderr
+    assert 'more not fitted)", expected a sweep calibration/bench can reproduce' in p.stderr
     assert "nothing to fit or compare" in p.stderr
     assert not (tmp_path / "o").exists()

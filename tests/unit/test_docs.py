@@ -52,8 +52,7 @@ def anchors(page: Path) -> set[str]:
 
 
 def relative_links(page: Path) -> list[str]:
-    return [target for _, target in LINK.findall(prose(page.read_text()))
-            if not re.match(r"[a-z]+:", target)]
+    return [target for _, target in LINK.findall(prose(page.read_text())) if not re.match(r"[a-z]+:", target)]
 
 
 def test_committed_machine_schema_is_what_the_generator_writes():
@@ -64,15 +63,20 @@ def test_committed_machine_schema_is_what_the_generator_writes():
 def test_machine_schema_has_a_row_for_every_parameter_with_its_bounds_and_default():
     page = schema_doc.markdown()
     sections = re.split(r"^## ", page, flags=re.MULTILINE)
-    rows = {(part.split("\n", 1)[0], m.group(1)): m.group(0)
-            for part in sections for m in re.finditer(r"^\| `(\w+)` \|.*$", part, re.MULTILINE)}
+    rows = {
+        (part.split("\n", 1)[0], m.group(1)): m.group(0)
+        for part in sections
+        for m in re.finditer(r"^\| `(\w+)` \|.*$", part, re.MULTILINE)
+    }
     for key in description.parameter_keys():
         section, field = key.split(".")
         assert (section, field) in rows, key
     assert rows[("node", "gpus")].startswith(
-        f"| `gpus` | whole number, 1 to {description.MAX_GPUS_PER_NODE} | required |")
+        f"| `gpus` | whole number, 1 to {description.MAX_GPUS_PER_NODE} | required |"
+    )
     assert rows[("mpi", "poll_time")].startswith(
-        f"| `poll_time` | time, > 0 | `{description.Mpi.model_fields['poll_time'].default!r}s` |")
+        f"| `poll_time` | time, > 0 | `{description.Mpi.model_fields['poll_time'].default!r}s` |"
+    )
     assert rows[("mpi", "intra_node")].startswith('| `intra_node` | one of `"direct"`, `"nic"` | `"direct"` |')
     assert rows[("Segment", "latency")].startswith("| `latency` | time, may be negative | required |")
     assert rows[("Segment", "bandwidth")].startswith("| `bandwidth` | bandwidth, > 0 | required |")
@@ -109,7 +113,10 @@ def test_every_docs_page_is_linked_from_the_readme():
 def test_readme_begins_with_the_two_commands_ci_runs():
     readme = (REPO / "README.md").read_text()
     first = FENCE.search(readme)
-    assert first.group(1) == "bash scripts/setup.sh && bash scripts/demo.sh\nbash scripts/setup.sh && .venv/bin/pytest -q\n"
+    assert (
+        first.group(1)
+        == "bash scripts/setup.sh && bash scripts/demo.sh\nbash scripts/setup.sh && .venv/bin/pytest -q\n"
+    )
     assert readme.index("```") < readme.index("\n## ")
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()
     assert ci[-1] == first.group(1).splitlines()[1]
@@ -119,7 +126,7 @@ def tour() -> str:
     readme = (REPO / "README.md").read_text()
     start = readme.index("## A five-minute tour")
     end = readme.find("\n## ", start + 1)
-    return readme[start:end if end >= 0 else None]
+    return readme[start : end if end >= 0 else None]
 
 
 def tour_command_lines() -> list[str]:

@@ -32,8 +32,9 @@ def test_harness_gpu_output_loads_and_its_copy_sweeps_fit():
     kernel = series[("kernel_time", "GPU", "D")]
     assert kernel.sizes == sizes and all(v > 0 for v in kernel.values)
     # the MPI there was not CUDA-aware: no device-buffer MPI row was made up
-    assert not any(b in ("D D", "D") and m in ("latency", "bandwidth", "bibw", "collective_latency")
-                   for m, _, b in series)
+    assert not any(
+        b in ("D D", "D") and m in ("latency", "bandwidth", "bibw", "collective_latency") for m, _, b in series
+    )
     assert {"latency", "bandwidth", "bibw", "collective_latency"} <= {m for m, _, b in series if b in ("H H", "H")}
 
 
@@ -41,9 +42,15 @@ def test_microbenchmark_output_from_the_real_runtime_loads_as_copy_and_api_sweep
     """memcpy_sweep's output is read as copy bandwidth per direction (not as an OSU
     bandwidth), api_overheads' CSV as API costs, osu_p2p's as a host latency sweep."""
     series = by_key("memcpy_h2d.txt", "memcpy_d2h.txt", "memcpy_d2d.txt", "api_overheads.csv", "osu_latency_hh.txt")
-    assert set(series) == {("copy_bandwidth", "H2D", "pinned"), ("copy_bandwidth", "D2H", "pinned"),
-                           ("copy_bandwidth", "D2D", "D D"), ("api_time", "launch", "D"), ("api_time", "sync", "D"),
-                           ("api_time", "memcpy", "pinned"), ("latency", "", "H H")}
+    assert set(series) == {
+        ("copy_bandwidth", "H2D", "pinned"),
+        ("copy_bandwidth", "D2H", "pinned"),
+        ("copy_bandwidth", "D2D", "D D"),
+        ("api_time", "launch", "D"),
+        ("api_time", "sync", "D"),
+        ("api_time", "memcpy", "pinned"),
+        ("latency", "", "H H"),
+    }
     for direction, buffers in (("H2D", "pinned"), ("D2H", "pinned"), ("D2D", "D D")):
         s = series[("copy_bandwidth", direction, buffers)]
         assert s.sizes == [1024 << k for k in range(19)] and s.unit == "GB/s"
@@ -66,8 +73,13 @@ def test_with_a_cuda_aware_mpi_the_harness_measures_device_buffer_messages():
     for metric in ("latency", "bandwidth", "bibw"):
         assert series[(metric, "intra-node", "D D")].sizes == sizes, metric
     assert {s.benchmark for s in loaded if s.metric == "collective_latency" and s.buffers == "D"} == {
-        "allreduce", "allgather", "alltoall", "bcast", "reduce_scatter"}
+        "allreduce",
+        "allgather",
+        "alltoall",
+        "bcast",
+        "reduce_scatter",
+    }
     harness = series[("latency", "intra-node", "D D")]
-    osu, = measurements.load(CUDA_AWARE / "osu_latency_dd.txt")
+    (osu,) = measurements.load(CUDA_AWARE / "osu_latency_dd.txt")
     assert osu.metric == "latency" and osu.buffers == "D D" and osu.sizes == harness.sizes
     assert all(0 < h / o - 1 < 0.15 for h, o in zip(harness.values, osu.values))

@@ -90,22 +90,31 @@ def test_osu_output(tmp_path):
 
 
 def test_osu_output_says_which_side_has_which_buffer(tmp_path):
-    (dh,) = measurements.load(write(tmp_path, "dh.txt", OSU_BW.replace("Receive Buffer on DEVICE (D)",
-                                                                     "Receive Buffer on HOST (H)")))
+    (dh,) = measurements.load(
+        write(tmp_path, "dh.txt", OSU_BW.replace("Receive Buffer on DEVICE (D)", "Receive Buffer on HOST (H)"))
+    )
     assert dh.buffers == "D H"
-    (hd,) = measurements.load(write(tmp_path, "hd.txt", OSU_BW.replace("Send Buffer on DEVICE (D)",
-                                                                     "Send Buffer on HOST (H)")))
+    (hd,) = measurements.load(
+        write(tmp_path, "hd.txt", OSU_BW.replace("Send Buffer on DEVICE (D)", "Send Buffer on HOST (H)"))
+    )
     assert hd.buffers == "H D"
     (hh,) = measurements.load(write(tmp_path, "hh.txt", "# OSU MPI Bandwidth Test v7.5\n" + OSU_BW.split("\n", 2)[2]))
     assert hh.buffers == "H H"
 
 
 def test_osu_output_of_an_unsupported_benchmark_names_its_header_line(tmp_path):
-    p = write(tmp_path, "mbw.txt", "# OSU MPI Multiple Bandwidth / Message Rate Test v7.5\n"
-                                   "# [ pairs: 1 ] [ window size: 64 ]\n# Size                  MB/s        Messages/s\n"
-                                   "1                       1.70        1700000.00\n")
-    with pytest.raises(InputError, match=rf"{p}:3: key 'columns': got '# Size +MB/s +Messages/s', expected Latency, "
-                                         r"Avg Latency, Bandwidth or Bi-Bandwidth after Size"):
+    p = write(
+        tmp_path,
+        "mbw.txt",
+        "# OSU MPI Multiple Bandwidth / Message Rate Test v7.5\n"
+        "# [ pairs: 1 ] [ window size: 64 ]\n# Size                  MB/s        Messages/s\n"
+        "1                       1.70        1700000.00\n",
+    )
+    with pytest.raises(
+        InputError,
+        match=rf"{p}:3: key 'columns': got '# Size +MB/s +Messages/s', expected Latency, "
+        r"Avg Latency, Bandwidth or Bi-Bandwidth after Size",
+    ):
         measurements.load(p)
 
 
@@ -127,26 +136,39 @@ def test_osu_collective_output_says_which_collective_and_which_buffers(tmp_path)
     host = OSU_ALLTOALL_CUDA.replace("MPI-CUDA All-to-All Personalized Exchange", "Allreduce")
     (s,) = measurements.load(write(tmp_path, "ar.txt", host))
     assert (s.buffers, measurements.collective_of(s.benchmark)) == ("H", "allreduce")
-    ours = "# OSU MPI reduce_scatter Latency Test (Orrery calibration/bench/coll_sweep), 8 ranks\n" \
-           "# Size       Avg Latency(us)\n4   9.5\n"
+    ours = (
+        "# OSU MPI reduce_scatter Latency Test (Orrery calibration/bench/coll_sweep), 8 ranks\n"
+        "# Size       Avg Latency(us)\n4   9.5\n"
+    )
     (s,) = measurements.load(write(tmp_path, "rs.txt", ours))
-    assert (s.buffers, s.ranks, s.path, measurements.collective_of(s.benchmark)) == \
-        ("H", 8, "8 ranks", "reduce_scatter")
+    assert (s.buffers, s.ranks, s.path, measurements.collective_of(s.benchmark)) == (
+        "H",
+        8,
+        "8 ranks",
+        "reduce_scatter",
+    )
     assert measurements.collective_of("OSU MPI Broadcast Latency Test v7.5") == "bcast"
     assert measurements.collective_of("OSU MPI Reduce-Scatter Latency Test") == "reduce_scatter"
-    for other in ("nccl-tests all_reduce_perf", "OSU MPI All-to-Allv Personalized Exchange Latency Test v7.5",
-                  "OSU MPI Allgatherv Latency Test", "OSU MPI Non-blocking Allreduce Latency Test",
-                  "OSU MPI Reduce_scatter_block Latency Test", "OSU MPI Gather Latency Test"):
+    for other in (
+        "nccl-tests all_reduce_perf",
+        "OSU MPI All-to-Allv Personalized Exchange Latency Test v7.5",
+        "OSU MPI Allgatherv Latency Test",
+        "OSU MPI Non-blocking Allreduce Latency Test",
+        "OSU MPI Reduce_scatter_block Latency Test",
+        "OSU MPI Gather Latency Test",
+    ):
         assert measurements.collective_of(other) is None, other
 
 
 def test_osu_output_with_more_columns_takes_the_first_value(tmp_path):
     """osu_* -f adds Min, Max and Iterations columns, --validation a Pass/Fail one, osu_mbw_mr
     Messages/s: the figure is the first value column, as without them."""
-    full = ("# OSU MPI All-to-All Personalized Exchange Latency Test v7.5\n"
-            "# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations\n"
-            "1                      22.07             21.50             22.90        1000\n"
-            "2                      21.89             21.40             22.60        1000\n")
+    full = (
+        "# OSU MPI All-to-All Personalized Exchange Latency Test v7.5\n"
+        "# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations\n"
+        "1                      22.07             21.50             22.90        1000\n"
+        "2                      21.89             21.40             22.60        1000\n"
+    )
     (s,) = measurements.load(write(tmp_path, "full.txt", full))
     assert (s.metric, s.unit, s.sizes) == ("collective_latency", "us", [1, 2])
     assert s.values == pytest.approx([22.07e-6, 21.89e-6])
@@ -157,7 +179,9 @@ def test_osu_output_with_more_columns_takes_the_first_value(tmp_path):
 
 def test_measurement_csv_carries_a_collective_s_ranks_and_nodes(tmp_path):
     header = "benchmark,metric,path,buffers,size_bytes,value,unit,ranks,nodes,notes\n"
-    rows = "alltoall,collective_latency,8 ranks,D,4,20.5,us,8,2,\nalltoall,collective_latency,8 ranks,D,8,20.7,us,8,2,\n"
+    rows = (
+        "alltoall,collective_latency,8 ranks,D,4,20.5,us,8,2,\nalltoall,collective_latency,8 ranks,D,8,20.7,us,8,2,\n"
+    )
     (s,) = measurements.load(write(tmp_path, "h.csv", header + rows))
     assert (s.ranks, s.nodes, s.buffers) == (8, 2, "D")
     p = write(tmp_path, "mixed.csv", header + rows + "alltoall,collective_latency,8 ranks,D,16,21,us,8,4,\n")
@@ -174,8 +198,10 @@ def test_bandwidth_test_output(tmp_path):
 def test_bandwidth_test_s_device_to_device_figures_count_each_byte_once(tmp_path):
     """bandwidthTest reports a D2D copy of S bytes in t as 2 S / t (read and write); Orrery's
     copies.D2D and memcpy_sweep count S / t, as the built-in D2D sweep's measured_scale does."""
-    text = (" Device to Device Bandwidth, 1 Device(s)\n PINNED Memory Transfers\n"
-            "   Transfer Size (Bytes)\tBandwidth(GB/s)\n   1000000\t\t\t1000.0\n   2000000\t\t\t1500.0\n")
+    text = (
+        " Device to Device Bandwidth, 1 Device(s)\n PINNED Memory Transfers\n"
+        "   Transfer Size (Bytes)\tBandwidth(GB/s)\n   1000000\t\t\t1000.0\n   2000000\t\t\t1500.0\n"
+    )
     (d2d,) = measurements.load(write(tmp_path, "bt.txt", "[CUDA Bandwidth Test] - Starting...\n" + text))
     assert (d2d.path, d2d.sizes, d2d.values) == ("D2D", [1000000, 2000000], [500e9, 750e9])
 
@@ -198,8 +224,9 @@ def test_nvbandwidth_output_one_point_per_testcase(tmp_path):
     # one point at nvbandwidth's default buffer (64 MiB), the median over the matrix (N/A left out)
     assert (h2d.sizes, h2d.values, h2d.lines) == ([64 * 1024 * 1024], [55e9], [14])
     assert (peer.path, peer.values) == ("peer", [392e9])
-    sized = measurements.load(write(tmp_path, "nvb2.txt", NVBANDWIDTH.replace(
-        "CUDA Runtime", "Using buffer size 1048576\nCUDA Runtime")))
+    sized = measurements.load(
+        write(tmp_path, "nvb2.txt", NVBANDWIDTH.replace("CUDA Runtime", "Using buffer size 1048576\nCUDA Runtime"))
+    )
     assert sized[0].sizes == [1048576]
     broken = NVBANDWIDTH.replace(" 0     55.00     54.00", " 0     55.00     fast")
     with pytest.raises(InputError, match=r"nvb3.txt:14.*bandwidth.*'fast'.*a number"):
@@ -215,15 +242,32 @@ def test_measurement_csv(tmp_path):
     assert s.values == pytest.approx([2.5e-6, 2.6e-6])
 
 
-@pytest.mark.parametrize("name, text, error", [
-    ("unitless.csv", CSV_HEAD + "pingpong,latency,inter-node,H H,1,2.5,,2,2,\n", r":2: key 'unit'.*without a unit"),
-    ("mixed.csv", CSV_GOOD + "pingpong,latency,inter-node,H H,4,0.003,ms,2,2,\n",
-     r":4: key 'unit': got 'ms', expected the unit of the series"),
-    ("order.csv", CSV_GOOD + "pingpong,latency,inter-node,H H,2,2.7,us,2,2,\n",
-     r":4: key 'size': got 2, expected a size larger than the previous"),
-    ("nan.csv", CSV_HEAD + "pingpong,latency,inter-node,H H,1,fast,us,2,2,\n", r":2: key 'value': got 'fast', expected a number"),
-    ("parsecs.csv", CSV_HEAD + "pingpong,latency,inter-node,H H,1,2,parsecs,2,2,\n", r":2: key 'unit': got 'parsecs'"),
-])
+@pytest.mark.parametrize(
+    "name, text, error",
+    [
+        ("unitless.csv", CSV_HEAD + "pingpong,latency,inter-node,H H,1,2.5,,2,2,\n", r":2: key 'unit'.*without a unit"),
+        (
+            "mixed.csv",
+            CSV_GOOD + "pingpong,latency,inter-node,H H,4,0.003,ms,2,2,\n",
+            r":4: key 'unit': got 'ms', expected the unit of the series",
+        ),
+        (
+            "order.csv",
+            CSV_GOOD + "pingpong,latency,inter-node,H H,2,2.7,us,2,2,\n",
+            r":4: key 'size': got 2, expected a size larger than the previous",
+        ),
+        (
+            "nan.csv",
+            CSV_HEAD + "pingpong,latency,inter-node,H H,1,fast,us,2,2,\n",
+            r":2: key 'value': got 'fast', expected a number",
+        ),
+        (
+            "parsecs.csv",
+            CSV_HEAD + "pingpong,latency,inter-node,H H,1,2,parsecs,2,2,\n",
+            r":2: key 'unit': got 'parsecs'",
+        ),
+    ],
+)
 def test_measurement_csv_errors_name_file_line_key_and_value(tmp_path, name, text, error):
     p = write(tmp_path, name, text)
     with pytest.raises(InputError, match=re.escape(str(p)) + error):
@@ -240,5 +284,7 @@ def test_osu_errors_name_the_line(tmp_path):
 
 
 def test_unknown_format(tmp_path):
-    with pytest.raises(InputError, match="a measurement CSV or OSU, bandwidthTest, nvbandwidth, nccl-tests or BabelStream"):
+    with pytest.raises(
+        InputError, match="a measurement CSV or OSU, bandwidthTest, nvbandwidth, nccl-tests or BabelStream"
+    ):
         measurements.load(write(tmp_path, "x.txt", "hello\n"))

@@ -15,10 +15,25 @@ MiB = 1 << 20
 
 
 def _rank(rank: int, copies: dict[str, Tally]) -> RankResult:
-    return RankResult(rank=rank, host=f"n0-gpu{rank}", finished=True, end_s=1.0, host_s=0.0, host_api_s=0.0,
-                      gpu_wait_s=0.0, mpi_s=0.0, idle_s=0.0, kernel_s=0.0, engines={}, comm_s=0.0,
-                      comm_hidden_s=0.0, comm_exposed_s=0.0, hidden_fraction=0.0, mixed_placement_calls=0,
-                      copies=copies)
+    return RankResult(
+        rank=rank,
+        host=f"n0-gpu{rank}",
+        finished=True,
+        end_s=1.0,
+        host_s=0.0,
+        host_api_s=0.0,
+        gpu_wait_s=0.0,
+        mpi_s=0.0,
+        idle_s=0.0,
+        kernel_s=0.0,
+        engines={},
+        comm_s=0.0,
+        comm_hidden_s=0.0,
+        comm_exposed_s=0.0,
+        hidden_fraction=0.0,
+        mixed_placement_calls=0,
+        copies=copies,
+    )
 
 
 def test_a_copy_kind_s_bound_is_its_fastest_route_s_narrowest_link():
@@ -34,10 +49,10 @@ def test_copies_faster_than_their_route_are_violations_and_the_summary_says_so()
     layout = platform.Layout.for_machine(h100, 1)
     n = 64 * MiB
     ranks = [
-        _rank(0, {"H2D": Tally(1, n / 53.8e9 + 1e-6, n)}),       # its lone time: possible
-        _rank(1, {"H2D": Tally(1, 0.267e-3, n)}),                # 251 GB/s over 53.8 GB/s
+        _rank(0, {"H2D": Tally(1, n / 53.8e9 + 1e-6, n)}),  # its lone time: possible
+        _rank(1, {"H2D": Tally(1, 0.267e-3, n)}),  # 251 GB/s over 53.8 GB/s
         _rank(2, {"peer": Tally(3, 1.0e-6, 3 * n), "D2H": Tally(0, 0.0, 0)}),  # 64 MiB in 0.3 us
-        _rank(3, {"H2D": Tally(1, 0.0, 8)}),                     # bytes in no time
+        _rank(3, {"H2D": Tally(1, 0.0, 8)}),  # bytes in no time
     ]
     results = Results("completed", None, 1.0, ranks, {}, {"machine": "h100-ib200"})
     found = physics.violations(results, h100, layout)

@@ -31,9 +31,12 @@ def routes(xml):
 def test_hosts_routers_and_links_of_a_two_node_job(h100):
     root, edges = routes(platform.platform_xml(h100, platform.Layout.for_machine(h100, 2)))
     hosts = sorted(h.get("id") for h in root.iter("host"))
-    assert hosts == sorted([f"n{n}-cpu" for n in range(2)] + [f"n{n}-gpu{g}" for n in range(2) for g in range(4)]
-                           + [f"n{n}-cpu{r}" for n in range(2) for r in range(4)]  # each rank's process
-                           + [f"n{n}-gpu{g}-ce" for n in range(2) for g in range(4)])  # peer copies' ends
+    assert hosts == sorted(
+        [f"n{n}-cpu" for n in range(2)]
+        + [f"n{n}-gpu{g}" for n in range(2) for g in range(4)]
+        + [f"n{n}-cpu{r}" for n in range(2) for r in range(4)]  # each rank's process
+        + [f"n{n}-gpu{g}-ce" for n in range(2) for g in range(4)]
+    )  # peer copies' ends
     # a GPU's copy-engine host is a leaf beside it (peer copies never look like MPI messages)
     assert edges[("n0-gpu1-ce", "n0-gpu1")].get("latency") == "0.0s"
     # a rank's process: shared memory through the root complex, and its rail's NIC
@@ -41,8 +44,12 @@ def test_hosts_routers_and_links_of_a_two_node_job(h100):
     assert ("n1-cpu2-mem", "n1-root") in edges
     # between nodes, the NIC reads the process's memory by DMA through the PCIe switch's uplink, the
     # links the GPU's host copies cross (issue 22: no private way around them)
-    assert edges[("n1-cpu2", "n1-nic2")] == [("n1-mem", "UP"), ("n1-up2", "UP"), ("n1-nic2-sw", "UP"),
-                                             ("n1-nic2-pcie", "UP")]
+    assert edges[("n1-cpu2", "n1-nic2")] == [
+        ("n1-mem", "UP"),
+        ("n1-up2", "UP"),
+        ("n1-nic2-sw", "UP"),
+        ("n1-nic2-pcie", "UP"),
+    ]
     # NVLink mesh: 6 pairs per node, each at links_per_pair x link_bandwidth
     gpu = re.compile(r"^n0-gpu\d+$")
     nvl = [e for e in edges if gpu.match(e[0]) and gpu.match(e[1])]
@@ -55,15 +62,22 @@ def test_hosts_routers_and_links_of_a_two_node_job(h100):
     assert ("n1-pcie2", "n1-nic2-port") in edges and ("n1-gpu2-port", "n1-nic2-port") in edges
     lat = h100.nic.latency + h100.fabric.switch_latency / 2  # half of the leaf switch on each side
     assert edges[("n1-nic2", "leaf0")].get("latency") == f"{lat!r}s"
-    assert all(link.get("sharing_policy") == "SPLITDUPLEX" for link in root.iter("link")
-               if link.get("id") != "n0-mem" and link.get("id") != "n1-mem")
+    assert all(
+        link.get("sharing_policy") == "SPLITDUPLEX"
+        for link in root.iter("link")
+        if link.get("id") != "n0-mem" and link.get("id") != "n1-mem"
+    )
 
 
 def test_gpu_places_list_every_gpu_of_the_job_and_the_platform_none_of_orrerys_values(h100):
     layout = platform.Layout.for_machine(h100, 2, 2)
     places = platform.gpu_places(h100, layout)
     assert [(p["host"], p["node"], p["index"]) for p in places] == [
-        ("n0-gpu0", 0, 0), ("n0-gpu1", 0, 1), ("n1-gpu0", 1, 0), ("n1-gpu1", 1, 1)]
+        ("n0-gpu0", 0, 0),
+        ("n0-gpu1", 0, 1),
+        ("n1-gpu0", 1, 0),
+        ("n1-gpu1", 1, 1),
+    ]
     assert places[3]["copy_engine"] == "n1-gpu1-ce" and places[3]["message_end"] is None
     assert [p["pci_bus_id"] for p in places[:2]] == [0x18, 0x38]
     root, _ = routes(platform.platform_xml(h100, layout))
@@ -84,11 +98,14 @@ def test_rank_placement_round_robins_local_ranks_over_gpus():
     assert platform.rank_hosts(layout) == ["n0-gpu0", "n0-gpu1", "n0-gpu0", "n1-gpu0", "n1-gpu1", "n1-gpu0"]
 
 
-@pytest.mark.parametrize("nodes, gpus, ranks, match", [
-    (0, None, None, "--nodes"),
-    (1, 5, None, "--gpus-per-node: got 5, expected between 1 and 4"),
-    (1, 2, 0, "--ranks-per-node"),
-])
+@pytest.mark.parametrize(
+    "nodes, gpus, ranks, match",
+    [
+        (0, None, None, "--nodes"),
+        (1, 5, None, "--gpus-per-node: got 5, expected between 1 and 4"),
+        (1, 2, 0, "--ranks-per-node"),
+    ],
+)
 def test_bad_layouts(h100, nodes, gpus, ranks, match):
     with pytest.raises(InputError, match=match):
         platform.Layout.for_machine(h100, nodes, gpus, ranks)
@@ -119,12 +136,20 @@ def test_fat_tree_leaves_and_oversubscribed_uplinks():
 
 
 def test_three_level_fat_tree_groups_leaves_in_pods_under_a_core():
-    m = machine.load("h100-ib200", machine.parse_overrides(["fabric.nodes_per_leaf=1", "fabric.oversubscription=2.0",
-                                                            "fabric.levels=3", "fabric.leaves_per_pod=2"]))
+    m = machine.load(
+        "h100-ib200",
+        machine.parse_overrides(
+            ["fabric.nodes_per_leaf=1", "fabric.oversubscription=2.0", "fabric.levels=3", "fabric.leaves_per_pod=2"]
+        ),
+    )
     root, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 5)))
     # 5 leaves, pods of 2: spines 0 and 1 hold two leaves, spine 2 one
     assert {r.get("id") for r in root.iter("router") if r.get("id").startswith(("spine", "core"))} == {
-        "spine0", "spine1", "spine2", "core"}
+        "spine0",
+        "spine1",
+        "spine2",
+        "core",
+    }
     assert ("leaf1", "spine0") in edges and ("leaf2", "spine1") in edges and ("leaf4", "spine2") in edges
     leaf_up = 4 * 25e9 / 2  # a node's 4 NICs x 25 GB/s, halved
     assert edges[("leaf3", "spine1")].get("bandwidth") == f"{leaf_up!r}Bps"
@@ -153,8 +178,12 @@ def test_messages_within_a_node_through_the_nic_start_at_endpoints_whose_one_way
     assert m.mpi.intra_node == "nic"
     root, edges = routes(platform.platform_xml(m, platform.Layout.for_machine(m, 1)))
     assert edges[("n0-gpu2-mpi", "n0-nic2")] == [("n0-c2c2-io", "UP"), ("n0-nic2-sw", "UP"), ("n0-nic2-pcie", "UP")]
-    assert edges[("n0-cpu1", "n0-nic1")] == [("n0-mem", "UP"), ("n0-up1", "UP"), ("n0-nic1-sw", "UP"),
-                                             ("n0-nic1-pcie", "UP")]
+    assert edges[("n0-cpu1", "n0-nic1")] == [
+        ("n0-mem", "UP"),
+        ("n0-up1", "UP"),
+        ("n0-nic1-sw", "UP"),
+        ("n0-nic1-pcie", "UP"),
+    ]
     for end in ("n0-gpu2-mpi", "n0-cpu1"):
         assert [e for e in edges if end in e] == [(end, f"n0-nic{end[6]}")]
     assert not any(link.get("id").endswith("-shm") for link in root.iter("link"))
@@ -201,8 +230,14 @@ def test_without_gpudirect_rdma_nics_hang_off_the_root_complex(h100):
 
 
 def dragonfly(**more):
-    sets = {"fabric.topology": "'dragonfly'", "fabric.nodes_per_leaf": "1", "fabric.routers_per_group": "2",
-            "fabric.local_bandwidth": "'50GB/s'", "fabric.global_bandwidth": "'10GB/s'", **more}
+    sets = {
+        "fabric.topology": "'dragonfly'",
+        "fabric.nodes_per_leaf": "1",
+        "fabric.routers_per_group": "2",
+        "fabric.local_bandwidth": "'50GB/s'",
+        "fabric.global_bandwidth": "'10GB/s'",
+        **more,
+    }
     return machine.load("h100-ib200", machine.parse_overrides([f"{k}={v}" for k, v in sets.items()]))
 
 
@@ -217,14 +252,24 @@ def test_dragonfly_groups_local_all_to_all_and_one_global_link_per_group_pair():
     assert ("g0-r0", "g0-r1") in local and ("g0-r1", "g0-r2") in local and ("g2-r0", "g2-r1") in local
     assert sum(1 for a, c in local if a[:2] == c[:2]) == 3 + 3 + 1  # all-to-all inside each group
     # one global link per pair of groups: group a's router (b mod 3) to group b's router (a mod 3)
-    globals_ = {e: link for e, link in edges.items() if not isinstance(link, list) and link.get("id").startswith("global")}
+    globals_ = {
+        e: link for e, link in edges.items() if not isinstance(link, list) and link.get("id").startswith("global")
+    }
     assert set(globals_) == {("g0-r1", "g1-r0"), ("g0-r2", "g2-r0"), ("g1-r2", "g2-r1")}
     assert all(link.get("bandwidth") == f"{10e9!r}Bps" for link in globals_.values())
     assert edges[("n4-nic0", "g1-r1")].get("latency") == f"{m.nic.latency + m.fabric.switch_latency / 2!r}s"
 
 
 def test_dragonfly_needs_its_group_parameters():
-    with pytest.raises(InputError, match="key 'fabric.global_bandwidth': got None, expected a value: "
-                                         "fabric.topology = 'dragonfly' needs it"):
-        machine.load("h100-ib200", machine.parse_overrides(["fabric.topology='dragonfly'", "fabric.routers_per_group=4",
-                                    "fabric.local_bandwidth='50GB/s'"]))
+    with pytest.raises(
+        InputError,
+        match=re.escape(
+            "key 'fabric.global_bandwidth': got None, expected a value: fabric.topology = 'dragonfly' needs it"
+        ),
+    ):
+        machine.load(
+            "h100-ib200",
+            machine.parse_overrides(
+                ["fabric.topology='dragonfly'", "fabric.routers_per_group=4", "fabric.local_bandwidth='50GB/s'"]
+            ),
+        )

@@ -14,10 +14,19 @@ HEADER = "\t".join(results.REPORT_COLUMNS) + "\n"
 
 
 def rank_rows(rank: int, end: float, finished: bool) -> str:
-    rows = [("rank", "host_api", 0, 0), ("rank", "gpu_wait", 0, 0), ("rank", "end", 0, end),
-            ("rank", "finished", int(finished), 0), ("engine", "compute", 0, 0), ("engine", "H2D", 0, 0),
-            ("engine", "D2H", 0, 0), ("overlap", "communication", 0, 0), ("overlap", "hidden", 0, 0),
-            ("placement", f"n0-gpu{rank}", 0, 0), ("mixed", "placements", 0, 0)]
+    rows = [
+        ("rank", "host_api", 0, 0),
+        ("rank", "gpu_wait", 0, 0),
+        ("rank", "end", 0, end),
+        ("rank", "finished", int(finished), 0),
+        ("engine", "compute", 0, 0),
+        ("engine", "H2D", 0, 0),
+        ("engine", "D2H", 0, 0),
+        ("overlap", "communication", 0, 0),
+        ("overlap", "hidden", 0, 0),
+        ("placement", f"n0-gpu{rank}", 0, 0),
+        ("mixed", "placements", 0, 0),
+    ]
     return "".join(f"{rank}\t{cat}\t{name}\t{count}\t0\t{t!r}\n" for cat, name, count, t in rows)
 
 
@@ -50,8 +59,9 @@ def test_an_exit_after_finalize_that_cuts_others_short_is_orrery_s_limit(tmp_pat
     report(tmp_path, "0\tstatus\texit_after_finalize\t0\t0\t2e-06\n")
     res = results.read_run(tmp_path, {}, 0)
     assert (res.status, res.run["exit_code"]) == ("orrery_error", 3)
-    assert res.failure.message.startswith("rank 0 called exit(0) after MPI_Finalize at simulated time 2.000 us "
-                                          "while rank 1 had not finished")
+    assert res.failure.message.startswith(
+        "rank 0 called exit(0) after MPI_Finalize at simulated time 2.000 us while rank 1 had not finished"
+    )
 
 
 @pytest.mark.parametrize("code, exit_code", [(7, 7), (256 + 7, 7), (0, 1), (256, 1)])

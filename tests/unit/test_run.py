@@ -15,8 +15,10 @@ def test_the_pinning_library_is_preloaded_into_smpi_s_launcher_only(monkeypatch,
     ahead of any LD_PRELOAD of the user's; an install path with a space, which smpirun would split,
     stops the run with its reason before anything is written."""
     monkeypatch.setenv("LD_PRELOAD", "/opt/a.so /opt/b.so")
-    assert running._preload(Path("/opt/orrery/lib")) == \
-        "env LD_PRELOAD=/opt/orrery/lib/liborrery_smpi.so:/opt/a.so:/opt/b.so"
+    assert (
+        running._preload(Path("/opt/orrery/lib"))
+        == "env LD_PRELOAD=/opt/orrery/lib/liborrery_smpi.so:/opt/a.so:/opt/b.so"
+    )
     monkeypatch.delenv("LD_PRELOAD")
     assert running._preload(Path("/opt/orrery/lib")) == "env LD_PRELOAD=/opt/orrery/lib/liborrery_smpi.so"
     with pytest.raises(SimulationError, match=r"installed under a path with a space \(/opt/my orrery/lib\)"):
