@@ -9,6 +9,7 @@ import difflib
 import math
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, NamedTuple
 
@@ -141,7 +142,7 @@ def input_error(
     source: str,
     model: type[BaseModel] | None = None,
     unknown_key: str = "no such key",
-    overridden: dict[str, str] | None = None,
+    overridden: Mapping[str, str] | None = None,
 ) -> InputError:
     """Every problem pydantic found, as InputErrors naming source, key and value (one
     InputError where there is one). `model`, the schema validated against, lets an unknown key
@@ -159,7 +160,7 @@ def input_error(
             items = [(loc, None, "this key to be present")]
         elif err["type"] == "extra_forbidden":
             # a misspelt key leaves its own key missing from the same table: that one first
-            lacking = [m[-1] for m in missing if m[:-1] == loc[:-1]]
+            lacking = [str(m[-1]) for m in missing if m[:-1] == loc[:-1]]
             near = closest(str(loc[-1]), lacking, cutoff=0.3) or (
                 closest(str(loc[-1]), known_keys(type_at(model, loc[:-1]))) if model else None
             )
@@ -176,7 +177,7 @@ def input_error(
     return found[0] if len(found) == 1 else InputErrors(source, found)
 
 
-def _blamed(source: str, key: str | None, value: object, expected: str, overridden: dict[str, str]) -> InputError:
+def _blamed(source: str, key: str | None, value: object, expected: str, overridden: Mapping[str, str]) -> InputError:
     """The InputError of a key, blamed on the override that set it (the key itself, a list or
     table under it, or the section it is in), else on the file."""
     given = next(

@@ -101,9 +101,10 @@ def parse(value: object, kind: str, signed: bool = False, plain: bool = True) ->
         number, scale = Decimal(repr(value)), Decimal(1)
     elif isinstance(value, str):
         m = _QUANTITY.match(value)
-        scale = _unit_scale(kind, m.group(2)) if m else None
-        if m is None or scale is None:
+        unit_scale = _unit_scale(kind, m.group(2)) if m else None
+        if m is None or unit_scale is None:
             raise ValueError(f"expected {expected}")
+        scale = unit_scale
         if not plain and m.group(2) == "" and Decimal(m.group(1)) != 0:
             raise ValueError(f"expected {expected} (a plain number has no unit)")
         number = Decimal(m.group(1))

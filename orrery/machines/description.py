@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import itertools
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -24,6 +24,17 @@ from ..schema import Bandwidth, Flops, Problems, SignedTime, Size, Time, input_e
 
 #: A count the shim keeps in a C int.
 Count = Annotated[int, Field(strict=True, ge=1, le=2**31 - 1)]
+_T = TypeVar("_T")
+
+
+def required(value: _T | None, key: str) -> _T:
+    """A key that a validated Machine has whenever it is read: the validators demand it where the
+    description's other keys need it (nvlink.links_per_gpu with an NVSwitch, ...)."""
+    if value is None:
+        raise ValueError(f"machine key {key} is unset where its validation requires it (an Orrery bug)")
+    return value
+
+
 #: The platform has a host per GPU and, on a mesh, a link per pair of GPUs of a node.
 MAX_GPUS_PER_NODE = 256
 MAX_CPU_SOCKETS = 16
@@ -569,9 +580,13 @@ class Machine(_Section):
     def nvlink_pair_bandwidth(self) -> float:
         """Bytes/s between two GPUs of a node over NVLink, per direction."""
         if self.nvlink.topology == "mesh":
-            return self.nvlink.links_per_pair * self.nvlink.link_bandwidth
+            return required(self.nvlink.links_per_pair, "nvlink.links_per_pair") * required(
+                self.nvlink.link_bandwidth, "nvlink.link_bandwidth"
+            )
         if self.nvlink.topology == "nvswitch":
-            return self.nvlink.links_per_gpu * self.nvlink.link_bandwidth
+            return required(self.nvlink.links_per_gpu, "nvlink.links_per_gpu") * required(
+                self.nvlink.link_bandwidth, "nvlink.link_bandwidth"
+            )
         raise ValueError(f"{self.name} has no NVLink")
 
     def parameters(self) -> dict[str, object]:
@@ -687,11 +702,11 @@ def parse_overrides(texts: Sequence[str], source: str = "--set") -> dict[str, ob
     return dict(_parse_override(text, source) for text in texts)
 
 
-def validate(data: dict, source: str, overridden: dict[str, str] | set[str] = frozenset()) -> Machine:
+def validate(data: dict, source: str, overridden: Mapping[str, str] | Set[str] = frozenset()) -> Machine:
     """A description's data as a Machine, or an InputError naming every problem; `overridden`
     maps each key set from outside the file to where it came from ("--set" or a calibration
     file; a set of keys: all from --set)."""
-    if not isinstance(overridden, dict):
+    if not isinstance(overridden, Mapping):
         overridden = dict.fromkeys(overridden, "--set")
     try:
         return Machine.model_validate(data)

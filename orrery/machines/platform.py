@@ -66,7 +66,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 from ..errors import InputError
-from .description import Machine
+from .description import Machine, required
 
 # Limits of a layout: the platform grows by about 14 MB of XML per 1000 nodes
 # of 4 GPUs, and SMPI runs every rank as an actor of one process; beyond them a run would
@@ -294,7 +294,7 @@ class _Builder:
             )
         )
         self.link_specs[name] = Link(name, bandwidth, latency)
-        if a is not None:
+        if a is not None and b is not None:
             self.path(a, b, [(name, "UP")])
 
     def path(self, a: str, b: str, links: list[tuple[str, str]]) -> None:
@@ -341,7 +341,7 @@ def leaf_of_node(machine: Machine, node: int) -> int:
 
 def pod_of_leaf(machine: Machine, leaf: int) -> int:
     """A three-level fat-tree: the pod (leaves under one pod spine) a leaf belongs to."""
-    return leaf // machine.fabric.leaves_per_pod
+    return leaf // required(machine.fabric.leaves_per_pod, "fabric.leaves_per_pod")
 
 
 def spine_switch(pod: int | None) -> str:
@@ -351,7 +351,7 @@ def spine_switch(pod: int | None) -> str:
 
 def dragonfly_router(machine: Machine, router: int) -> str:
     """Router `router` (a node's leaf index), named by its group and place in it."""
-    group, place = divmod(router, machine.fabric.routers_per_group)
+    group, place = divmod(router, required(machine.fabric.routers_per_group, "fabric.routers_per_group"))
     return f"g{group}-r{place}"
 
 
@@ -360,7 +360,7 @@ def _dragonfly_links(b: _Builder, m: Machine, routers: list[int]) -> None:
     groups, from router (b mod R) of group a to router (a mod R) of group b, so that each
     router carries the global links of a share of the other groups. Crossing a link costs a
     switch's latency."""
-    f, R = m.fabric, m.fabric.routers_per_group
+    f, R = m.fabric, required(m.fabric.routers_per_group, "fabric.routers_per_group")
     groups = sorted({r // R for r in routers})
     # the routers that carry global links belong to the fabric even where no job node is
     carriers = {ga * R + gb % R for ga in groups for gb in groups if ga != gb}
@@ -375,7 +375,7 @@ def _dragonfly_links(b: _Builder, m: Machine, routers: list[int]) -> None:
                     f"{dragonfly_router(m, a)}-{dragonfly_router(m, c)}",
                     dragonfly_router(m, a),
                     dragonfly_router(m, c),
-                    f.local_bandwidth,
+                    required(f.local_bandwidth, "fabric.local_bandwidth"),
                     f.switch_latency,
                 )
     for i, ga in enumerate(groups):
@@ -385,7 +385,7 @@ def _dragonfly_links(b: _Builder, m: Machine, routers: list[int]) -> None:
                 f"global-g{ga}-g{gb}",
                 dragonfly_router(m, a),
                 dragonfly_router(m, c),
-                f.global_bandwidth,
+                required(f.global_bandwidth, "fabric.global_bandwidth"),
                 f.switch_latency,
             )
 
@@ -412,10 +412,10 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
     f, sw_lat = m.fabric, m.fabric.switch_latency
     nics = sorted({nic_of_gpu(m, g) for g in range(G)})
     switches = sorted({switch_of_gpu(m, g) for g in range(G)})
-    rails = nics if f.topology == "rail-optimized" else [None]
+    rails: list[int | None] = list(nics) if f.topology == "rail-optimized" else [None]
     leaves = sorted({leaf_of_node(m, n) for n in range(layout.nodes)})
 
-    def leaf_switch(leaf: int, nic: int) -> str:
+    def leaf_switch(leaf: int, nic: int | None) -> str:
         if f.topology == "dragonfly":
             return dragonfly_router(m, leaf)
         return f"rail{nic}-{leaf}" if f.topology == "rail-optimized" else f"leaf{leaf}"
@@ -441,10 +441,10 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
             # that no shortest route of other traffic passes through a process (routes are
             # shortest in hops, and hosts may be on the way).
             endpoint = rank_cpu_host(n, local)
-            rail = nic_of_gpu(m, local % G)
+            rank_nic = nic_of_gpu(m, local % G)
             home = root_complex(n, socket_of_gpu(m, local % G))  # the rank binds to its GPU's socket
             b.host(endpoint)
-            dma_ends.append((endpoint, socket_of_gpu(m, local % G), rail))
+            dma_ends.append((endpoint, socket_of_gpu(m, local % G), rank_nic))
             if via_nic:
                 continue  # mpi.intra_node = "nic": its only way out is its rail's NIC, even within the node
             b.router(f"{endpoint}-mem")
@@ -464,8 +464,8 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
                     f"n{n}-socket{a}-{c}",
                     root_complex(n, a),
                     root_complex(n, c),
-                    m.node.socket_link_bandwidth,
-                    m.node.socket_link_latency,
+                    required(m.node.socket_link_bandwidth, "node.socket_link_bandwidth"),
+                    required(m.node.socket_link_latency, "node.socket_link_latency"),
                 )
         for s in switches:
             b.router(f"n{n}-pcie{s}")
@@ -478,14 +478,16 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
             )
         for g in range(G):
             if m.host_link.kind == "nvlink-c2c":
-                b.link(f"n{n}-c2c{g}", rootc, gpu_host(n, g), m.host_link.bandwidth, m.host_link.latency)
+                c2c_bandwidth = required(m.host_link.bandwidth, "host_link.bandwidth")
+                c2c_latency = required(m.host_link.latency, "host_link.latency")
+                b.link(f"n{n}-c2c{g}", rootc, gpu_host(n, g), c2c_bandwidth, c2c_latency)
                 # Grace Hopper: the GPU reaches its own superchip's PCIe (and NIC) through C2C
                 b.link(
                     f"n{n}-c2c{g}-io",
                     gpu_host(n, g),
                     f"n{n}-pcie{switch_of_gpu(m, g)}",
-                    m.host_link.bandwidth,
-                    m.host_link.latency,
+                    c2c_bandwidth,
+                    c2c_latency,
                 )
             else:
                 port = f"n{n}-gpu{g}-port"
@@ -513,13 +515,13 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
                 # (the shim scales it to a smaller message).
                 b.link(f"{nic}-sw", root_complex(n, socket_of_nic(m, i)), port, staging_bandwidth(m), staging_stage(m))
             b.link(f"{nic}-ib", nic, leaf_switch(leaf_of_node(m, n), i), m.nic.bandwidth, m.nic.latency + sw_lat / 2)
-        for endpoint, socket, rail in dma_ends:
+        for endpoint, socket, rank_nic in dma_ends:
             # Between nodes, the NIC reads (or writes) the process's buffer in host memory by DMA:
             # one edge from the process to its rail's NIC over its socket's memory and, with
             # GPUDirect RDMA, the links the GPU's copies cross (the PCIe switch's uplink, shared
             # with them); without it, the NIC hangs off the root complex by a link of its own
             # (the staging link is for device buffers only)
-            nic, rootc = f"n{n}-nic{rail}", root_complex(n, socket)
+            nic, rootc = f"n{n}-nic{rank_nic}", root_complex(n, socket)
             memory = [(memory_link(n, socket), "UP")]
             if m.gpudirect.rdma:
                 b.path(endpoint, nic, memory + b.shortest(rootc, nic))
@@ -529,19 +531,29 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
                     endpoint,
                     nic,
                     memory
-                    + b.shortest(rootc, root_complex(n, socket_of_nic(m, rail)))
+                    + b.shortest(rootc, root_complex(n, socket_of_nic(m, rank_nic)))
                     + [(f"{endpoint}-dma", "UP"), (f"{nic}-pcie", "UP")],
                 )
         if m.nvlink.topology == "mesh":
             for a in range(G):
                 for c in range(a + 1, G):
                     b.link(
-                        f"n{n}-nvl{a}-{c}", gpu_host(n, a), gpu_host(n, c), m.nvlink_pair_bandwidth, m.nvlink.latency
+                        f"n{n}-nvl{a}-{c}",
+                        gpu_host(n, a),
+                        gpu_host(n, c),
+                        m.nvlink_pair_bandwidth,
+                        required(m.nvlink.latency, "nvlink.latency"),
                     )
         elif m.nvlink.topology == "nvswitch" and G > 1:
             b.router(f"n{n}-nvswitch")
             for g in range(G):
-                b.link(f"n{n}-nvl{g}", gpu_host(n, g), f"n{n}-nvswitch", m.nvlink_pair_bandwidth, m.nvlink.latency / 2)
+                b.link(
+                    f"n{n}-nvl{g}",
+                    gpu_host(n, g),
+                    f"n{n}-nvswitch",
+                    m.nvlink_pair_bandwidth,
+                    required(m.nvlink.latency, "nvlink.latency") / 2,
+                )
         if via_nic:
             # mpi.intra_node = "nic": a GPU's device-buffer messages start at its message
             # endpoint, whose one edge is the GPU's own way to its rail's NIC: no NVLink, no

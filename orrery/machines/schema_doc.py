@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import types
 import typing
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import annotated_types
 from pydantic import BaseModel
@@ -35,7 +35,7 @@ class MissingDescription(Exception):
     """A field of the schema without a description: the reference would have a blank row."""
 
 
-def _unwrap(tp: object) -> tuple[object, list, bool]:
+def _unwrap(tp: Any) -> tuple[Any, list, bool]:
     """A type without its Annotated wrappers and None alternative: the bare type, the metadata
     gathered on the way and whether None was allowed."""
     meta: list = []
@@ -69,7 +69,9 @@ def _constraints(meta: list) -> list:
 
 def _bounds(meta: list) -> str:
     """The tightest bounds of a number, in words ("1 to 256", "> 0", ">= 1")."""
-    lo = hi = None
+    # annotated_types' bounds are typed as comparison protocols; here they are numbers
+    lo: Any = None
+    hi: Any = None
     lo_strict = False
     for c in _constraints(meta):
         if isinstance(c, annotated_types.Ge) and (lo is None or c.ge > lo):

@@ -211,5 +211,5 @@ def run(opts: RunOptions) -> RunOutcome:
     tmp.write_text(res.to_json())
     tmp.replace(out / "results.json")
     if res.status == "orrery_error":
-        raise SimulationError(res.failure.message)
+        raise SimulationError(res.failure.message if res.failure else "the simulation stopped on an error of its own")
     return RunOutcome(res.run["exit_code"], res, proc.stdout)

@@ -228,7 +228,7 @@ def read_run(out: Path, run: dict, returncode: int) -> Results:
     if not reported and crash:  # the crash left no report: its own row is all there is
         rows = crash
     status_row = next((r for r in rows or () if r["category"] == "status"), None)
-    if status_row is None:
+    if status_row is None or rows is None:  # (no rows, no status row)
         if error:
             return _empty("orrery_error", EXIT_ORRERY_ERROR, Failure(error, [], None), run)
         if returncode >= 128:  # killed before the shim could say by whom
@@ -360,10 +360,10 @@ def summary(results: Results) -> str:
     ended = "finished" if results.status == "completed" else "ended"
     heads = (ended, "GPU kernels", "MPI", "GPU wait", "host", "idle", "comm exposed", "comm hidden")
     where = f"({len(results.ranks)} ranks on {results.run.get('machine', '?')})"
+    if results.makespan_s is None:
+        return f"orrery: the run ended ({results.status}) without a report of its ranks"
     if results.status == "completed":
         lines = [f"orrery: simulated makespan {_fmt(results.makespan_s)} {where}"]
-    elif results.makespan_s is None:
-        return f"orrery: the run ended ({results.status}) without a report of its ranks"
     else:  # the ranks' times up to the failure
         lines = [f"orrery: the run ended ({results.status}) at simulated time {_fmt(results.makespan_s)} {where}"]
     if len(results.ranks) <= 16:

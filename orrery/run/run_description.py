@@ -53,7 +53,8 @@ def _annotation(t: str) -> Any:
         return Literal[tuple(SCHEMA["enums"][t[5:]])]
     if t in SCHEMA["types"]:
         return _model(t)
-    inner = _annotation(t[t.index("<") + 1 : -1])
+    # built at run time from the schema: a type expression mypy cannot follow, hence Any
+    inner: Any = _annotation(t[t.index("<") + 1 : -1])
     if t.startswith("list<"):
         return list[inner]
     if t.startswith("map<"):
