@@ -119,7 +119,14 @@ def test_readme_begins_with_the_two_commands_ci_runs():
     )
     assert readme.index("```") < readme.index("\n## ")
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()
-    assert ci[-1] == first.group(1).splitlines()[1]
+    commands = [line for line in ci if line and not line.startswith("#")]
+    # the README's test command, then lint, format and types of the same checkout
+    assert commands[2:] == [
+        first.group(1).splitlines()[1],
+        ".venv/bin/ruff check .",
+        ".venv/bin/ruff format --check .",
+        ".venv/bin/mypy",
+    ]
 
 
 def tour() -> str:
