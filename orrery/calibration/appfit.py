@@ -55,7 +55,7 @@ import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TypeAlias
 
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -73,8 +73,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# a plain number, or a time with its unit ("10us"); finite
-Value = quantity("time", signed=True, plain=True)
+# a plain number, or a time with its unit ("10us"); finite. mypy takes a type alias from a type
+# expression only, not from a function's result: it sees what the field holds
+if TYPE_CHECKING:
+    Value: TypeAlias = float
+else:
+    Value = quantity("time", signed=True, plain=True)
 Count = Annotated[int, Field(strict=True, ge=1)]
 
 
@@ -167,6 +171,7 @@ def _measured_rows(spec: Spec, source: Path) -> tuple[list[float], list[Path]]:
             continue
         if not spec.measured:
             raise InputError(str(source), f"{key}.row", run.row, "a [measured] table naming the file the row is in")
+        assert run.row is not None  # Run._one_source: a run without `measured` has a row
         rows = [r for r in table if all(want in (r.get(col) or "") for col, want in run.row.items())]
         if len(rows) != 1:
             raise InputError(

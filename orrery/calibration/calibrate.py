@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -114,7 +115,7 @@ def series(
 def calibrate(
     machine_name: str,
     repo: Path | None,
-    inputs: list[Path] = (),
+    inputs: Sequence[Path] = (),
     p2p_path: str | None = None,
     sweep_set: str | None = None,
     collective_layout: tuple[int, int] | None = None,

@@ -10,6 +10,7 @@ platform's own (orrery.machines.platform.routes), subtracted where a fit include
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,7 @@ def route_latency(m: machines.Machine, path: str, which: str) -> float:
     host buffers (the ranks' processes in host memory)."""
     apart = path == "inter-node"
     layout = platform.Layout.for_machine(m, 2 if apart else 1, 1 if apart else 2)
+    ends: Callable[[int, int], str]  # (node, GPU or local rank) -> host name
     if which == "host":
         ends = platform.rank_cpu_host
     else:
@@ -120,6 +122,8 @@ def window_overhead(g: float | None, b: float | None, T: float | None, L: float)
         return (2 * W * b - W * g) / (3 * W - 2)
     if g is not None:
         return (W * g - 2 * T) / (W - 2) if T is not None else (W * g - 2 * L) / (W + 2)
+    if b is None:
+        raise ValueError("window_overhead needs osu_bw's or osu_bibw's time per message (g or b)")
     return (W * b - T) / (2 * W - 2) if T is not None else (W * b - L) / (2 * W)
 
 
@@ -129,6 +133,7 @@ def overrides(
     """Machine parameters from the fits, by what each sweep measured (metric, path, buffers);
     the window models found on the way go into `windows`, by buffer kind."""
     out: dict[str, object] = {}
+    pcie_bandwidth = 0.0
     windows = {} if windows is None else windows
     for (metric, path, buffers), fit in fits:
         if metric == "copy_bandwidth" and path in COPY_DIRECTIONS:
@@ -140,7 +145,8 @@ def overrides(
             out[f"copies.{COPY_DIRECTIONS[path]}"] = piecewise_model(fit.segments, host)
             if path in ("H2D", "D2H"):
                 # the PCIe links must not be slower than any measured copy across them
-                out["pcie.bandwidth"] = max(out.get("pcie.bandwidth", 0.0), fastest_rate(fit.segments))
+                pcie_bandwidth = max(pcie_bandwidth, fastest_rate(fit.segments))
+                out["pcie.bandwidth"] = pcie_bandwidth
         elif metric == "latency" and path in ("intra-node", "inter-node"):
             which = "device" if buffers == "D D" else "host"
             # osu_latency's one-way time, per-message overheads included (the shim subtracts them)
@@ -150,7 +156,8 @@ def overrides(
         for buffers in ("D D", "H H"):
             which = "device" if buffers == "D D" else "host"
             bw, bibw, lone = (by_kind.get((metric, path, buffers)) for metric in ("bandwidth", "bibw", "latency"))
-            if bw is None and bibw is None:
+            window = bw or bibw
+            if window is None:
                 continue
             g, b, T = (f.segments[0].latency_s if f else None for f in (bw, bibw, lone))
             L = route_latency(m, path, which)
@@ -168,15 +175,16 @@ def overrides(
                     out["node.host_memcpy_bandwidth"] = max(fastest_rate(f.segments) for f in (bw, bibw) if f)
                     if not lone:
                         out["messages.host_intra"] = window_model(
-                            overhead, L, (bw or bibw).segments, m.mpi.eager_threshold_host
+                            overhead, L, window.segments, m.mpi.eager_threshold_host
                         )
                 continue
             if which == "device":
-                out["nic.bandwidth"] = (bw or bibw).segments[-1].bandwidth_Bps
+                out["nic.bandwidth"] = window.segments[-1].bandwidth_Bps
             if bw and bibw and not lone:
                 # the two windows also give the wire's latency L for a lone message (2 o + L),
                 # the path's message model, and the candidates for its eager threshold
-                wire = max(WINDOW * b - 2 * WINDOW * overhead, 0.0)
+                b_bibw = bibw.segments[0].latency_s  # b, osu_bibw's time per message
+                wire = max(WINDOW * b_bibw - 2 * WINDOW * overhead, 0.0)
                 rate, eager = bw.segments[-1].bandwidth_Bps, getattr(m.mpi, f"eager_threshold_{which}")
                 out[f"messages.{which}_inter"] = window_model(overhead, wire, rate, eager)
                 windows[which] = Window(buffers, overhead, wire, rate, bw)
@@ -239,9 +247,9 @@ def collective_corrections(result: SweepResult) -> list[dict[str, float]]:
     extras = [sweeps.to_si(result.unit, max(m - s, 0.0)) for m, s in zip(result.measured, result.simulated)]
     model: list[dict[str, float]] = []
     for i, (size, extra) in enumerate(zip(result.sizes, extras)):
-        up_to = float(np.sqrt(size * result.sizes[i + 1])) if i + 1 < len(result.sizes) else None
         if model and model[-1]["extra"] == extra:
             model.pop()
-        model.append({"up_to": up_to, "extra": extra})
-    del model[-1]["up_to"]
+        # the last range covers every larger size
+        bound = {"up_to": float(np.sqrt(size * result.sizes[i + 1]))} if i + 1 < len(result.sizes) else {}
+        model.append({**bound, "extra": extra})
     return model

@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 import numpy as np
 from scipy import optimize
@@ -69,16 +70,19 @@ def _rms(residuals: np.ndarray) -> float:
     return float(np.sqrt(np.mean(residuals**2)))
 
 
-def _best_partition(s: np.ndarray, t: np.ndarray, pieces: int, min_points: int):
+_Piece: TypeAlias = tuple[int, int, float, float]  # first, end (indices into the sizes), a, c (fit_line)
+
+
+def _best_partition(s: np.ndarray, t: np.ndarray, pieces: int, min_points: int) -> tuple[float, list[_Piece]]:
     """The split of the sweep into `pieces` runs of at least `min_points` sizes with the
     smallest RMS relative residual: (rms, [(first, end, a, c), ...])."""
     n = len(s)
-    memo: dict[tuple[int, int], tuple[float, list]] = {}
+    memo: dict[tuple[int, int], tuple[float, list[_Piece]]] = {}
 
-    def best(start: int, k: int):  # sum of squared residuals of s[start:] in k pieces
+    def best(start: int, k: int) -> tuple[float, list[_Piece]]:  # sum of squared residuals of s[start:] in k pieces
         if (start, k) in memo:
             return memo[start, k]
-        result = (np.inf, [])
+        result: tuple[float, list[_Piece]] = (np.inf, [])
         after = 0.0 if start == 0 else s[start - 1]  # the segment covers the sizes above the last one's
         if k == 1:
             if n - start >= min_points:

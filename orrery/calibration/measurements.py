@@ -97,10 +97,12 @@ class Series:
 
 
 def _number(text: str | None, source: str, line: int, what: str) -> float:
-    try:
-        return float(text)
-    except (TypeError, ValueError):  # TypeError: a short CSV row's missing cell
-        raise InputError(f"{source}:{line}", what, text, "a number") from None
+    if text is not None:  # None: a short CSV row's missing cell
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    raise InputError(f"{source}:{line}", what, text, "a number")
 
 
 def _whole(text: str | None, source: str, line: int, what: str, least: int = 0) -> int:

@@ -9,6 +9,7 @@ simulator-in-the-loop trials, its overrides and the closed loop, per sweep and p
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -97,7 +98,7 @@ def term_errors(closed_loop: list[SweepResult], kinds: list[tuple[str, str, str]
     }
 
 
-def calibration_report(cal: dict, closed_loop: list[SweepResult], kinds: list[tuple[str, str, str]] = ()) -> str:
+def calibration_report(cal: dict, closed_loop: list[SweepResult], kinds: Sequence[tuple[str, str, str]] = ()) -> str:
     lines = [f"calibration of {cal['machine']} from " + ", ".join(i["file"] for i in cal["inputs"])]
     for fit in cal["fits"]:
         segs = "; ".join(

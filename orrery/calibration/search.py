@@ -69,7 +69,7 @@ def pick_gaps(machine_name: str, m: machines.Machine, repo: Path | None, pairs, 
                 for sw, pts in pairs
                 if sw.kind[1:] == (path, buffers) and sw.kind[0] in ("latency", "bandwidth", "bibw")
             ]
-            candidates = {"none": {}}
+            candidates: dict[str, dict[str, object]] = {"none": {}}
             for o in overheads:
                 for metric in windows:
                     sizes, times = measured[metric]
@@ -91,7 +91,7 @@ def pick_gaps(machine_name: str, m: machines.Machine, repo: Path | None, pairs, 
                 name: score(machine_name, repo, {**overrides, **changes}, related)
                 for name, changes in candidates.items()
             }
-            best = min(scores, key=scores.get)
+            best = min(scores, key=scores.__getitem__)
             if scores["none"] - scores[best] >= GAP_GAIN:
                 overrides.update(candidates[best])
             result[f"{which}_{short}"] = scores
@@ -150,6 +150,6 @@ def pick_eager_threshold(
             for eager in candidates
         }
         scores = {str(int(e)): score(machine_name, repo, {**overrides, **t}, related) for e, t in trials.items()}
-        overrides.update(trials[float(min(scores, key=scores.get))])
+        overrides.update(trials[float(min(scores, key=scores.__getitem__))])
         result[which] = scores
     return result

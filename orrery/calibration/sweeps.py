@@ -306,7 +306,8 @@ def sweep_for(
             "us",
             program,
             kind=(metric, coll, buffers),
-            **where,
+            nodes=where["nodes"],
+            gpus_per_node=where["gpus_per_node"],
         )
         return sweep, [(s, from_si("us", v)) for s, v in zip(series.sizes, series.values)]
     fit, note = True, ""

@@ -62,14 +62,16 @@ def simulate(repo: Path | None, m: machines.Machine, sweep: Sweep, sizes: list[i
     outcome = run(RunOptions(machine=m, layout=layout, program=program, out=out, costs=Costs({}), capture_output=True))
     if outcome.exit_code:
         raise OrreryError(f"{sweep.program[0]} exited with status {outcome.exit_code} on {m.name}")
+    stdout = outcome.stdout
+    assert stdout is not None  # capture_output=True
     values = {}
     if sweep.kind[0] == "api_time":  # api_overheads prints the measurement CSV
-        text = outcome.stdout[outcome.stdout.index("benchmark,metric") :]
+        text = stdout[stdout.index("benchmark,metric") :]
         for row in csv.DictReader(text.splitlines()):
             if row["path"] == sweep.kind[1]:
                 values[int(row["size_bytes"])] = float(row["value"])
         return values
-    for line in outcome.stdout.splitlines():
+    for line in stdout.splitlines():
         parts = line.split()
         if len(parts) == 2 and parts[0].isdigit():
             values[int(parts[0])] = float(parts[1])
