@@ -55,7 +55,7 @@ void write_report() {
     fprintf(stderr, "orrery: error: cannot write the report %s\n", tmp.c_str());
     return;
   }
-  fprintf(f, "rank\tcategory\tname\tcount\tbytes\ttime_s\n");
+  fputs(kReportHeader, f);  // the schema's report_columns (run_description.json)
   fprintf(f, "-1\trun\tmakespan\t0\t0\t%.17g\n", now());
   fprintf(f, "%d\tstatus\t%s\t%d\t0\t%.17g\n", outcome.rank, outcome.status.c_str(), outcome.code,
           outcome.time_s);

@@ -16,7 +16,10 @@ import signal
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPORT_COLUMNS = ("rank", "category", "name", "count", "bytes", "time_s")
+from .run_description import SCHEMA
+
+#: The report's header, written by the shim from the same schema (run_description.json report_columns)
+REPORT_COLUMNS = tuple(SCHEMA["report_columns"])
 
 #: A run's status (results.json `status`) and what `orrery run` exits with for it (docs/running.md,
 #: "How a run ends"): the program's own status where it has one, Orrery's otherwise.

@@ -17,7 +17,7 @@ from conftest import REPO
 from orrery import machines as machine
 from orrery.errors import SimulationError
 from orrery.machines import platform
-from orrery.run import launch, run_description
+from orrery.run import launch, results, run_description
 from orrery.run.costs import Costs, KernelCost
 
 pytestmark = pytest.mark.native
@@ -190,3 +190,15 @@ def test_a_bad_run_description_stops_the_real_shim_as_orrerys_error(programs, tm
     assert str(e.value) == expected
     res = json.loads((out / "results.json").read_text())
     assert (res["status"], res["run"]["exit_code"], res["failure"]["message"]) == ("orrery_error", 3, expected)
+
+
+def test_the_report_the_shim_writes_back_has_the_schema_s_header(run_program, programs):
+    """The other way across the border: the shim writes report.tsv under the header generated from
+    the schema's report_columns, and results.py reads it by the same names."""
+    schema = json.loads((REPO / "interpose" / "core" / "run_description.json").read_text())
+    assert tuple(schema["report_columns"]) == results.REPORT_COLUMNS
+    r = run_program(programs["device_query"], options=("--gpus-per-node", "1"))
+    assert r.returncode == 0, r.stderr
+    rows = (r.out / "report.tsv").read_text().splitlines()
+    assert rows[0].split("\t") == schema["report_columns"]
+    assert all(len(row.split("\t")) == len(schema["report_columns"]) for row in rows[1:])

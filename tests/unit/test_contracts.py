@@ -1,4 +1,4 @@
-"""The C shim and the Python package describe some things twice: keep them equal."""
+"""Names the shim and the Python package share outside the run description's schema: keep them equal."""
 
 import re
 from pathlib import Path
@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 
 from orrery import machines as machine
-from orrery.run import results
 
 pytestmark = pytest.mark.unit
 
@@ -21,9 +20,3 @@ def test_every_collective_the_shim_corrects_has_its_machine_keys():
     assert colls
     keys = {f"{c.lower()}{kind}" for c in colls for kind in ("", "_device", "_host")}
     assert keys == set(machine.description.Collectives.model_fields)
-
-
-def test_report_header_matches_the_reader():
-    engine = (SHIM / "core" / "report.cpp").read_text()
-    header = re.search(r'fprintf\(f, "(rank\\t[^"]*)\\n"\);', engine).group(1)
-    assert tuple(header.split("\\t")) == results.REPORT_COLUMNS
