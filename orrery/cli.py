@@ -339,6 +339,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _wrapper(name: str) -> int:
+    """``orrery-nvcc``, ``orrery-mpicc``, ``orrery-mpicxx``: the wrappers as single-word
+    executables, for build rules that split ``"orrery nvcc"`` (``-ccbin $(CXX)``, configure's
+    CC, CMake's compilers)."""
+    return main([name, *sys.argv[1:]])
+
+
+def nvcc_main() -> int:
+    return _wrapper("nvcc")
+
+
+def mpicc_main() -> int:
+    return _wrapper("mpicc")
+
+
+def mpicxx_main() -> int:
+    return _wrapper("mpicxx")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `orrery machine show X | head` ends quietly

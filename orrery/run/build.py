@@ -11,7 +11,9 @@ Makefile's compiler variables (``make NVCC="orrery nvcc" MPICXX="orrery mpicxx"`
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -21,27 +23,24 @@ from .._paths import lib_dir
 from ..errors import BuildError
 
 NVCC_FLAGS = ["-cudart", "shared", "-Xcompiler", "-fPIC"]
-_COMPILE_ONLY = {
-    "-c",
-    "--compile",
-    "-E",
-    "--preprocess",
-    "-M",
-    "-MM",
-    "--version",
-    "-V",
-    "--help",
-    "-h",
-    "-ptx",
-    "--ptx",
-    "-cubin",
-    "--cubin",
-    "-fatbin",
-    "--fatbin",
-    "-dc",
-    "--device-c",
-}
+#: Options that stop nvcc before a link (or only print): the command goes to nvcc as it is.
+_NOT_LINKING = {
+    "-c", "--compile", "-E", "--preprocess", "-M", "--generate-dependencies", "-MM",
+    "--generate-nonsystem-dependencies", "--version", "-V", "--help", "-h", "-cuda", "--cuda",
+    "-ptx", "--ptx", "-cubin", "--cubin", "-fatbin", "--fatbin", "-optix-ir", "--optix-ir",
+    "-ltoir", "--ltoir", "-dc", "--device-c", "-dw", "--device-w", "-dlink", "--device-link",
+    "-lib", "--lib", "-list-gpu-code", "--list-gpu-code", "-arch-ls", "--list-gpu-arch",
+    "-code-ls", "-dryrun", "--dryrun",
+}  # fmt: skip
+#: Options whose value nvcc --help does not show (its line has no <...> or {...}).
+_VALUE_NOT_IN_HELP = {"--dependency-output", "-MF"}
+#: The runtime Orrery links is its own shared one: a program's choice of it is dropped.
+_CUDART_CHOICE = {"-cudart", "--cudart"}
 _CUDA_SUFFIXES = (".cu",)
+_SOURCE_SUFFIXES = (".cu", ".c", ".cc", ".cpp", ".cxx", ".C")
+# "--long VALUE   (-short)": a value is any text between the names (<file>, {a|b}, entry,...);
+# an option without a short name repeats its long one
+_HELP_LINE = re.compile(r"^(--[\w+-]+)((?: (?!\()\S+)*) {2,}(?:\((-[\w+-]+)\)|(--[\w+-]+))\s*$")
 
 
 def _tool(name: str, hint: str) -> str:
@@ -51,6 +50,43 @@ def _tool(name: str, hint: str) -> str:
     if path is None:
         raise BuildError(f"{name} not found on PATH: {hint}")
     return path
+
+
+@functools.cache
+def nvcc_options(exe: str) -> dict[str, bool]:
+    """Every option the installed nvcc knows, long and short names, and whether it takes a value
+    (read from its own ``--help``, so that a new nvcc's options are known without a release of
+    Orrery)."""
+    text = subprocess.run([exe, "--help"], capture_output=True, text=True, check=False).stdout
+    options: dict[str, bool] = {}
+    for line in text.splitlines():
+        m = _HELP_LINE.match(line)
+        if m:
+            long, value, short, same = m.groups()
+            takes = bool(value) or long in _VALUE_NOT_IN_HELP
+            options[long] = options[short or same] = takes
+    if not options:
+        raise BuildError(f"{exe} --help lists no options: is it NVIDIA's nvcc?")
+    return options
+
+
+def split_nvcc_args(args: list[str], options: dict[str, bool]) -> list[list[str]]:
+    """An nvcc command line as its items: an option with its value (``-o x``, ``--std=c++17``,
+    ``-Xcompiler -O3``) or an input file, as nvcc itself reads them."""
+    items, i = [], 0
+    while i < len(args):
+        a = args[i]
+        if options.get(a) and i + 1 < len(args):  # a value after a space
+            items.append([a, args[i + 1]])
+            i += 2
+        else:  # a flag, a value after '=' or glued (-O3, -Ipath, -lm), or an input
+            items.append([a])
+            i += 1
+    return items
+
+
+def _name(item: list[str]) -> str:
+    return item[0].split("=", 1)[0]
 
 
 def smpi_include_dir() -> str:
@@ -64,26 +100,37 @@ def _run(cmd: list[str]) -> int:
 
 
 def nvcc(args: list[str]) -> int:
+    """nvcc for Orrery: compiles with the real nvcc against the shared runtime, as
+    position-independent code with SMPI's mpi.h; a command that also links compiles its sources
+    with nvcc and links the objects with smpicxx against Orrery's runtime."""
     exe = _tool("nvcc", "install the CUDA toolkit (only its compiler is needed, no GPU)")
+    items = [it for it in split_nvcc_args(args, nvcc_options(exe)) if _name(it) not in _CUDART_CHOICE]
     extra = [*NVCC_FLAGS, f"-I{smpi_include_dir()}"]
-    if any(a in _COMPILE_ONLY for a in args):
-        return _run([exe, *extra, *args])
-    # A compile-and-link line: compile the .cu sources with nvcc, link with smpicxx.
-    sources = [a for a in args if a.endswith(_CUDA_SUFFIXES)]
-    compile_flags, link_args, skip = [], [], False
-    for i, a in enumerate(args):
-        if skip:
-            skip = False
-            continue
-        if a in sources:
-            continue
-        if a == "-o":
-            link_args += [a, args[i + 1]]
-            skip = True
-        elif a.startswith(("-l", "-L", "-Wl,")) or not a.startswith("-"):
-            link_args.append(a)
+    if any(_name(it) in _NOT_LINKING for it in items):
+        return _run([exe, *extra, *(a for it in items for a in it)])
+    # A compile-and-link line: compile the sources with nvcc, link with smpicxx.
+    all_cuda = any(it in (["-x", "cu"], ["--x", "cu"], ["-x=cu"], ["--x=cu"]) for it in items)
+    source_suffixes = _SOURCE_SUFFIXES if all_cuda else _CUDA_SUFFIXES
+    sources: list[str] = []
+    compile_flags: list[str] = []
+    link: list[str] = []
+    for it in items:
+        a, name = it[0], _name(it)
+        if len(it) == 1 and not a.startswith("-"):
+            (sources if a.endswith(source_suffixes) else link).append(a)
+        elif name in ("-o", "--output-file"):
+            link += ["-o", it[1] if len(it) == 2 else a.split("=", 1)[1]]
+        elif name in ("-l", "--library", "-L", "--library-path"):
+            value = it[1] if len(it) == 2 else a.split("=", 1)[1]
+            flag = "-l" if name in ("-l", "--library") else "-L"
+            link += [flag + v for v in value.split(",")]
+        elif name in ("-Xlinker", "--linker-options"):
+            value = it[1] if len(it) == 2 else a.split("=", 1)[1]
+            link.append("-Wl," + value)
+        elif a.startswith(("-l", "-L", "-Wl,")):
+            link.append(a)
         else:
-            compile_flags.append(a)
+            compile_flags += it
     with tempfile.TemporaryDirectory(prefix="orrery-nvcc-") as tmp:
         objects = []
         for i, src in enumerate(sources):
@@ -92,7 +139,7 @@ def nvcc(args: list[str]) -> int:
             if rc:
                 return rc
             objects.append(obj)
-        return mpicc(objects + link_args, cxx=True)
+        return mpicc(objects + link, cxx=True)
 
 
 # A real cluster's link line names the real CUDA runtime; Orrery's stands in for it.

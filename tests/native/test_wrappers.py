@@ -1,0 +1,113 @@
+"""The compiler wrappers as a build system calls them: single-word executables (orrery-nvcc,
+orrery-mpicc, orrery-mpicxx) and nvcc's own option syntax (values after a space or '=', phase
+options that do not link, -x cu), read from the installed nvcc's --help."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import HERE, needs_nvcc, orrery
+
+from orrery.run import build
+
+pytestmark = [pytest.mark.native, needs_nvcc]
+
+BIN = Path(sys.executable).parent
+NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+DEVICE_QUERY = HERE / "native" / "programs" / "device_query.cu"
+
+# From nvcc's documentation (CUDA 13 "NVCC command options"), written out here independently of
+# the parser: options that take a value, and flags that take none.
+TAKE_A_VALUE = ["-o", "--output-file", "-arch", "--gpu-architecture", "-gencode", "-maxrregcount", "-ccbin",
+                "--compiler-bindir", "-Xcompiler", "-Xlinker", "-MF", "-x", "-std", "-I", "-L", "-l", "-D",
+                "-O", "-rdc", "-default-stream", "-t", "-cudart"]  # fmt: skip
+FLAGS = ["-c", "-cuda", "-ptx", "-E", "-M", "-g", "-G", "-lineinfo", "-use_fast_math", "-shared", "-dc",
+         "-v", "--expt-relaxed-constexpr", "-extended-lambda", "-w"]  # fmt: skip
+
+
+def test_nvcc_s_options_are_read_from_its_help():
+    options = build.nvcc_options(NVCC)
+    help_text = subprocess.run([NVCC, "--help"], capture_output=True, text=True).stdout
+    longs = [line.split()[0] for line in help_text.splitlines() if line.startswith("--")]
+    # every option line of the help is understood, long and short name
+    assert set(longs) <= set(options)
+    assert options["--entries"] and not options["--no-align-double"]  # a value without <...>; no short name
+    assert {o: options[o] for o in TAKE_A_VALUE} == dict.fromkeys(TAKE_A_VALUE, True)
+    assert {o: options[o] for o in FLAGS} == dict.fromkeys(FLAGS, False)
+
+
+@pytest.mark.parametrize("option", TAKE_A_VALUE)
+def test_a_value_after_a_space_stays_with_its_option(option):
+    items = build.split_nvcc_args([option, "value.cu", "main.cu", "-c"], build.nvcc_options(NVCC))
+    assert items == [[option, "value.cu"], ["main.cu"], ["-c"]]
+
+
+def test_glued_and_equals_values_are_one_item():
+    items = build.split_nvcc_args(["-O3", "-Ipath", "--std=c++17", "-lm", "x.cu"], build.nvcc_options(NVCC))
+    assert items == [["-O3"], ["-Ipath"], ["--std=c++17"], ["-lm"], ["x.cu"]]
+
+
+def _query(run_program, program: Path) -> dict[str, str]:
+    r = run_program(program, options=("--gpus-per-node", "2"))
+    assert r.returncode == 0, r.stderr
+    return dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
+
+
+def test_single_word_wrappers_compile_and_link_in_one_command(tmp_path, run_program, h100):
+    """orrery-nvcc with values after spaces (the command that failed with "Unsupported gpu
+    architecture '-c'") builds a program that runs on the simulated machine."""
+    exe = tmp_path / "query"
+    p = subprocess.run(
+        [str(BIN / "orrery-nvcc"), "-arch", "sm_90", "-maxrregcount", "32", "-std", "c++17", "-o", str(exe),
+         str(DEVICE_QUERY)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    out = _query(run_program, exe)
+    assert out["name"] == h100.gpu.model and out["count"] == "2"
+
+
+def test_x_cu_compiles_any_source_as_cuda(tmp_path, run_program, h100):
+    src = tmp_path / "query.cpp"
+    src.write_text(DEVICE_QUERY.read_text())
+    exe = tmp_path / "query"
+    p = subprocess.run([str(BIN / "orrery-nvcc"), "-x", "cu", "-o", str(exe), str(src)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert _query(run_program, exe)["sms"] == str(h100.gpu.sm_count)
+
+
+def test_separate_compile_and_link_with_single_word_wrappers(tmp_path, run_program, h100):
+    obj, exe = tmp_path / "q.o", tmp_path / "query"
+    for cmd in (
+        [str(BIN / "orrery-nvcc"), "-ccbin", "g++", "-c", str(DEVICE_QUERY), "-o", str(obj)],
+        [str(BIN / "orrery-mpicxx"), str(obj), "-o", str(exe)],
+    ):
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        assert p.returncode == 0, (cmd, p.stderr)
+    assert _query(run_program, exe)["name"] == h100.gpu.model
+
+
+def test_a_phase_option_that_does_not_link_goes_to_nvcc_as_it_is(tmp_path):
+    """-cuda (the .cu.cpp.ii output) stops before a link: nvcc writes its file, and no link is tried."""
+    out = tmp_path / "query.cu.cpp.ii"
+    p = orrery("nvcc", "-cuda", str(DEVICE_QUERY), "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "cudaGetDeviceProperties" in out.read_text()
+
+
+def test_mpicc_single_word_wrapper_links_a_c_program(tmp_path, run_program):
+    src = tmp_path / "hello.c"
+    src.write_text(
+        '#include <mpi.h>\n#include <stdio.h>\nint main(int c, char** v) { MPI_Init(&c, &v); int n;\n'
+        'MPI_Comm_size(MPI_COMM_WORLD, &n); printf("size %d\\n", n); MPI_Finalize(); return 0; }\n'
+    )  # fmt: skip
+    exe = tmp_path / "hello"
+    p = subprocess.run([str(BIN / "orrery-mpicc"), str(src), "-o", str(exe)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    r = run_program(exe, options=("--gpus-per-node", "3"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines().count("size 3") == 3
