@@ -11,7 +11,7 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
@@ -65,8 +65,9 @@ def read_text(path: Path, what: str) -> str:
         raise InputError(str(path), None, str(path), f"{what} that can be read ({e.strerror})") from None
 
 
-def _strip(tp: object) -> tuple[object, list]:
-    """A type without its Annotated wrapper and None alternative, and the wrapper's metadata."""
+def unwrap(tp: Any) -> tuple[Any, list]:
+    """A type without its Annotated wrappers and None alternative, and the metadata gathered on
+    the way (the error messages here and the schema reference, machines/schema_doc.py, read it)."""
     meta: list = []
     while True:
         if typing.get_origin(tp) is Annotated:
@@ -92,7 +93,7 @@ def field_type(model: type[BaseModel], name: str) -> object | None:
 def type_at(tp: object, loc: tuple) -> object | None:
     """The annotation of the value at `loc` (keys and list indices) under type `tp`."""
     for part in loc:
-        tp, _ = _strip(tp)
+        tp, _ = unwrap(tp)
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             tp = field_type(tp, str(part))
         elif typing.get_origin(tp) is list:
@@ -108,7 +109,7 @@ def type_at(tp: object, loc: tuple) -> object | None:
 
 def known_keys(tp: object) -> list[str]:
     """The keys a table of this type may have (its model's fields), or none."""
-    tp, _ = _strip(tp)
+    tp, _ = unwrap(tp)
     return list(tp.model_fields) if isinstance(tp, type) and issubclass(tp, BaseModel) else []
 
 
@@ -122,7 +123,7 @@ def with_units(tp: object, value: object) -> object:
     """A value in SI units (a calibration file's numbers) with the unit of its quantity written
     out, so that it is checked as a description's own value is; other values (and numbers that
     are not finite, for validation to refuse) as they are."""
-    base, meta = _strip(tp)
+    base, meta = unwrap(tp)
     kind = next((m.kind for m in meta if isinstance(m, Quantity)), None)
     if kind and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return f"{value!r}{units.BASE_UNIT[kind]}"

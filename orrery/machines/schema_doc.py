@@ -11,16 +11,15 @@ tests/unit/test_docs.py checks that the committed page is what this writes now.
 from __future__ import annotations
 
 import sys
-import types
 import typing
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from .. import units
-from ..schema import Quantity, SignedTime
+from ..schema import Quantity, SignedTime, unwrap
 from .description import Machine, _Measured, _Section
 
 COMMAND = "python -m orrery.machines.schema_doc > docs/machine-schema.md"
@@ -33,25 +32,6 @@ _KIND_NAMES = {"time": "time", "size": "size", "bandwidth": "bandwidth", "flops"
 
 class MissingDescription(Exception):
     """A field of the schema without a description: the reference would have a blank row."""
-
-
-def _unwrap(tp: Any) -> tuple[Any, list, bool]:
-    """A type without its Annotated wrappers and None alternative: the bare type, the metadata
-    gathered on the way and whether None was allowed."""
-    meta: list = []
-    optional = False
-    while True:
-        if typing.get_origin(tp) is Annotated:
-            tp, *more = typing.get_args(tp)
-            meta += more
-        elif typing.get_origin(tp) in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(tp) if a is not type(None)]
-            optional = optional or len(args) < len(typing.get_args(tp))
-            if len(args) != 1:
-                return tp, meta, optional
-            tp = args[0]
-        else:
-            return tp, meta, optional
 
 
 def _constraints(meta: list) -> list:
@@ -98,7 +78,7 @@ def _literal(value: object) -> str:
 
 def type_text(annotation: object, metadata: list) -> str:
     """A field's type in words: the quantity with its unit, the choices, the count's range."""
-    tp, meta, _ = _unwrap(annotation)
+    tp, meta = unwrap(annotation)
     meta = list(metadata) + meta
     kind = next((m.kind for m in meta if isinstance(m, Quantity)), None)
     if kind:
@@ -110,7 +90,7 @@ def type_text(annotation: object, metadata: list) -> str:
     if typing.get_origin(tp) is Literal:
         return "one of " + ", ".join(_literal(v) for v in typing.get_args(tp))
     if typing.get_origin(tp) is list:
-        item, _, _ = _unwrap(typing.get_args(tp)[0])
+        item, _ = unwrap(typing.get_args(tp)[0])
         return f"list of [{item.__name__}](#{item.__name__.lower()}) tables, by increasing size"
     if typing.get_origin(tp) is dict:
         return "table of text, by key"
@@ -148,7 +128,7 @@ def default_text(info: FieldInfo, annotation: object) -> str:
         return "none"
     if isinstance(value, dict) and not value:
         return "empty"
-    _, meta, _ = _unwrap(annotation)
+    _, meta = unwrap(annotation)
     kind = next((m.kind for m in [*info.metadata, *meta] if isinstance(m, Quantity)), None)
     if kind:
         return f"`{value!r}{units.BASE_UNIT[kind]}`"
@@ -187,8 +167,8 @@ def segment_models() -> list[type[BaseModel]]:
         section = info.annotation
         if isinstance(section, type) and issubclass(section, _Measured):
             for field in section.model_fields.values():
-                tp, _, _ = _unwrap(field.annotation)
-                item, _, _ = _unwrap(typing.get_args(tp)[0])
+                tp, _ = unwrap(field.annotation)
+                item, _ = unwrap(typing.get_args(tp)[0])
                 if item not in found:
                     found.append(item)
     return found
