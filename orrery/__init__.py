@@ -1,12 +1,42 @@
 """Orrery: predict how a CUDA + MPI program behaves on a GPU cluster you do not have.
 
+The Python API (orrery.api)::
+
+    import orrery
+    res = orrery.simulate("./jacobi", ["-niter", "10"], machine="h100-ib200", nodes=2)
+    res.to_frame()                 # per rank, a pandas DataFrame
+    orrery.load("orrery-out")      # an earlier run's results
+
 The package is laid out by pipeline stage:
 
 - ``machines``: machine descriptions -> the SimGrid platform (``machines.platform``);
 - ``run``: compiler wrappers, the program under SMPI with the CUDA stand-in, results;
 - ``calibration``: measured sweeps, the microbenchmarks that reproduce them, fits.
 
-``cli`` is the command line; ``errors``, ``units`` and ``schema`` are shared by every stage.
+``api`` is the Python entry point and ``cli`` the command line, both over the stages;
+``errors``, ``units`` and ``schema`` are shared by every stage.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
+__all__ = ["Results", "RunFailed", "load", "simulate"]
+
+if TYPE_CHECKING:
+    from .api import RunFailed, load, simulate
+    from .run.results import Results
+
+
+def __getattr__(name: str):
+    # the API on first use: `import orrery` (the CLI's start) stays light
+    if name in ("simulate", "load", "RunFailed"):
+        from . import api
+
+        return getattr(api, name)
+    if name == "Results":
+        from .run.results import Results
+
+        return Results
+    raise AttributeError(f"module 'orrery' has no attribute {name!r}")

@@ -15,13 +15,13 @@ import signal
 import sys
 from pathlib import Path
 
-from . import __version__
+from . import __version__, api
 from . import machines as machine
 from .calibration import merge, sweeps
 from .errors import InputError, OrreryError
 from .machines import platform
-from .run import build, costs, run_description
-from .run.launch import FILL_POLICIES, GPU_VISIBILITY, RunOptions, run
+from .run import build, run_description
+from .run.launch import FILL_POLICIES, GPU_VISIBILITY
 from .run.results import summary
 
 # --sweeps help: each machine's other sets of shared sweeps
@@ -74,31 +74,32 @@ def _run_command(a: argparse.Namespace) -> int:
     if program and program[0] == "--":
         program = program[1:]
     _clear_run_outputs(writable_folder(a.out))
-    overrides = machine.parse_overrides(a.set)
-    calibration = merge.read(a.calibration, machine.load(a.machine).name) if a.calibration else None
-    m = merge.machine(a.machine, calibration, overrides)
-    layout = platform.Layout.for_machine(m, a.nodes, a.gpus_per_node, a.ranks_per_node)
-    opts = RunOptions(
-        machine=m,
-        layout=layout,
-        program=program,
-        out=Path(a.out),
-        costs=costs.load(a.costs),
+    res = api.simulate(
+        program[0] if program else "",
+        program[1:],
+        machine=a.machine,
+        nodes=a.nodes,
+        gpus_per_node=a.gpus_per_node,
+        ranks_per_node=a.ranks_per_node,
         mode=a.mode,
+        costs=a.costs,
+        calibration=a.calibration,
+        set=a.set,
+        out=a.out,
         strict=a.strict,
         d2h_fill=a.d2h_fill,
-        fold_pinned=not a.no_fold_pinned,
         gpu_visibility=a.gpu_visibility,
-        overrides=tuple((calibration.as_set() if calibration else []) + list(a.set)),
+        fold_pinned=not a.no_fold_pinned,
+        capture_output=False,
+        check=False,
     )
-    outcome = run(opts)
     sys.stdout.flush()
-    print(summary(outcome.results))
+    print(summary(res))
     print(f"orrery: results in {Path(a.out) / 'results.json'}")
-    if outcome.results.failure:  # the last line on stderr: what failed (Orrery's own errors say "error")
+    if res.failure:  # the last line on stderr: what failed (Orrery's own errors say "error")
         sys.stdout.flush()
-        print(f"orrery: {outcome.results.status}: {outcome.results.failure.message}", file=sys.stderr)
-    return outcome.exit_code
+        print(f"orrery: {res.status}: {res.failure.message}", file=sys.stderr)
+    return int(res.run["exit_code"])
 
 
 def _machine_command(a: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q ".[test,calibration]"
+.venv/bin/python -m pip install -q ".[test,calibration,whatif]"
 
 if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
   echo "setup: warning: nvcc not found. Building CUDA programs for Orrery needs the CUDA toolkit's" >&2

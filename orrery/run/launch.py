@@ -83,7 +83,7 @@ def _check(opts: RunOptions) -> Path:
         raise InputError("--d2h-fill", None, opts.d2h_fill, f"one of {', '.join(FILL_POLICIES)}")
     if opts.gpu_visibility not in GPU_VISIBILITY:
         raise InputError("--gpu-visibility", None, opts.gpu_visibility, f"one of {', '.join(GPU_VISIBILITY)}")
-    if not opts.program:
+    if not opts.program or not opts.program[0]:
         raise InputError("orrery run", None, "", "a program after '--'")
     exe = Path(opts.program[0])
     if not exe.is_file():

@@ -10,13 +10,22 @@ seconds.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import signal
-from dataclasses import asdict, dataclass, field
+import types
+import typing
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..errors import InputError
+from ..schema import read_text
 from .run_description import SCHEMA
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The report's header, written by the shim from the same schema (run_description.json report_columns)
 REPORT_COLUMNS = tuple(SCHEMA["report_columns"])
@@ -92,9 +101,92 @@ class Results:
     run: dict
     # copies faster than the platform allows (orrery/physics.py): a bug of the simulator, never a result
     physics_violations: list[str] = field(default_factory=list)
+    # not in results.json: the run's folder and the program's standard output (when kept)
+    out: Path | None = field(default=None, compare=False)
+    stdout: str | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+        data = asdict(self)
+        for local in _LOCAL_FIELDS:
+            del data[local]
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "results.json") -> Results:
+        """Results as to_json wrote them (``source`` names them in errors)."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(source, None, "invalid JSON", f"results.json written by orrery run ({e})") from None
+        try:
+            return _from_dict(cls, data)
+        except (TypeError, KeyError, AttributeError) as e:
+            raise InputError(source, None, type(e).__name__, f"results.json written by orrery run ({e})") from None
+
+    @classmethod
+    def read(cls, path: Path) -> Results:
+        """A run's results.json; ``out`` is its folder."""
+        res = cls.from_json(read_text(path, "results.json written by orrery run"), str(path))
+        res.out = path.resolve().parent
+        return res
+
+    def to_frame(self, kind: str = "ranks") -> pd.DataFrame:
+        """A table of the run as a pandas DataFrame: ``ranks`` (one row per rank, its times and
+        the time each engine of its GPU was busy, ``engine_<name>_s``), ``kernels`` (rank,
+        kernel, count, time_s), ``mpi`` (rank, call, count, time_s, bytes), ``copies`` (rank,
+        kind, count, time_s, bytes). Times are simulated seconds."""
+        import pandas as pd
+
+        if kind not in FRAME_KINDS:
+            raise InputError("to_frame", None, kind, f"one of {', '.join(FRAME_KINDS)}")
+        if kind == "ranks":
+            rows = []
+            for r in self.ranks:
+                row = {k: v for k, v in asdict(r).items() if k not in ("engines", "kernels", "copies", "mpi")}
+                row.update({f"engine_{e}_s": t for e, t in sorted(r.engines.items())})
+                rows.append(row)
+            columns = [f.name for f in fields(RankResult) if f.name not in ("engines", "kernels", "copies", "mpi")]
+            frame = pd.DataFrame(rows, columns=columns + sorted({c for row in rows for c in row} - set(columns)))
+            return frame
+        label = {"kernels": "kernel", "mpi": "call", "copies": "kind"}[kind]
+        rows = [
+            {"rank": r.rank, label: name, "count": t.count, "time_s": t.time_s, "bytes": t.bytes}
+            for r in self.ranks
+            for name, t in getattr(r, kind).items()
+        ]
+        frame = pd.DataFrame(rows, columns=["rank", label, "count", "time_s", "bytes"])
+        return frame.drop(columns="bytes") if kind == "kernels" else frame
+
+
+#: What Results.to_frame gives
+FRAME_KINDS = ("ranks", "kernels", "mpi", "copies")
+_LOCAL_FIELDS = ("out", "stdout")
+
+
+def _from_dict(tp: type, data: object) -> object:
+    """A dataclass of this module (and the dataclasses in its fields) from asdict's output."""
+    hints = typing.get_type_hints(tp)
+    values = {}
+    for f in fields(tp):
+        if f.name in _LOCAL_FIELDS:
+            continue
+        values[f.name] = _value(hints[f.name], data[f.name])  # type: ignore[index]
+    return tp(**values)
+
+
+def _value(tp: object, v: object) -> object:
+    if v is None:
+        return None
+    origin, params = typing.get_origin(tp), typing.get_args(tp)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _from_dict(tp, v)
+    if origin in (types.UnionType, typing.Union):
+        return _value(next(p for p in params if p is not type(None)), v)
+    if origin is list:
+        return [_value(params[0], x) for x in v]  # type: ignore[union-attr]
+    if origin is dict:
+        return {k: _value(params[1], x) for k, x in v.items()}  # type: ignore[union-attr]
+    return v
 
 
 def _read_rows(path: Path) -> list[dict] | None:
