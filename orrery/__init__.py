@@ -19,24 +19,8 @@ The package is laid out by pipeline stage:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 __version__ = "0.1.0"
-__all__ = ["Results", "RunFailed", "load", "simulate"]
+__all__ = ["RunFailed", "load", "simulate"]
 
-if TYPE_CHECKING:
-    from .api import RunFailed, load, simulate
-    from .run.results import Results
-
-
-def __getattr__(name: str):
-    # the API on first use: `import orrery` (the CLI's start) stays light
-    if name in ("simulate", "load", "RunFailed"):
-        from . import api
-
-        return getattr(api, name)
-    if name == "Results":
-        from .run.results import Results
-
-        return Results
-    raise AttributeError(f"module 'orrery' has no attribute {name!r}")
+# the API's module imports nothing heavy until it is called: `import orrery` (the CLI's start) stays light
+from .api import RunFailed, load, simulate

@@ -22,9 +22,12 @@ import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import OrreryError
-from .run.results import Results
+
+if TYPE_CHECKING:
+    from .run.results import Results
 
 
 class RunFailed(OrreryError):
@@ -91,7 +94,7 @@ def simulate(
     from .run.launch import RunOptions, run
 
     overrides, recorded = _overrides(set)
-    cal = merge.read(calibration, machines.load(str(machine)).name) if calibration else None
+    cal = merge.read(os.fspath(calibration), machines.load(str(machine)).name) if calibration else None
     m = merge.machine(str(machine), cal, overrides)
     layout = platform.Layout.for_machine(m, nodes, gpus_per_node, ranks_per_node)
     folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="orrery-run-"))
@@ -119,5 +122,7 @@ def simulate(
 
 def load(run_dir: str | os.PathLike) -> Results:
     """The results of an earlier run, from its folder (or its results.json)."""
+    from .run.results import Results
+
     p = Path(run_dir)
     return Results.read(p / "results.json" if p.is_dir() else p)

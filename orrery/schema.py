@@ -11,7 +11,7 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeAlias
 
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
@@ -30,14 +30,22 @@ def quantity(kind: str, signed: bool = False, plain: bool = False):
     return Annotated[float, BeforeValidator(lambda v: units.parse(v, kind, signed=signed, plain=plain)), Quantity(kind)]
 
 
-# Machine descriptions: a quantity needs its unit (only 0 may go without one).
-Time = quantity("time")
-SignedTime = quantity("time", signed=True)
-Size = quantity("size")
-Bandwidth = quantity("bandwidth")
-Flops = quantity("flops")
-# Cost files and fit specs, which `orrery fit` fills in with plain numbers: seconds without a unit.
-Seconds = quantity("time", plain=True)
+if TYPE_CHECKING:  # to a type checker a quantity is the float it holds (quantity() builds it at run time)
+    Time: TypeAlias = float
+    SignedTime: TypeAlias = float
+    Size: TypeAlias = float
+    Bandwidth: TypeAlias = float
+    Flops: TypeAlias = float
+    Seconds: TypeAlias = float
+else:
+    # Machine descriptions: a quantity needs its unit (only 0 may go without one).
+    Time = quantity("time")
+    SignedTime = quantity("time", signed=True)
+    Size = quantity("size")
+    Bandwidth = quantity("bandwidth")
+    Flops = quantity("flops")
+    # Cost files and fit specs, which `orrery fit` fills in with plain numbers: seconds without a unit.
+    Seconds = quantity("time", plain=True)
 
 
 class Problems(ValueError):

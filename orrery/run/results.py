@@ -119,7 +119,7 @@ class Results:
         except json.JSONDecodeError as e:
             raise InputError(source, None, "invalid JSON", f"results.json written by orrery run ({e})") from None
         try:
-            return _from_dict(cls, data)
+            return typing.cast(Results, _from_dict(cls, data))
         except (TypeError, KeyError, AttributeError) as e:
             raise InputError(source, None, type(e).__name__, f"results.json written by orrery run ({e})") from None
 
@@ -163,18 +163,18 @@ FRAME_KINDS = ("ranks", "kernels", "mpi", "copies")
 _LOCAL_FIELDS = ("out", "stdout")
 
 
-def _from_dict(tp: type, data: object) -> object:
+def _from_dict(tp: type, data: typing.Any) -> object:
     """A dataclass of this module (and the dataclasses in its fields) from asdict's output."""
     hints = typing.get_type_hints(tp)
     values = {}
     for f in fields(tp):
         if f.name in _LOCAL_FIELDS:
             continue
-        values[f.name] = _value(hints[f.name], data[f.name])  # type: ignore[index]
+        values[f.name] = _value(hints[f.name], data[f.name])
     return tp(**values)
 
 
-def _value(tp: object, v: object) -> object:
+def _value(tp: object, v: typing.Any) -> object:
     if v is None:
         return None
     origin, params = typing.get_origin(tp), typing.get_args(tp)
@@ -183,9 +183,9 @@ def _value(tp: object, v: object) -> object:
     if origin in (types.UnionType, typing.Union):
         return _value(next(p for p in params if p is not type(None)), v)
     if origin is list:
-        return [_value(params[0], x) for x in v]  # type: ignore[union-attr]
+        return [_value(params[0], x) for x in v]
     if origin is dict:
-        return {k: _value(params[1], x) for k, x in v.items()}  # type: ignore[union-attr]
+        return {k: _value(params[1], x) for k, x in v.items()}
     return v
 
 
