@@ -78,6 +78,20 @@ class RankResult:
 
 
 @dataclass
+class LinkResult:
+    """What one direction of one platform link carried over the run (SPLITDUPLEX: each direction
+    has its own capacity): ``name`` (the platform's link id and direction, e.g. ``n0-nic0_UP``),
+    ``kind`` (what it models: nvlink, pcie, nic, fabric level...), ``capacity_Bps`` (its
+    bandwidth), ``bytes`` carried and ``busy_s`` (simulated seconds it carried anything)."""
+
+    name: str
+    kind: str
+    capacity_Bps: float
+    bytes: float
+    busy_s: float
+
+
+@dataclass
 class Failure:
     """What ended a run that did not complete: `ranks` concerned, when (`time_s`), a `code`
     (exit status, MPI_Abort's error code, signal), and for a deadlock the MPI call each
@@ -101,6 +115,8 @@ class Results:
     run: dict
     # copies faster than the platform allows (orrery/physics.py): a bug of the simulator, never a result
     physics_violations: list[str] = field(default_factory=list)
+    # every link direction that carried traffic, busiest (bytes) first
+    links: list[LinkResult] = field(default_factory=list)
     # not in results.json: the run's folder and the program's standard output (when kept)
     out: Path | None = field(default=None, compare=False)
     stdout: str | None = field(default=None, compare=False, repr=False)
@@ -120,7 +136,9 @@ class Results:
             raise InputError(source, None, "invalid JSON", f"results.json written by orrery run ({e})") from None
         try:
             return typing.cast(Results, _from_dict(cls, data))
-        except (TypeError, KeyError, AttributeError) as e:
+        except KeyError as e:  # an older Orrery's, or not Orrery's at all
+            raise InputError(source, str(e.args[0]), None, "results.json written by this orrery run") from None
+        except (TypeError, AttributeError) as e:
             raise InputError(source, None, type(e).__name__, f"results.json written by orrery run ({e})") from None
 
     @classmethod
@@ -134,7 +152,9 @@ class Results:
         """A table of the run as a pandas DataFrame: ``ranks`` (one row per rank, its times and
         the time each engine of its GPU was busy, ``engine_<name>_s``), ``kernels`` (rank,
         kernel, count, time_s), ``mpi`` (rank, call, count, time_s, bytes), ``copies`` (rank,
-        kind, count, time_s, bytes). Times are simulated seconds."""
+        kind, count, time_s, bytes), ``links`` (link, kind, capacity_Bps, bytes, busy_s, and
+        over the makespan busy_fraction and utilisation, bytes / (capacity x makespan)). Times
+        are simulated seconds."""
         import pandas as pd
 
         if kind not in FRAME_KINDS:
@@ -148,6 +168,15 @@ class Results:
             columns = [f.name for f in fields(RankResult) if f.name not in ("engines", "kernels", "copies", "mpi")]
             frame = pd.DataFrame(rows, columns=columns + sorted({c for row in rows for c in row} - set(columns)))
             return frame
+        if kind == "links":
+            span = self.makespan_s or 0.0
+            frame = pd.DataFrame(
+                [asdict(link) for link in self.links], columns=[f.name for f in fields(LinkResult)]
+            ).rename(columns={"name": "link"})
+            # the share of the run the link was busy, and of its capacity over the run it used
+            frame["busy_fraction"] = frame["busy_s"] / span if span > 0 else 0.0
+            frame["utilisation"] = frame["bytes"] / (frame["capacity_Bps"] * span) if span > 0 else 0.0
+            return frame
         label = {"kernels": "kernel", "mpi": "call", "copies": "kind"}[kind]
         rows = [
             {"rank": r.rank, label: name, "count": t.count, "time_s": t.time_s, "bytes": t.bytes}
@@ -159,7 +188,7 @@ class Results:
 
 
 #: What Results.to_frame gives
-FRAME_KINDS = ("ranks", "kernels", "mpi", "copies")
+FRAME_KINDS = ("ranks", "kernels", "mpi", "copies", "links")
 _LOCAL_FIELDS = ("out", "stdout")
 
 
