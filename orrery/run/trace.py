@@ -36,6 +36,8 @@ DEFAULT_LINKS = 8
 
 #: The event file's rows, by kind: column names and types, as the shim writes them.
 ROWS: dict[str, dict[str, str]] = {kind: spec["columns"] for kind, spec in SCHEMA["trace_rows"].items()}
+_READ = {"int": int, "number": float, "string": str}
+_READERS = {kind: (tuple(columns), tuple(_READ[t] for t in columns.values())) for kind, columns in ROWS.items()}
 _NO_PEER, _ANY_PEER = -1, -2  # interpose/core/runtime.hpp, Rank::kNoPeer, Rank::kAnyPeer
 
 
@@ -135,16 +137,13 @@ def options(
 
 
 def _typed(kind: str, fields: list[str]) -> dict[str, Any] | None:
-    columns = ROWS.get(kind)
-    if columns is None or len(fields) != len(columns):
+    names, readers = _READERS.get(kind, ((), ()))
+    if not names or len(fields) != len(names):
         return None
-    row: dict[str, Any] = {}
-    for (name, t), text in zip(columns.items(), fields):
-        try:
-            row[name] = int(text) if t == "int" else float(text) if t == "number" else text
-        except ValueError:
-            return None
-    return row
+    try:
+        return dict(zip(names, [read(text) for read, text in zip(readers, fields)]))
+    except ValueError:
+        return None
 
 
 def read_events(path: Path) -> dict[str, list[dict[str, Any]]]:
@@ -436,11 +435,11 @@ def write(out: Path, opts: TraceOptions) -> Path:
     rows = read_events(out / EVENTS_FILE)
     links = read_link_series(out / LINK_SERIES_FILE)
     tmp = out / (TRACE_FILE + ".part")
+    encode = json.JSONEncoder(separators=(",", ":")).encode
     with tmp.open("w") as f:  # one event a line: a large trace stays readable with grep
         f.write('{"traceEvents": [\n')
-        for i, event in enumerate(events(description, rows, links, opts)):
-            f.write(("," if i else "") + json.dumps(event, separators=(",", ":")) + "\n")
-        f.write("]}\n")
+        f.write("\n,".join(encode(event) for event in events(description, rows, links, opts)))
+        f.write("\n]}\n")
     tmp.replace(out / TRACE_FILE)
     (out / EVENTS_FILE).unlink(missing_ok=True)
     return out / TRACE_FILE
