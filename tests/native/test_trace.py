@@ -152,6 +152,18 @@ def test_messages_pair_in_the_order_receives_were_posted_not_completed(program, 
     ]
 
 
+def test_messages_pair_per_communicator(program, costs, tmp_path):
+    """The same sender, receiver and tag on three communicators (SMPI's communicator ids keep
+    them apart), received in another order than sent."""
+    p, trace = run(program, costs, tmp_path / "o", "comms", options=("--trace",))
+    assert p.returncode == 0, p.stderr
+    c = check(trace)
+    recvs = [s for s in named(c, "host", "rank 1 (node 0)") if s["name"] == "MPI_Recv"]
+    into = {c.flow_args[flow]["bytes"]: b for flow, (_, b) in c.flows.items()}
+    assert len(recvs) == 3 and sorted(into) == [4, 8, 12]
+    assert into[12] is recvs[0] and into[8] is recvs[1] and into[4] is recvs[2]
+
+
 def test_trace_ranks_keeps_only_those_ranks_and_a_run_without_trace_leaves_none(program, costs, tmp_path, h100):
     out = tmp_path / "o"
     p, trace = run(program, costs, out, "golden", str(N), str(M), options=("--trace-ranks", "1"))

@@ -9,6 +9,9 @@
 //           MPI_Allreduce on one double. Rank 1 prints which message each receive got. Then the
 //           ranks swap 8 bytes with MPI_Sendrecv_replace (tag 9), and rank 0 sends 16 bytes twice
 //           through a persistent request (tag 11) that rank 1 receives through one of its own.
+//   comms:  rank 0 sends 4, 8 and 12 bytes with one tag on MPI_COMM_WORLD, a duplicate of it and
+//           a split of it; rank 1 receives them on the split, the duplicate, then the world (any
+//           source, any tag).
 //   abort:  rank 1 launches `work` twice and aborts while the first runs; rank 0 is blocked
 //           receiving from it.
 #include <mpi.h>
@@ -77,6 +80,22 @@ int main(int argc, char** argv) {
       MPI_Wait(&p, MPI_STATUS_IGNORE);
     }
     MPI_Request_free(&p);
+  } else if (!strcmp(mode, "comms")) {
+    MPI_Comm dup, split;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &split);
+    int x[3] = {0, 0, 0};
+    if (rank == 0) {
+      MPI_Send(x, 1, MPI_INT, 1, 1, MPI_COMM_WORLD);
+      MPI_Send(x, 2, MPI_INT, 1, 1, dup);
+      MPI_Send(x, 3, MPI_INT, 1, 1, split);
+    } else {
+      MPI_Recv(x, 3, MPI_INT, 0, 1, split, MPI_STATUS_IGNORE);
+      MPI_Recv(x, 3, MPI_INT, 0, 1, dup, MPI_STATUS_IGNORE);
+      MPI_Recv(x, 3, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    MPI_Comm_free(&dup);
+    MPI_Comm_free(&split);
   } else if (!strcmp(mode, "abort")) {
     if (rank == 1) {
       work<<<1, 1>>>(d);
