@@ -163,8 +163,8 @@ void number_receives(const Rank& r, RankTrace& t) {
       continue;
     }
     bool held = false;
-    for (const PostedReceive* p : open)
-      held = held || could_match(*p, *it);
+    for (size_t i = 0; i < open.size() && !held; i++)
+      held = could_match(*open[i], *it);
     if (held) {
       ++it;
       continue;

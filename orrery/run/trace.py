@@ -19,6 +19,7 @@ import csv
 import itertools
 import json
 import math
+import numbers
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -80,9 +81,11 @@ def parse_ranks(value: str | Iterable[int], ranks: int, flag: str = "--trace-ran
             kept.update(range(low, high + 1))
         return tuple(sorted(kept))
     listed = list(value)
-    if not listed or not all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r < ranks for r in listed):
+    if not listed or not all(
+        isinstance(r, numbers.Integral) and not isinstance(r, bool) and 0 <= r < ranks for r in listed
+    ):
         raise InputError(flag, None, listed, expected)
-    return tuple(sorted(set(listed)))
+    return tuple(sorted({int(r) for r in listed}))
 
 
 def parse_window(value: str | Sequence[object], flag: str = "--trace-window") -> tuple[float, float | None]:
