@@ -72,6 +72,10 @@ def simulate(
     d2h_fill: str | None = None,
     gpu_visibility: str | None = None,
     fold_pinned: bool = True,
+    trace: bool = False,
+    trace_ranks: str | Sequence[int] | None = None,
+    trace_window: str | Sequence[object] | None = None,
+    trace_links: int | None = None,
     capture_output: bool = True,
     check: bool = True,
 ) -> Results:
@@ -85,18 +89,26 @@ def simulate(
     the run description; default: a new temporary folder, ``Results.out``). The program's
     standard output is kept in ``Results.stdout`` unless ``capture_output=False`` lets it
     through. A program that does not complete raises :class:`RunFailed` unless ``check=False``.
-    The other options are ``orrery run``'s (docs/running.md)."""
+    ``trace=True`` also writes a timeline trace, ``out``/trace.json, that ui.perfetto.dev opens
+    (docs/trace.md), even for a run that fails; ``trace_ranks`` (``"0-3,8"`` or a list of ranks)
+    and ``trace_window`` (``"1ms:2ms"``, or a (begin, end) pair of seconds or times with units,
+    either None) keep it to some ranks and a window of simulated time, ``trace_links`` the number
+    of links given a counter track; any of them implies ``trace``. The other options are
+    ``orrery run``'s (docs/running.md)."""
     from . import machines
     from .calibration import merge
     from .machines import platform
     from .run import costs as cost_files
     from .run import run_description
+    from .run import trace as traces
     from .run.launch import RunOptions, run
 
     overrides, recorded = _overrides(set)
     cal = merge.read(os.fspath(calibration), machines.load(str(machine)).name) if calibration else None
     m = merge.machine(str(machine), cal, overrides)
     layout = platform.Layout.for_machine(m, nodes, gpus_per_node, ranks_per_node)
+    traced = trace or any(v is not None for v in (trace_ranks, trace_window, trace_links))
+    trace_options = traces.options(layout.ranks, trace_ranks, trace_window, trace_links) if traced else None
     folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="orrery-run-"))
     opts = RunOptions(
         machine=m,
@@ -111,6 +123,7 @@ def simulate(
         gpu_visibility=gpu_visibility or run_description.default("gpu_visibility"),
         overrides=tuple((cal.as_set() if cal else []) + recorded),
         capture_output=capture_output,
+        trace=trace_options,
     )
     outcome = run(opts)
     res = outcome.results

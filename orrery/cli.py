@@ -23,6 +23,7 @@ from .machines import platform
 from .run import build, run_description
 from .run.launch import FILL_POLICIES, GPU_VISIBILITY
 from .run.results import summary
+from .run.trace import DEFAULT_LINKS, EVENTS_FILE, TRACE_FILE
 
 # --sweeps help: each machine's other sets of shared sweeps
 SWEEP_SETS = "; ".join(f"{m}: {', '.join(sets)}" for m, sets in sweeps.other_sets().items())
@@ -39,6 +40,8 @@ RUN_OUTPUTS = (
     "hostfile",
     "run.json",
     "machine.json",
+    TRACE_FILE,  # --trace (orrery/run/trace.py)
+    EVENTS_FILE,
 )
 
 
@@ -90,6 +93,10 @@ def _run_command(a: argparse.Namespace) -> int:
         d2h_fill=a.d2h_fill,
         gpu_visibility=a.gpu_visibility,
         fold_pinned=not a.no_fold_pinned,
+        trace=a.trace,
+        trace_ranks=a.trace_ranks,
+        trace_window=a.trace_window,
+        trace_links=a.trace_links,
         capture_output=False,
         check=False,
     )
@@ -239,6 +246,21 @@ def parser() -> argparse.ArgumentParser:
         "bound: only its own, as with CUDA_VISIBLE_DEVICES per rank",
     )
     r.add_argument("--no-fold-pinned", action="store_true", help="give pinned host buffers real memory")
+    r.add_argument(
+        "--trace", action="store_true", help="also write a timeline trace, DIR/trace.json, for ui.perfetto.dev"
+    )
+    r.add_argument("--trace-ranks", metavar="LIST", help="trace only these ranks, e.g. 0-3,8 (implies --trace)")
+    r.add_argument(
+        "--trace-window",
+        metavar="BEGIN:END",
+        help="trace only events overlapping this window of simulated time, e.g. 1ms:2ms; "
+        "either end may be empty (implies --trace)",
+    )
+    r.add_argument(
+        "--trace-links",
+        metavar="N",
+        help=f"give the N busiest links a counter track (default {DEFAULT_LINKS}; implies --trace)",
+    )
     r.add_argument(
         "--set",
         action="append",

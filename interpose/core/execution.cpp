@@ -3,6 +3,7 @@
  * platform hosts (so they cross the platform's PCIe, NVLink or device-memory links), or as
  * their measured models. */
 #include "core/execution.hpp"
+#include "core/trace.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -67,6 +68,8 @@ static void run_on_gpu(Stream* s, double seconds) {
 void execute(Stream* s, Op& op) {
   Stats& st = s->rank->stats;
   double t0 = now();
+  if (trace::on())
+    trace::op_begin(s, op);
   switch (op.kind) {
     case Op::Kernel: {
       run_on_gpu(s, op.seconds);
@@ -89,8 +92,13 @@ void execute(Stream* s, Op& op) {
       sg4::SemaphorePtr engine = op.copy == CopyKind::H2D ? s->gpu->h2d_engine
                                  : op.copy == CopyKind::D2H || op.copy == CopyKind::Peer ? s->gpu->d2h_engine
                                                                                          : nullptr;
+      int unit = -1;
       if (engine) {
         engine->acquire();
+        if (trace::on()) {
+          trace::held(s, op, "copy engine wait", t0);
+          unit = trace::engine_begin(s, op, engine.get());
+        }
         t0 = now();  // the copy's own time starts when its engine is free
       }
       if (op.copy == CopyKind::H2H) {
@@ -112,8 +120,11 @@ void execute(Stream* s, Op& op) {
       } else {
         sg4::Comm::sendto(op.from, op.to, op.bytes);
       }
-      if (engine)
+      if (engine) {
         engine->release();
+        if (trace::on())
+          trace::engine_end(s, op, engine.get(), unit, t0);
+      }
       if (op.copy == CopyKind::D2H && op.fill_dst)
         apply_d2h_fill(op.fill_dst, op.fill_width, op.fill_pitch, op.fill_rows);
       if (op.copy == CopyKind::H2D)
@@ -136,6 +147,8 @@ void execute(Stream* s, Op& op) {
       op.fn(op.fn_data);
       break;
   }
+  if (trace::on())
+    trace::op_end(s, op, t0);
 }
 
 }  // namespace orrery

@@ -4,6 +4,7 @@
 
 #include "core/ranks.hpp"
 #include "core/report.hpp"
+#include "core/trace.hpp"
 
 #include <csignal>
 #include <cstdio>
@@ -49,6 +50,7 @@ void set_simulation_over() { g_simulation_over = true; }
 
 void end_run(const char* status, int rank, int code) {
   record(status, rank, code);
+  trace::finish();  // the trace up to the failure: what the user wants to see of it
   fflush(nullptr);
   write_report();
   // Without a report (not run by orrery run) the process's status is all there is to tell.

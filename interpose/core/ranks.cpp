@@ -5,6 +5,7 @@
 #include "core/gpus.hpp"
 #include "core/outcome.hpp"
 #include "core/report.hpp"
+#include "core/trace.hpp"
 
 #include <dlfcn.h>
 
@@ -55,6 +56,7 @@ Rank& rank_self(const char* function) {
     install_failure_handlers();
     install_message_copy();
     install_message_factors();
+    trace::install();
     g_sim_mutex = sg4::Mutex::create();
   }
   auto r = std::make_unique<Rank>();

@@ -9,8 +9,8 @@
  * Its parts (core/): description.cpp (the run description), fatal.cpp, gpus.cpp, ranks.cpp,
  * streams.cpp (and host-side waits), execution.cpp (a stream operation as a SimGrid activity),
  * intervals.cpp, messages.cpp (per-message network factors, collective corrections),
- * outcome.cpp (how the run ended), report.cpp; the small headers beside them are what they
- * share with each other only.
+ * outcome.cpp (how the run ended), report.cpp, trace.cpp (the timeline trace); the small headers
+ * beside them are what they share with each other only.
  *
  * Not here: the CUDA entry points themselves (launch.cpp, memory.cpp,
  * stream_event.cpp, device.cpp, errors.cpp) and the MPI wrappers (mpi.cpp). */
@@ -127,6 +127,7 @@ struct Op {
   explicit Op(Kind k) : kind(k) {}
   std::vector<Dependency> deps;
   std::string name;           // kernel name
+  dim3 grid{1, 1, 1}, block{1, 1, 1};  // a kernel's launch configuration (the trace shows it)
   double seconds = 0;         // kernel / memset device time
   CopyKind copy = CopyKind::H2H;
   uint64_t bytes = 0;
@@ -205,6 +206,7 @@ struct Rank {
     uint64_t bytes = 0;
     int peer = kNoPeer;          // a rank of MPI_COMM_WORLD, kNoPeer, or kAnyPeer (MPI_ANY_SOURCE)
     int tag = kNoPeer;           // the same for tags (MPI_ANY_TAG)
+    uint64_t call = 0;           // its number on the rank, when traced (core/trace.hpp)
   } in_mpi;
   MpiPath mpi_host, mpi_device;
   sg4::Host* cpu = nullptr;          // its process's host endpoint (host-buffer messages)
@@ -226,6 +228,9 @@ struct Rank {
     double bytes;
     int peer_world;    // its destination or source in MPI_COMM_WORLD (negative: any, none)
     bool send;
+    int tag;           // as the trace pairs messages (core/trace.hpp): its tag (Rank::kAnyPeer: any),
+    int comm;          // SMPI's id of its communicator
+    const void* comm_handle;
   };
   std::map<const void*, Persistent> persistent;
   Stats stats;

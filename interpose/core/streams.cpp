@@ -3,6 +3,7 @@
  * (execution.cpp); and the host's waits for them. */
 #include "core/execution.hpp"
 #include "core/ranks.hpp"
+#include "core/trace.hpp"
 
 #include <mutex>
 #include <set>
@@ -35,8 +36,11 @@ static void stream_worker(Stream* s) {
       }
     }
     Op& op = s->queue.front();  // deque: references survive push_back
+    double ready = now();
     for (const Dependency& d : op.deps)
       wait_seq(d.stream, d.seq);
+    if (trace::on())
+      trace::held(s, op, "dependency wait", ready);
     execute(s, op);
     s->queue.pop_front();
     s->completed++;
@@ -114,7 +118,11 @@ void host_overhead(Rank& r, double seconds) {
 
 void wait_for(Rank& r, Stream* s, uint64_t seq) {
   double t0 = now();
+  if (trace::on())
+    trace::gpu_wait_begin(r, s, s->device);
   wait_seq(s, seq);
+  if (trace::on())
+    trace::gpu_wait_end(r);
   r.stats.gpu_wait_s += now() - t0;
   host_overhead(r, r.gpus.at(s->device)->sync_overhead_s);
 }
@@ -123,9 +131,13 @@ void wait_stream(Rank& r, Stream* s) { wait_for(r, s, s->enqueued); }
 
 void wait_device(Rank& r, int device) {
   double t0 = now();
+  if (trace::on())
+    trace::gpu_wait_begin(r, nullptr, device);
   for (Stream* s : r.streams)
     if (s->device == device)
       wait_seq(s, s->enqueued);
+  if (trace::on())
+    trace::gpu_wait_end(r);
   r.stats.gpu_wait_s += now() - t0;
   host_overhead(r, r.gpus.at(device)->sync_overhead_s);
 }

@@ -1,6 +1,7 @@
 /* Device management, answered from the machine description carried by the
  * platform's GPU hosts. A rank sees the GPUs of its node, as on a cluster. */
 #include "core/runtime.hpp"
+#include "core/trace.hpp"
 #include "cudart/cuda_api.h"
 
 #include <cstring>
@@ -94,12 +95,14 @@ ORR_EXPORT cudaError_t cudaDeviceGetAttribute(int* value, int attr, int device) 
 
 ORR_EXPORT cudaError_t cudaDeviceSynchronize(void) {
   Rank& r = rank_self("cudaDeviceSynchronize");
+  trace::CudaCall call(r, "cudaDeviceSynchronize");
   wait_device(r, r.device);
   return cudaSuccess;
 }
 
 ORR_EXPORT cudaError_t cudaDeviceReset(void) {
   Rank& r = rank_self("cudaDeviceReset");
+  trace::CudaCall call(r, "cudaDeviceReset");
   wait_device(r, r.device);
   return cudaSuccess;
 }

@@ -5,6 +5,7 @@
  * demangled name. A launch costs the host the machine's launch overhead and
  * keeps the stream's GPU busy for the kernel's modelled time. */
 #include "core/runtime.hpp"
+#include "core/trace.hpp"
 #include "cudart/cuda_api.h"
 
 #include <cxxabi.h>
@@ -81,9 +82,13 @@ static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 bloc
       (unsigned long)block.x * block.y * block.z > 1024)
     return r.last_error = cudaErrorInvalidConfiguration;
   Stream* s = resolve_stream(r, stream, fn);
+  trace::CudaCall call(r, "cudaLaunchKernel");  // nvcc's <<<...>>> launches through it too
+  call.about(it->second);
   host_overhead(r, current_gpu(r).launch_overhead_s);
   Op op{Op::Kernel};
   op.name = it->second;
+  op.grid = grid;
+  op.block = block;
   op.seconds = kernel_seconds(r, it->second, grid, block);
   enqueue(s, std::move(op));
   return cudaSuccess;

@@ -8,6 +8,7 @@
  * writes the fill pattern of the run into its destination when it completes in
  * simulated time, so that data-dependent loops see a deterministic value. */
 #include "core/runtime.hpp"
+#include "core/trace.hpp"
 #include "cudart/cuda_api.h"
 
 #include <smpi/smpi.h>
@@ -267,6 +268,8 @@ static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* sr
       return r.last_error = e;
   }
   Stream* st = resolve_stream(r, stream, fn);
+  trace::CudaCall call(r, fn);
+  call.about(copy_kind_name(k), (uint64_t)width * height);
   host_overhead(r, current_gpu(r).copy_overhead_s);
   Op op{Op::Copy};
   op.copy = k;
@@ -319,6 +322,8 @@ static cudaError_t memset_device(const char* fn, void* p, size_t bytes, cudaStre
   if (!a || !a->device || ordinal_of(r, a->gpu) < 0 || !inside(*a, p, bytes))
     return r.last_error = cudaErrorInvalidValue;
   Stream* st = resolve_stream(r, stream, fn);
+  trace::CudaCall call(r, fn);
+  call.about("memset", bytes);
   host_overhead(r, current_gpu(r).copy_overhead_s);
   Op op{Op::Memset};
   op.bytes = bytes;
@@ -358,6 +363,7 @@ ORR_EXPORT cudaError_t cudaFree(void* p) {
   if (it == registry().end() || !it->second.device)
     return r.last_error = cudaErrorInvalidValue;
   // cudaFree synchronises the device, as the real runtime does.
+  trace::CudaCall call(r, "cudaFree");
   wait_device(r, r.device);
   it->second.gpu->memory_used -= it->second.size;
   release(it->second);
@@ -391,6 +397,7 @@ ORR_EXPORT cudaError_t cudaFreeHost(void* p) {
   // The real runtime synchronises before it unpins the buffer; here the copies still to fill it
   // or read it must complete before it is unmapped, or they would write into freed memory.
   const Allocation& a = it->second;
+  trace::CudaCall call(r, "cudaFreeHost");
   for (Stream* st : r.streams) {
     uint64_t last = 0, seq = st->completed;
     for (const Op& op : st->queue) {

@@ -1,5 +1,6 @@
 /* Streams and events: creation, ordering, synchronisation and timing. */
 #include "core/runtime.hpp"
+#include "core/trace.hpp"
 #include "cudart/cuda_api.h"
 
 #include <set>
@@ -45,6 +46,7 @@ ORR_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t handle) {
 
 ORR_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t handle) {
   Rank& r = rank_self("cudaStreamSynchronize");
+  trace::CudaCall call(r, "cudaStreamSynchronize");
   wait_stream(r, resolve_stream(r, handle, "cudaStreamSynchronize"));
   return cudaSuccess;
 }
@@ -129,6 +131,7 @@ ORR_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t handle) {
 ORR_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   Rank& r = rank_self("cudaEventSynchronize");
   Event* e = event_of(r, event, "cudaEventSynchronize");
+  trace::CudaCall call(r, "cudaEventSynchronize");
   if (e->stream)
     wait_for(r, e->stream, e->seq);
   return cudaSuccess;

@@ -9,6 +9,7 @@
  * Device buffers need no translation: messages sent from folded device memory
  * carry no data (memory.cpp's copy callback). */
 #include "core/runtime.hpp"
+#include "core/trace.hpp"
 
 #include <map>
 
@@ -31,9 +32,13 @@ class MpiScope {
   explicit MpiScope(const char* name, double bytes = 0, int peer = Rank::kNoPeer, int tag = Rank::kNoPeer)
       : rank_(rank_self(name)), name_(name), t0_(now()), bytes_((uint64_t)bytes), outer_(rank_.in_mpi) {
     rank_.in_mpi = Rank::MpiCall{name, t0_, bytes_, peer, tag};
+    if (trace::on())
+      rank_.in_mpi.call = trace::mpi_begin(rank_);
   }
   ~MpiScope() {
     stand(rank_, false);
+    if (trace::on())
+      trace::mpi_end(rank_, rank_.in_mpi);
     Tally& t = rank_.stats.mpi[name_];
     t.count++;
     t.bytes += bytes_;
@@ -178,6 +183,26 @@ static int peer_of(int peer, MPI_Comm comm) {
 }
 static int tag_of(int tag) { return tag == MPI_ANY_TAG ? Rank::kAnyPeer : tag < 0 ? Rank::kNoPeer : tag; }
 
+/* ---- what the trace pairs messages by (core/trace.hpp) ----
+ * SMPI matches a message on its communicator's id (SimGrid 3.32's Comm::id(), called here as
+ * smpi_pins.cpp calls SMPI's members: the object is the first argument under the Itanium ABI).
+ * MPI_COMM_WORLD is SMPI's placeholder for each rank's own world communicator, not an object. */
+int smpi_comm_id(const simgrid::smpi::Comm* comm) __asm__("_ZNK7simgrid4smpi4Comm2idEv");
+static int comm_id(MPI_Comm comm) { return comm == MPI_COMM_WORLD ? -1 : smpi_comm_id(comm); }
+// the source a receive matches, as a rank of MPI_COMM_WORLD (Rank::kAnyPeer: any; negative: none)
+static int source_of(int src, MPI_Comm comm) { return src == MPI_ANY_SOURCE ? Rank::kAnyPeer : world_of(src, comm); }
+static void traced_send(Rank& r, int dst, int tag, MPI_Comm comm, double bytes) {
+  trace::sent(r, world_of(dst, comm), tag, comm_id(comm), (uint64_t)bytes);
+}
+static void traced_receive(Rank& r, const void* token, int src, int tag, MPI_Comm comm) {
+  trace::recv_posted(r, token, source_of(src, comm), tag_of(tag), comm_id(comm), comm);
+}
+static void traced_completion(Rank& r, const void* token, const MPI_Status& st) {
+  if (const void* comm = trace::recv_comm(r, token))
+    trace::recv_completed(r, token, st.MPI_SOURCE < 0 ? -1 : world_of(st.MPI_SOURCE, (MPI_Comm)const_cast<void*>(comm)),
+                          st.MPI_TAG);
+}
+
 /* A blocking collective's measured correction (machine key collectives.*, fitted by
  * orrery calibrate where the point-to-point model misses a collective): the call
  * takes the extra time of its size range longer, waited out before it returns; a
@@ -311,6 +336,8 @@ static SendMode mode_for(Rank& r, const void* buf, int count, MPI_Datatype dt, S
 static int post_send(Rank& r, const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
                      MPI_Request* rq, SendMode mode = SendMode::Standard) {
   stand_at(r, buf);
+  if (trace::on())
+    traced_send(r, dst, tag, comm, message_bytes(count, dt));
   switch (mode_for(r, buf, count, dt, mode)) {
     case SendMode::Synchronous: return PMPI_Issend(buf, count, dt, dst, tag, comm, rq);
     case SendMode::Buffered: return PMPI_Ibsend(buf, count, dt, dst, tag, comm, rq);
@@ -336,6 +363,8 @@ static int blocking_send(const char* name, const void* buf, int count, MPI_Datat
   MpiScope scope(name, message_bytes(count, dt), peer_of(dst, comm), tag_of(tag));
   place(scope.rank(), {buf}, true);
   before_send(scope.rank(), buf, message_bytes(count, dt), world_of(dst, comm));
+  if (trace::on())
+    traced_send(scope.rank(), dst, tag, comm, message_bytes(count, dt));
   switch (mode_for(scope.rank(), buf, count, dt, mode)) {
     case SendMode::Synchronous: return PMPI_Ssend(buf, count, dt, dst, tag, comm);
     case SendMode::Buffered: return PMPI_Bsend(buf, count, dt, dst, tag, comm);
@@ -376,7 +405,11 @@ ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag,
   place(scope.rank(), {buf}, true);
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE ? &own : st;
+  if (trace::on())
+    traced_receive(scope.rank(), &scope, src, tag, comm);
   int rc = PMPI_Recv(buf, count, dt, src, tag, comm, status);
+  if (trace::on())
+    traced_completion(scope.rank(), &scope, *status);
   receive_overhead(scope.rank(), buf, world_of(status->MPI_SOURCE, comm));
   return rc;
 }
@@ -387,6 +420,8 @@ ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag
   receive_overhead(scope.rank(), buf, world_of(src, comm));  // charged when posted
   int rc = post_recv(scope.rank(), buf, count, dt, src, tag, comm, rq);
   posted(scope.rank(), *rq);
+  if (trace::on())
+    traced_receive(scope.rank(), *rq, src, tag, comm);
   return rc;
 }
 
@@ -400,12 +435,50 @@ ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, in
   before_send(scope.rank(), sbuf, message_bytes(scount, stype), to);
   MPI_Request rq[2];
   MPI_Status sts[2];
+  if (trace::on())
+    traced_receive(scope.rank(), &rq[0], src, rtag, comm);
   post_recv(scope.rank(), rbuf, rcount, rtype, src, rtag, comm, &rq[0]);
   post_send(scope.rank(), sbuf, scount, stype, dst, stag, comm, &rq[1]);
   int rc = PMPI_Waitall(2, rq, sts);
+  if (trace::on())
+    traced_completion(scope.rank(), &rq[0], sts[0]);
   if (st != MPI_STATUS_IGNORE)
     *st = sts[0];
   receive_overhead(scope.rank(), rbuf, world_of(sts[0].MPI_SOURCE, comm));
+  return rc;
+}
+
+/* Sendrecv_replace and the matched receives, as their generated rows would be, told to the trace.
+ * A matched probe (MPI_Mprobe, which SMPI alone handles) took its message from a communicator
+ * the shim does not see: the trace pairs no more messages to its rank (docs/trace.md). */
+ORR_EXPORT int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype dt, int dst, int stag, int src, int rtag,
+                                    MPI_Comm comm, MPI_Status* st) {
+  MpiScope scope("MPI_Sendrecv_replace", 2 * message_bytes(count, dt));
+  place(scope.rank(), {buf});
+  if (!trace::on())
+    return PMPI_Sendrecv_replace(buf, count, dt, dst, stag, src, rtag, comm, st);
+  MPI_Status own;
+  MPI_Status* status = st == MPI_STATUS_IGNORE ? &own : st;
+  traced_send(scope.rank(), dst, stag, comm, message_bytes(count, dt));
+  traced_receive(scope.rank(), &scope, src, rtag, comm);
+  int rc = PMPI_Sendrecv_replace(buf, count, dt, dst, stag, src, rtag, comm, status);
+  traced_completion(scope.rank(), &scope, *status);
+  return rc;
+}
+ORR_EXPORT int MPI_Mrecv(void* buf, int count, MPI_Datatype dt, MPI_Message* msg, MPI_Status* st) {
+  MpiScope scope("MPI_Mrecv", message_bytes(count, dt));
+  place(scope.rank(), {buf});
+  if (trace::on())
+    trace::unpaired(scope.rank());
+  return PMPI_Mrecv(buf, count, dt, msg, st);
+}
+ORR_EXPORT int MPI_Imrecv(void* buf, int count, MPI_Datatype dt, MPI_Message* msg, MPI_Request* rq) {
+  MpiScope scope("MPI_Imrecv", message_bytes(count, dt));
+  place(scope.rank(), {buf});
+  if (trace::on())
+    trace::unpaired(scope.rank());
+  int rc = PMPI_Imrecv(buf, count, dt, msg, rq);
+  posted(scope.rank(), *rq);
   return rc;
 }
 
@@ -422,7 +495,8 @@ static int persistent_send(const char* name, const void* buf, int count, MPI_Dat
     default: rc = PMPI_Send_init(buf, count, dt, dst, tag, comm, rq);
   }
   if (rc == MPI_SUCCESS)
-    r.persistent[(const void*)*rq] = Rank::Persistent{buf, message_bytes(count, dt), world_of(dst, comm), true};
+    r.persistent[(const void*)*rq] = Rank::Persistent{buf, message_bytes(count, dt), world_of(dst, comm), true, tag,
+                                                      trace::on() ? comm_id(comm) : 0, comm};
   return rc;
 }
 ORR_SEND_REQUEST(Send_init, persistent_send, Standard)
@@ -434,7 +508,8 @@ ORR_EXPORT int MPI_Recv_init(void* buf, int count, MPI_Datatype dt, int src, int
   MpiScope scope("MPI_Recv_init");
   int rc = PMPI_Recv_init(buf, count, dt, src, tag, comm, rq);
   if (rc == MPI_SUCCESS)
-    scope.rank().persistent[(const void*)*rq] = Rank::Persistent{buf, message_bytes(count, dt), world_of(src, comm), false};
+    scope.rank().persistent[(const void*)*rq] = Rank::Persistent{
+        buf, message_bytes(count, dt), world_of(src, comm), false, tag_of(tag), trace::on() ? comm_id(comm) : 0, comm};
   return rc;
 }
 
@@ -448,6 +523,11 @@ static int start(Rank& r, MPI_Request* rq) {
   else
     receive_overhead(r, p.buf, p.peer_world);
   stand_at(r, p.buf);
+  if (trace::on() && p.send)
+    trace::sent(r, p.peer_world, p.tag, p.comm, (uint64_t)p.bytes);
+  else if (trace::on())
+    trace::recv_posted(r, *rq, p.peer_world == MPI_ANY_SOURCE ? Rank::kAnyPeer : p.peer_world, p.tag, p.comm,
+                       p.comm_handle);
   int rc = PMPI_Start(rq);
   posted(r, *rq);
   return rc;
@@ -478,6 +558,8 @@ ORR_EXPORT int MPI_Request_free(MPI_Request* rq) {
   MPI_Request handle = *rq;
   int rc = PMPI_Request_free(rq);
   completed(scope.rank(), handle);
+  if (trace::on())
+    trace::recv_dropped(scope.rank(), handle);
   scope.rank().persistent.erase((const void*)handle);
   return rc;
 }
@@ -486,8 +568,12 @@ ORR_EXPORT int MPI_Wait(MPI_Request* rq, MPI_Status* st) {
   MpiScope scope("MPI_Wait");
   place(scope.rank(), {});
   MPI_Request handle = *rq;
-  int rc = PMPI_Wait(rq, st);
+  MPI_Status own;
+  MPI_Status* status = st == MPI_STATUS_IGNORE && trace::on() ? &own : st;
+  int rc = PMPI_Wait(rq, status);
   completed(scope.rank(), handle);
+  if (trace::on())
+    traced_completion(scope.rank(), handle, *status);
   return rc;
 }
 
@@ -495,9 +581,14 @@ ORR_EXPORT int MPI_Waitall(int n, MPI_Request rqs[], MPI_Status sts[]) {
   MpiScope scope("MPI_Waitall");
   place(scope.rank(), {});
   std::vector<MPI_Request> handles(rqs, rqs + n);
-  int rc = PMPI_Waitall(n, rqs, sts);
+  std::vector<MPI_Status> own(trace::on() && sts == MPI_STATUSES_IGNORE ? n : 0);
+  MPI_Status* statuses = own.empty() ? sts : own.data();
+  int rc = PMPI_Waitall(n, rqs, statuses);
   for (MPI_Request h : handles)
     completed(scope.rank(), h);
+  if (trace::on())
+    for (int i = 0; i < n; i++)
+      traced_completion(scope.rank(), handles[i], statuses[i]);
   return rc;
 }
 
@@ -505,9 +596,14 @@ ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st)
   MpiScope scope("MPI_Waitany");
   place(scope.rank(), {});
   std::vector<MPI_Request> handles(rqs, rqs + n);
-  int rc = PMPI_Waitany(n, rqs, index, st);
-  if (*index != MPI_UNDEFINED)
+  MPI_Status own;
+  MPI_Status* status = st == MPI_STATUS_IGNORE && trace::on() ? &own : st;
+  int rc = PMPI_Waitany(n, rqs, index, status);
+  if (*index != MPI_UNDEFINED) {
     completed(scope.rank(), handles[*index]);
+    if (trace::on())
+      traced_completion(scope.rank(), handles[*index], *status);
+  }
   return rc;
 }
 
@@ -546,9 +642,13 @@ ORR_EXPORT int MPI_Test(MPI_Request* rq, int* flag, MPI_Status* st) {
   MpiScope scope("MPI_Test");
   place(scope.rank(), {});
   MPI_Request handle = *rq;
-  int rc = PMPI_Test(rq, flag, st);
+  MPI_Status own;
+  MPI_Status* status = st == MPI_STATUS_IGNORE && trace::on() ? &own : st;
+  int rc = PMPI_Test(rq, flag, status);
   if (*flag)
     completed(scope.rank(), handle);
+  if (*flag && trace::on())
+    traced_completion(scope.rank(), handle, *status);
   return rc;
 }
 
@@ -556,10 +656,15 @@ ORR_EXPORT int MPI_Testall(int n, MPI_Request* rqs, int* flag, MPI_Status* sts) 
   MpiScope scope("MPI_Testall");
   place(scope.rank(), {});
   std::vector<MPI_Request> handles(rqs, rqs + n);
-  int rc = PMPI_Testall(n, rqs, flag, sts);
+  std::vector<MPI_Status> own(trace::on() && sts == MPI_STATUSES_IGNORE ? n : 0);
+  MPI_Status* statuses = own.empty() ? sts : own.data();
+  int rc = PMPI_Testall(n, rqs, flag, statuses);
   if (*flag)
     for (MPI_Request h : handles)
       completed(scope.rank(), h);
+  if (*flag && trace::on())
+    for (int i = 0; i < n; i++)
+      traced_completion(scope.rank(), handles[i], statuses[i]);
   return rc;
 }
 

@@ -23,6 +23,8 @@ from ..machines import platform
 from ..machines.description import Machine
 from . import physics, results, run_description
 from .costs import Costs
+from .trace import EVENTS_FILE, TRACE_FILE, TraceOptions
+from .trace import write as write_trace
 
 FILL_POLICIES = run_description.choices("FillPolicy")
 GPU_VISIBILITY = run_description.choices("GpuVisibility")
@@ -67,6 +69,7 @@ class RunOptions:
     fold_blocksize: int = run_description.default("fold_blocksize")
     overrides: tuple[str, ...] = ()
     capture_output: bool = False  # keep the program's stdout in RunOutcome instead of passing it through
+    trace: TraceOptions | None = None  # record a timeline trace (trace.json, docs/trace.md)
 
 
 @dataclass
@@ -121,6 +124,7 @@ def _description(opts: RunOptions, out: Path) -> str:
         "fold_threshold": opts.fold_threshold,
         "fold_pinned": opts.fold_pinned,
         "fold_blocksize": opts.fold_blocksize,
+        "trace": opts.trace.description(out) if opts.trace else None,
     }
     kernels = {name: (c.alpha_s, c.beta_s_per_thread) for name, c in opts.costs.kernels.items()}
     return run_description.to_json(
@@ -147,7 +151,8 @@ def run(opts: RunOptions) -> RunOutcome:
     out = opts.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     # orrery.cfg: the shim's configuration before run.json, which a run must not leave looking current
-    for stale in ("results.json", "report.tsv", "report.tsv.crash", "error.txt", "orrery.cfg"):
+    stale_files = ("results.json", "report.tsv", "report.tsv.crash", "error.txt", "orrery.cfg")
+    for stale in (*stale_files, TRACE_FILE, TRACE_FILE + ".part", EVENTS_FILE):
         (out / stale).unlink(missing_ok=True)
     (out / "platform.xml").write_text(platform.platform_xml(opts.machine, opts.layout))
     (out / "hostfile").write_text("\n".join(platform.rank_hosts(opts.layout)) + "\n")
@@ -210,6 +215,8 @@ def run(opts: RunOptions) -> RunOutcome:
     tmp = out / "results.json.part"
     tmp.write_text(res.to_json())
     tmp.replace(out / "results.json")
+    if opts.trace:  # a run that failed too: its trace up to the failure
+        write_trace(out, opts.trace)
     if res.status == "orrery_error":
         raise SimulationError(res.failure.message if res.failure else "the simulation stopped on an error of its own")
     return RunOutcome(res.run["exit_code"], res, proc.stdout)
