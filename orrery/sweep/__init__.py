@@ -20,14 +20,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .spec import Sweep, SweepPoint, load
-
 if TYPE_CHECKING:
     import pandas as pd
 
     from .execute import Outcome, Prepared
+    from .spec import Sweep
 
-__all__ = ["Sweep", "SweepPoint", "SweepResult", "clear", "load", "plan", "run"]
+# nothing is imported until it is used: a point's own process (worker.py) imports this package
+__all__ = ["SweepResult", "clear", "load", "plan", "run"]
+
+
+def load(path: str | os.PathLike) -> Sweep:
+    """A sweep spec, checked, and its points (spec.py); InputError(s) naming the spec, key and value."""
+    from . import spec
+
+    return spec.load(Path(path))
 
 
 @dataclass
@@ -88,8 +95,9 @@ def run(
     stderr (default: when stderr is a terminal)."""
     from . import execute, table
     from . import plots as figures
+    from .spec import Sweep
 
-    sweep = spec_or_path if isinstance(spec_or_path, Sweep) else load(Path(spec_or_path))
+    sweep = spec_or_path if isinstance(spec_or_path, Sweep) else load(spec_or_path)
     folder = Path(out)
     client = execute.connect(scheduler) if scheduler else None
     try:

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -203,8 +204,14 @@ def run_point(task: dict) -> dict:
     for name in (*POINT_FILES, "results.json"):
         (folder / name).unlink(missing_ok=True)
     with (folder / "stderr.txt").open("wb") as err:
+        # a session of its own: an interrupt stops the point's whole process group, smpirun and the
+        # simulation included (_stop_running), not only the worker
         proc = subprocess.Popen(
-            [sys.executable, "-m", "orrery.sweep.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+            [sys.executable, "-m", "orrery.sweep.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
         )
         with _running_lock:
             _running.add(proc)
@@ -230,7 +237,7 @@ def _stop_running() -> None:
         procs = list(_running)
     for proc in procs:
         with contextlib.suppress(OSError):
-            proc.terminate()
+            os.killpg(proc.pid, signal.SIGTERM)
 
 
 def _local(tasks: list[dict], workers: int) -> Iterator[tuple[str, dict]]:
@@ -270,7 +277,7 @@ def _dask(tasks: list[dict], client) -> Iterator[tuple[str, dict]]:
     # pure=False: a point run twice is run twice (its folder is rewritten), never a cached result
     futures = {client.submit(run_point, t, key=f"orrery-point-{t['record']['id']}", pure=False): t for t in tasks}
     try:
-        for f in completed(futures):
+        for f in completed(futures, loop=client.loop):
             t = futures[f]
             try:
                 yield t["record"]["id"], f.result()
@@ -321,6 +328,11 @@ def execute(
         len(todo),
         where,
     )
+    root = next((Path(p.task["folder"]).parent for p in prepared if p.task), None)
+    if root is not None and root.is_dir():
+        others = set(os.listdir(root)) - {p.point.id for p in prepared}
+        if others:
+            log.info("%d folders in %s are not points of this spec: left as they are", len(others), root)
     by_id = {p.point.id: p for p in todo}
     tasks = [p.task for p in todo if p.task is not None]
     show = sys.stderr.isatty() if progress is None else progress

@@ -130,30 +130,39 @@ def efficiency(table: pd.DataFrame) -> Figure:
 
 
 def breakdown(table: pd.DataFrame) -> Figure:
-    fig = _figure()
-    ax = fig.add_subplot()
+    """Per completed point, its ranks' mean time by where it went: in seconds (top) and as a
+    share of the makespan (bottom)."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter, PercentFormatter
+
     done = _completed(table)
     labels = series_labels(table)
     several = done["series"].nunique() > 1
-    ticks = [f"{int(r['gpus'])}" + (f"\ns{int(r['series'])}" if several else "") for _, r in done.iterrows()]
+    fig = Figure(figsize=(max(7.0, 0.45 * len(done) + 2), 6.5), layout="constrained")
+    top, share = fig.subplots(2, 1, sharex=True)
     x = list(range(len(done)))
-    bottom = [0.0] * len(done)
+    span = [float(v) for v in done["makespan_s"]]
+    below = [0.0] * len(done)
     for column, name in PARTS:
         values = [float(v) for v in done[column]]
-        ax.bar(x, values, bottom=bottom, label=name)
-        bottom = [b + v for b, v in zip(bottom, values)]
-    ax.set_xticks(x, ticks, fontsize="small")
-    ax.set_xlabel("GPUs" + (" / series" if several else ""))
-    from matplotlib.ticker import EngFormatter
-
-    ax.yaxis.set_major_formatter(EngFormatter(unit="s"))
-    ax.set_ylabel("mean time per rank")
+        top.bar(x, values, bottom=below, label=name)
+        share.bar(x, [v / t for v, t in zip(values, span)], bottom=[b / t for b, t in zip(below, span)])
+        below = [b + v for b, v in zip(below, values)]
+    ticks = [f"{int(r['gpus'])}" + (f"\ns{int(r['series'])}" if several else "") for _, r in done.iterrows()]
+    share.set_xticks(x, ticks, fontsize="small")
+    share.set_xlabel("GPUs" + (" / series" if several else ""))
+    top.yaxis.set_major_formatter(EngFormatter(unit="s"))
+    top.set_ylabel("mean time per rank")
+    share.yaxis.set_major_formatter(PercentFormatter(1.0))
+    share.set_ylabel("share of the makespan")
+    share.set_ylim(0, 1)
     title = "Where the time goes"
     if several:
-        title += " (" + "; ".join(f"s{s}: {t}" for s, t in sorted(labels.items()) if s in set(done["series"])) + ")"
-    ax.set_title(title, fontsize="small" if several else None, wrap=True)
+        shown = set(done["series"])
+        title += "\n" + "; ".join(f"s{s}: {t}" for s, t in sorted(labels.items()) if s in shown)
+    fig.suptitle(title, fontsize="small" if several else None, wrap=True)
     if len(done):
-        ax.legend(fontsize="small")
+        fig.legend(*top.get_legend_handles_labels(), loc="outside lower center", ncols=len(PARTS), fontsize="small")
     return fig
 
 

@@ -223,7 +223,10 @@ _OPERATORS: dict[type, Callable[..., Any]] = {
     ast.USub: operator.neg,
     ast.UAdd: operator.pos,
 }
-PLACEHOLDER = "{name}, or arithmetic on parameters and numbers (+ - * / // % **), e.g. {4096 * ranks}"
+PLACEHOLDER = (
+    "literal text and placeholders: {name}, or arithmetic on parameters and numbers (+ - * / // % **), "
+    "e.g. {4096 * ranks}; {{ and }} for braces"
+)
 
 
 @dataclass(frozen=True)
@@ -252,24 +255,25 @@ def _evaluate(node: ast.expr, namespace: Mapping[str, object]) -> object:
 
 
 def _placeholder(text: str, format_spec: str, conversion: str | None) -> Placeholder:
+    whole = "{" + text + (f"!{conversion}" if conversion else "") + (f":{format_spec}" if format_spec else "") + "}"
     if conversion is not None:
-        raise ValueError(f"'!{conversion}'")
+        raise ValueError(f"{whole} is not one")
     try:
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError:
-        raise ValueError(text) from None
+        raise ValueError(f"{whole} is not one") from None
     names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             names.append(node.id)
         elif isinstance(node, ast.Constant):
             if not isinstance(node.value, (int, float)) or isinstance(node.value, bool):
-                raise ValueError(text)
+                raise ValueError(f"{whole} is not one")
         elif not (
             isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Load, *_OPERATORS))
             and (not isinstance(node, (ast.BinOp, ast.UnaryOp)) or type(node.op) in _OPERATORS)
         ):
-            raise ValueError(text)
+            raise ValueError(f"{whole} is not one")
     return Placeholder(text, tree, format_spec, tuple(dict.fromkeys(names)))
 
 
@@ -282,7 +286,7 @@ def parse_argument(arg: str) -> list[str | Placeholder]:
             parts.append(literal)
         if field is not None:
             if not field.strip():
-                raise ValueError("{}")
+                raise ValueError("{} is not one")
             parts.append(_placeholder(field, format_spec or "", conversion))
     return parts
 
@@ -396,32 +400,39 @@ def _check(spec: Spec, source: str) -> tuple[list[list[str | Placeholder]], list
         try:
             args.append(parse_argument(str(arg)) if isinstance(arg, str) else [str(arg)])
         except ValueError as e:
-            problems.append(
-                InputError(source, f"args.{i}", arg, f"literal text and placeholders: {PLACEHOLDER} (not {e})")
-            )
+            problems.append(InputError(source, f"args.{i}", arg, f"{PLACEHOLDER} ({e})"))
             args.append([])
     used = {n for parts in args for p in parts if isinstance(p, Placeholder) for n in p.names}
     axes = spec.grid.values()
     grid_keys = [k for k, _ in axes]
     entries = [dict(p.values()) for p in spec.points]
 
-    params: list[tuple[str, str]] = [(f"parameters.{k}", k) for k in spec.parameters]
-    params += [(f"grid.{k}", k) for k in grid_keys if k not in _RESERVED and not k.startswith("set.")]
+    params: list[tuple[str, str, object]] = [(f"parameters.{k}", k, v) for k, v in spec.parameters.items()]
+    params += [(f"grid.{k}", k, v) for k, v in axes if k not in LAYOUT + SWEPT_FILES and not k.startswith("set.")]
     params += [
-        (f"points.{i}.{k}", k)
+        (f"points.{i}.{k}", k, v)
         for i, e in enumerate(entries)
-        for k in e
-        if k not in _RESERVED and not k.startswith("set.")
+        for k, v in e.items()
+        if k not in LAYOUT + SWEPT_FILES and not k.startswith("set.")
     ]
-    for where, name in params:
-        if name in DERIVED:
+    for where, name, value in params:
+        if where.startswith("parameters.") and name in _RESERVED:
             problems.append(
                 InputError(
-                    source, where, name, f"a key to sweep: {name} follows from nodes, gpus_per_node and ranks_per_node"
+                    source, where, value, f"a program parameter: {name} is not one (give it at the spec's top level)"
+                )
+            )
+        elif name in DERIVED:
+            problems.append(
+                InputError(
+                    source,
+                    where,
+                    value,
+                    f"a key to sweep: {name} follows from nodes, gpus_per_node and ranks_per_node (sweep those)",
                 )
             )
         elif not name.isidentifier():
-            problems.append(InputError(source, where, name, "a program parameter named as a Python identifier"))
+            problems.append(InputError(source, where, value, "a program parameter named as a Python identifier"))
         elif name not in used:
             near = closest(name, [*LAYOUT, *SWEPT_FILES, "set", *sorted(used - set(_RESERVED))])
             hint = f" (did you mean '{near}'?)" if near else ""
@@ -429,7 +440,7 @@ def _check(spec: Spec, source: str) -> tuple[list[list[str | Placeholder]], list
                 InputError(
                     source,
                     where,
-                    name,
+                    value,
                     "a key of the layout (nodes, gpus_per_node, ranks_per_node), machine, costs, calibration, "
                     f"set, or a program parameter that args uses as {{{name}}}{hint}",
                 )
@@ -460,28 +471,34 @@ def _check(spec: Spec, source: str) -> tuple[list[list[str | Placeholder]], list
                 break
     # every placeholder has a value at every point
     valued = set(spec.parameters) | set(grid_keys) | set(LAYOUT) | set(DERIVED)
-    for name in sorted(used - set(_RESERVED)):
-        missing = [i for i, e in enumerate(entries) if name not in e] if entries else [None]
-        if name not in valued and missing:
-            at = "" if missing == [None] else f" (points.{missing[0]} has none)"
-            problems.append(
-                InputError(
-                    source,
-                    "args",
-                    f"{{{name}}}",
-                    f"a placeholder with a value at every point: {name} in [parameters], [grid] or each "
-                    f"[[points]] entry{at}",
-                )
-            )
-    for name in sorted(used & {"machine", "costs", "calibration", "set"}):
-        problems.append(
-            InputError(
-                source,
-                "args",
-                f"{{{name}}}",
-                f"a placeholder of a program parameter or {', '.join((*LAYOUT, *DERIVED))}",
-            )
-        )
+    for i, parts in enumerate(args):
+        for part in parts:
+            if not isinstance(part, Placeholder):
+                continue
+            for name in part.names:
+                if name in ("machine", "costs", "calibration", "set"):
+                    problems.append(
+                        InputError(
+                            source,
+                            f"args.{i}",
+                            spec.args[i],
+                            f"a placeholder of program parameters or {', '.join((*LAYOUT, *DERIVED))} "
+                            f"({name} is not one)",
+                        )
+                    )
+                    continue
+                missing = [j for j, e in enumerate(entries) if name not in e] if entries else [None]
+                if name not in valued and missing:
+                    at = "" if missing == [None] else f" (points.{missing[0]} has none)"
+                    problems.append(
+                        InputError(
+                            source,
+                            f"args.{i}",
+                            spec.args[i],
+                            f"a placeholder with a value at every point: {name} in [parameters], [grid] or each "
+                            f"[[points]] entry{at}",
+                        )
+                    )
     return args, problems
 
 
