@@ -160,6 +160,7 @@ def prepare(sweep: Sweep, out: Path) -> list[Prepared]:
         }
         task = {
             "folder": str((out / POINTS / point.id).absolute()),
+            "cwd": str(sweep.source.parent.absolute()),  # where the program runs: the spec's paths are relative to it
             "program": str(sweep.program),
             "args": args,
             "machine": machine,
@@ -204,13 +205,15 @@ def run_point(task: dict) -> dict:
     for name in (*POINT_FILES, "results.json"):
         (folder / name).unlink(missing_ok=True)
     with (folder / "stderr.txt").open("wb") as err:
-        # a session of its own: an interrupt stops the point's whole process group, smpirun and the
-        # simulation included (_stop_running), not only the worker
+        # -P: the installed orrery, never a folder named so in the working directory. A session of
+        # its own: an interrupt stops the point's whole process group, smpirun and the simulation
+        # included (_stop_running), not only the worker
         proc = subprocess.Popen(
-            [sys.executable, "-m", "orrery.sweep.worker"],
+            [sys.executable, "-P", "-m", "orrery.sweep.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=err,
+            cwd=task["cwd"],
             start_new_session=True,
         )
         with _running_lock:
