@@ -98,6 +98,14 @@ def _located(e: InputError, sweep: Sweep, point: SweepPoint) -> InputError:
     return e
 
 
+def _cost_file_problem(path: Path) -> InputError | None:
+    try:
+        cost_files.load(str(path))
+    except InputError as e:
+        return e
+    return None
+
+
 def prepare(sweep: Sweep, out: Path) -> list[Prepared]:
     """Every point checked and made ready to run, in the spec's order."""
     digests: dict[Path, str] = {}
@@ -109,13 +117,6 @@ def prepare(sweep: Sweep, out: Path) -> list[Prepared]:
         gpn, rpn, args = point.gpus_per_node, point.ranks_per_node, None
         try:
             machine = sweep.machine_path(point.machine)
-            if point.machine not in machines.builtin_names() and not Path(machine).is_file():
-                raise InputError(
-                    f"{sweep.source} (point {point.id})",
-                    "machine",
-                    point.machine,
-                    f"a built-in machine ({', '.join(machines.builtin_names())}) or a .toml file",
-                )
             calibration = str(sweep.path(point.calibration)) if point.calibration else None
             key = json.dumps([machine, calibration, point.set], sort_keys=True)
             if key not in machine_cache:
@@ -135,13 +136,10 @@ def prepare(sweep: Sweep, out: Path) -> list[Prepared]:
             costs = sweep.path(point.costs) if point.costs else None
             if costs is not None:
                 if costs not in cost_checked:
-                    try:
-                        cost_files.load(str(costs))
-                        cost_checked[costs] = None
-                    except InputError as e:
-                        cost_checked[costs] = e
-                if cost_checked[costs] is not None:
-                    raise cost_checked[costs]  # type: ignore[misc]
+                    cost_checked[costs] = _cost_file_problem(costs)
+                problem = cost_checked[costs]
+                if problem is not None:
+                    raise problem
         except InputError as e:
             prepared.append(Prepared(point, gpn, rpn, args, None, worker.one_line(_located(e, sweep, point))))
             continue
