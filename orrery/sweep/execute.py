@@ -95,6 +95,8 @@ def _located(e: InputError, sweep: Sweep, point: SweepPoint) -> InputError:
         return InputError(where, _FLAGS[e.source], e.value, e.expected)
     if e.source == "--machine":
         return InputError(where, "machine", point.machine, e.expected)
+    if e.source == str(sweep.source):  # the spec's own key (a placeholder), at this point
+        return InputError(where, e.key, e.value, e.expected)
     return e
 
 

@@ -223,6 +223,8 @@ _OPERATORS: dict[type, Callable[..., Any]] = {
     ast.USub: operator.neg,
     ast.UAdd: operator.pos,
 }
+_NODES = (ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, *_OPERATORS)
+MAX_EXPONENT = 64  # of `**` on whole numbers: a placeholder's value stays a number a program can read
 PLACEHOLDER = (
     "literal text and placeholders: {name}, or arithmetic on parameters and numbers (+ - * / // % **), "
     "e.g. {4096 * ranks}; {{ and }} for braces"
@@ -251,7 +253,10 @@ def _evaluate(node: ast.expr, namespace: Mapping[str, object]) -> object:
     if isinstance(node, ast.UnaryOp):
         return _OPERATORS[type(node.op)](_evaluate(node.operand, namespace))
     assert isinstance(node, ast.BinOp)
-    return _OPERATORS[type(node.op)](_evaluate(node.left, namespace), _evaluate(node.right, namespace))
+    left, right = _evaluate(node.left, namespace), _evaluate(node.right, namespace)
+    if isinstance(node.op, ast.Pow) and isinstance(right, int) and abs(right) > MAX_EXPONENT:
+        raise ValueError(f"an exponent of at most {MAX_EXPONENT}")
+    return _OPERATORS[type(node.op)](left, right)
 
 
 def _placeholder(text: str, format_spec: str, conversion: str | None) -> Placeholder:
@@ -262,18 +267,11 @@ def _placeholder(text: str, format_spec: str, conversion: str | None) -> Placeho
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError:
         raise ValueError(f"{whole} is not one") from None
-    names = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            names.append(node.id)
-        elif isinstance(node, ast.Constant):
-            if not isinstance(node.value, (int, float)) or isinstance(node.value, bool):
-                raise ValueError(f"{whole} is not one")
-        elif not (
-            isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Load, *_OPERATORS))
-            and (not isinstance(node, (ast.BinOp, ast.UnaryOp)) or type(node.op) in _OPERATORS)
-        ):
+        number = isinstance(node, ast.Constant) and type(node.value) in (int, float)
+        if not (number or isinstance(node, _NODES)):  # no call, attribute, subscript, string...
             raise ValueError(f"{whole} is not one")
+    names = [node.id for node in ast.walk(tree) if isinstance(node, ast.Name)]
     return Placeholder(text, tree, format_spec, tuple(dict.fromkeys(names)))
 
 
