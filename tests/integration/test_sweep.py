@@ -325,3 +325,34 @@ def test_a_refused_sweep_leaves_no_earlier_table_and_keeps_the_points(jacobi, tm
     ]
     assert sorted(x.name for x in out.iterdir()) == ["points"]
     assert [x.name for x in (out / "points").iterdir()] == ["0123456789ab"]
+
+
+def test_the_example_spec_is_five_layouts_by_two_fabrics_by_gpudirect(jacobi, tmp_path):
+    import orrery.sweep
+
+    for f in (jacobi, EXAMPLE / "sweep.toml", COSTS):  # the spec's paths are relative to it
+        shutil.copy(f, tmp_path / f.name)
+    sweep = orrery.sweep.load(tmp_path / "sweep.toml")
+    layouts = [
+        {"nodes": 1, "gpus_per_node": 1},
+        {"nodes": 1, "gpus_per_node": 2},
+        {"nodes": 1},
+        {"nodes": 2},
+        {"nodes": 4},
+    ]
+    assert [p.parameters for p in sweep.points] == [
+        {**layout, "set.nic.bandwidth": bw, "set.gpudirect.rdma": rdma}
+        for layout in layouts
+        for bw in ("200Gb/s", "400Gb/s")
+        for rdma in (True, False)
+    ]
+    plan = orrery.sweep.plan(sweep, tmp_path / "out")
+    assert [p.args for p, _ in plan] == [["-nx", "16384", "-ny", "16384", "-niter", "20"]] * 20
+    assert [(p.point.nodes * p.gpus_per_node, state) for p, state in plan][::4] == [
+        (1, "run"),
+        (2, "run"),
+        (4, "run"),
+        (8, "run"),
+        (16, "run"),
+    ]
+    assert not (tmp_path / "out").exists()
