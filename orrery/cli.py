@@ -196,6 +196,66 @@ def _fit_command(a: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep_command(a: argparse.Namespace) -> int:
+    from . import sweep
+    from .sweep import execute
+
+    execute.configure_logging(a.verbose)
+    out = writable_folder(a.out)
+    if a.workers is not None and a.workers < 1:
+        raise InputError("--workers", None, a.workers, "a number of points to run at once, 1 or more")
+    if a.workers is not None and a.scheduler:
+        raise InputError(
+            "--workers", None, a.workers, "--workers or --scheduler: a Dask cluster has workers of its own"
+        )
+    if not a.dry_run:
+        sweep.clear(out)  # a refused sweep leaves no earlier table looking current
+    spec = sweep.load(a.spec)
+    if a.dry_run:
+        listing = sweep.plan(spec, out)
+        states = [state for _, state in listing]
+        print(
+            f"orrery: {len(listing)} points in {a.spec}: {states.count('run')} to run, "
+            f"{states.count('finished earlier')} finished earlier in {out}, {states.count('bad input')} with bad input"
+        )
+        for p, state in listing:
+            what = " ".join(f"{k}={v}" for k, v in p.point.parameters.items())
+            print(f"{p.point.id}  {state:16}  {what}")
+            print(
+                f"{'':{len(p.point.id)}}  {'':16}  "
+                + (f"args: {' '.join(p.args)}" if p.args is not None else p.error or "")
+            )
+        return 0
+    try:
+        result = sweep.run(
+            spec,
+            out,
+            scheduler=a.scheduler,
+            workers=a.workers,
+            force=a.force,
+            retry_failed=a.retry_failed,
+            plots=not a.no_plots,
+        )
+    except KeyboardInterrupt:
+        print(f"orrery: sweep interrupted; run the same command again to resume from {out}", file=sys.stderr)
+        return 130
+    outcomes = result.outcomes
+    failed = [(point, o) for point, o in zip(spec.points, outcomes) if o.status != "completed"]
+    earlier = sum(not o.ran and o.status != execute.BAD_INPUT for o in outcomes)
+    print(
+        f"orrery: sweep of {len(outcomes)} points: {len(outcomes) - len(failed)} completed, {len(failed)} failed "
+        f"({earlier} finished earlier, not rerun)"
+    )
+    print(
+        f"orrery: table in {out / 'sweep.csv'} and {out / 'sweep.parquet'}"
+        + (f", plots in {out / 'plots'}" if any(f.parent.name == "plots" for f in result.files) else "")
+    )
+    sys.stdout.flush()
+    for point, o in failed:
+        print(f"orrery: point {execute.label(point)}: {o.status}: {o.error}", file=sys.stderr)
+    return 0 if not failed else 1
+
+
 class _UsageError(Exception):
     """A command line argparse refuses."""
 
@@ -352,6 +412,34 @@ def parser() -> argparse.ArgumentParser:
         help="override a machine parameter, e.g. pcie.bandwidth=64GB/s",
     )
     v.set_defaults(func=_validate_command)
+
+    sw = sub.add_parser(
+        "sweep", help="run a program over a grid of layouts, arguments and machines: a table and scaling plots"
+    )
+    sw.add_argument(
+        "spec", help="sweep spec (TOML): program, args, machine, and [grid] and/or [[points]] (docs/sweeps.md)"
+    )
+    sw.add_argument("--out", default="orrery-sweep", help="folder for sweep.csv, sweep.parquet, plots/ and points/")
+    sw.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run the points on the Dask cluster of this scheduler (tcp://host:port) instead of locally",
+    )
+    sw.add_argument("--workers", type=int, metavar="N", help="points run at once locally (default: the CPUs)")
+    sw.add_argument("--dry-run", action="store_true", help="list the points and what would be run; run nothing")
+    sw.add_argument("--force", action="store_true", help="rerun every point, even those finished earlier")
+    sw.add_argument(
+        "--retry-failed", action="store_true", help="rerun the points that finished earlier without completing"
+    )
+    sw.add_argument("--no-plots", action="store_true", help="write the table only")
+    sw.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log each point (-vv: also those not rerun), even off a terminal",
+    )
+    sw.set_defaults(func=_sweep_command)
 
     for name in ("nvcc", "mpicc", "mpicxx"):
         w = sub.add_parser(name, help=f"{name} for Orrery (use in a Makefile)", add_help=False)
