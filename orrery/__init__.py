@@ -11,7 +11,8 @@ The package is laid out by pipeline stage:
 
 - ``machines``: machine descriptions -> the SimGrid platform (``machines.platform``);
 - ``run``: compiler wrappers, the program under SMPI with the CUDA stand-in, results;
-- ``calibration``: measured sweeps, the microbenchmarks that reproduce them, fits.
+- ``calibration``: measured sweeps, the microbenchmarks that reproduce them, fits;
+- ``sweep``: a program over a grid of layouts, arguments and machines, its table and plots.
 
 ``api`` is the Python entry point and ``cli`` the command line, both over the stages;
 ``errors``, ``units`` and ``schema`` are shared by every stage.
