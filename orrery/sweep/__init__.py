@@ -16,9 +16,10 @@ format, the options and what resuming does: docs/sweeps.md.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,11 +31,15 @@ if TYPE_CHECKING:
 __all__ = ["SweepResult", "clear", "load", "plan", "run"]
 
 
-def load(path: str | os.PathLike) -> Sweep:
-    """A sweep spec, checked, and its points (spec.py); InputError(s) naming the spec, key and value."""
-    from . import spec
+def load(spec: str | os.PathLike | Mapping[str, Any], folder: str | os.PathLike = ".") -> Sweep:
+    """A sweep spec, checked, and its points (spec.py); InputError(s) naming the spec, key and
+    value. `spec` is a TOML file, or the mapping such a file reads as (a notebook's own spec),
+    whose paths are relative to `folder`."""
+    from . import spec as specs
 
-    return spec.load(Path(path))
+    if isinstance(spec, Mapping):
+        return specs.from_mapping(spec, Path(folder))
+    return specs.load(Path(spec))
 
 
 @dataclass
@@ -77,7 +82,7 @@ def plan(sweep: Sweep, out: str | os.PathLike) -> list[tuple[Prepared, str]]:
 
 
 def run(
-    spec_or_path: Sweep | str | os.PathLike,
+    spec_or_path: Sweep | str | os.PathLike | Mapping[str, Any],
     out: str | os.PathLike = "orrery-sweep",
     *,
     scheduler: str | None = None,
@@ -97,7 +102,7 @@ def run(
     from . import plots as figures
     from .spec import Sweep
 
-    sweep = spec_or_path if isinstance(spec_or_path, Sweep) else load(spec_or_path)
+    sweep = spec_or_path if isinstance(spec_or_path, Sweep) else load(spec_or_path)  # a mapping: paths from "."
     folder = Path(out)
     client = execute.connect(scheduler) if scheduler else None
     try:

@@ -536,6 +536,20 @@ def load(path: str | Path) -> Sweep:
         data = tomllib.loads(read_text(source, "a sweep spec"))
     except tomllib.TOMLDecodeError as e:
         raise InputError(str(source), None, "invalid TOML", f"valid TOML ({e})") from None
+    return _load(data, source)
+
+
+#: What errors call a spec given as a mapping (from_mapping): its paths are relative to its folder
+MAPPING_SOURCE = "<spec>"
+
+
+def from_mapping(data: Mapping[str, Any], folder: str | Path = ".") -> Sweep:
+    """A sweep spec given as the mapping its TOML would read as (a notebook's), its paths
+    relative to `folder`; errors name it ``FOLDER/<spec>``."""
+    return _load(dict(data), Path(folder).absolute() / MAPPING_SOURCE)
+
+
+def _load(data: dict[str, Any], source: Path) -> Sweep:
     try:
         spec = Spec.model_validate(data)
     except ValidationError as e:
