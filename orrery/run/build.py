@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -166,3 +167,18 @@ def mpicc(args: list[str], cxx: bool = False) -> int:
     exe = _tool("smpicxx" if cxx else "smpicc", "install SimGrid with SMPI (see the README's set-up command)")
     linking = not any(a in ("-c", "-E", "-S", "-M", "-MM") for a in args)
     return subprocess.run([exe, *(link_args(args) if linking else args)], env=dict(os.environ)).returncode
+
+
+
+def make(directory: str | os.PathLike, *targets: str) -> Path:
+    """Build a program with its own Makefile and Orrery's wrappers (``make NVCC=orrery-nvcc
+    MPICC=orrery-mpicc MPICXX=orrery-mpicxx``), as the README's demo does: what a notebook or
+    script calls before simulating an example. Returns the folder; BuildError if make fails."""
+    folder = Path(directory)
+    bindir = Path(sys.executable).parent  # the single-word wrappers are installed beside Python
+    wrappers = {"NVCC": "orrery-nvcc", "MPICC": "orrery-mpicc", "MPICXX": "orrery-mpicxx"}
+    cmd = ["make", "-s", "-C", str(folder), *(f"{var}={bindir / exe}" for var, exe in wrappers.items()), *targets]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise BuildError(f"make in {folder} failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
+    return folder
