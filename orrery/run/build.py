@@ -169,7 +169,6 @@ def mpicc(args: list[str], cxx: bool = False) -> int:
     return subprocess.run([exe, *(link_args(args) if linking else args)], env=dict(os.environ)).returncode
 
 
-
 def make(directory: str | os.PathLike, *targets: str) -> Path:
     """Build a program with its own Makefile and Orrery's wrappers (``make NVCC=orrery-nvcc
     MPICC=orrery-mpicc MPICXX=orrery-mpicxx``), as the README's demo does: what a notebook or

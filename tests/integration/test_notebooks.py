@@ -44,10 +44,13 @@ def _check_jacobi_scaling(out: Path, nb: dict) -> None:
     weak = pd.read_csv(out / "weak" / "sweep.csv")
     assert list(strong["gpus"]) == [4, 8, 16] == list(weak["gpus"])
     assert (strong["status"] == "completed").all() and (weak["status"] == "completed").all()
-    # strong scaling: more GPUs, fewer rows each, so less kernel time per rank and a shorter run
-    assert strong["kernel_s_mean"].is_monotonic_decreasing and strong["makespan_s"].is_monotonic_decreasing
+    # strong scaling: more GPUs, fewer rows each, so less kernel time per rank (on a grid this small
+    # the run itself gets longer: the halos now cross the fabric), and efficiency as defined
+    assert strong["kernel_mean_s"].is_monotonic_decreasing and strong["kernel_mean_s"].is_unique
+    t = strong["makespan_s"]
+    assert strong["efficiency"].to_list() == pytest.approx([t[0] / t[i] * 4 / g for i, g in enumerate(strong["gpus"])])
     # weak scaling: the same rows per GPU, so the same kernel time per rank at every size
-    assert weak["kernel_s_mean"].to_list() == pytest.approx([weak["kernel_s_mean"][0]] * 3, rel=1e-9)
+    assert weak["kernel_mean_s"].to_list() == pytest.approx([weak["kernel_mean_s"][0]] * 3, rel=1e-9)
     answer = _outputs(nb)[-1]
     eff = strong["efficiency"].iloc[-1]
     assert f"{100 * eff:.0f}%" in answer and "16 GPUs" in answer
