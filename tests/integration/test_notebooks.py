@@ -56,8 +56,33 @@ def _check_jacobi_scaling(out: Path, nb: dict) -> None:
     assert f"{100 * eff:.0f}%" in answer and "16 GPUs" in answer
 
 
+def _check_halo_overlap(out: Path, nb: dict) -> None:
+    import orrery
+
+    plain, overlap = orrery.load(out / "plain"), orrery.load(out / "overlap")
+    assert plain.run["program"][-1] != "-overlap" and overlap.run["program"][-1] == "-overlap"
+    # the overlapped variant computes the interior while the halo is exchanged: more of it hidden
+    share = {
+        name: sum(r.comm_hidden_s for r in res.ranks) / sum(r.comm_s for r in res.ranks)
+        for name, res in (("plain", plain), ("overlap", overlap))
+    }
+    assert share["overlap"] > share["plain"]
+    answer = _outputs(nb)[-1]
+    assert f"Plain: {100 * share['plain']:.0f}% of the communication is hidden" in answer
+    assert f"with -overlap: {100 * share['overlap']:.0f}%" in answer
+    # the traces keep ranks 3 and 4 only, and the timeline excerpts are figures
+    for res in (plain, overlap):
+        names = {
+            e["args"]["name"]
+            for e in json.loads((res.out / "trace.json").read_text())["traceEvents"]
+            if e["ph"] == "M" and e["name"] == "process_name" and e["args"]["name"].startswith("rank")
+        }
+        assert names == {"rank 3 (node 0)", "rank 4 (node 1)"}
+
+
 CASES: dict[str, tuple[dict, Callable[[Path, dict], None]]] = {
     "jacobi_scaling": ({"N": 1024, "ROWS_PER_GPU": 256, "NITER": 3, "NODES": [1, 2, 4]}, _check_jacobi_scaling),
+    "halo_overlap": ({"N": 2048, "NITER": 6}, _check_halo_overlap),
 }
 
 
