@@ -20,6 +20,8 @@ from . import machines as machine
 from .calibration import merge, sweeps
 from .errors import InputError, OrreryError
 from .machines import platform
+from .report import FORMATS as REPORT_FORMATS
+from .report import TOP as REPORT_TOP
 from .run import build, run_description
 from .run.launch import FILL_POLICIES, GPU_VISIBILITY
 from .run.results import summary
@@ -126,6 +128,19 @@ def _machine_command(a: argparse.Namespace) -> int:
         m = machine.load(a.name, machine.parse_overrides(a.set))
         layout = platform.Layout.for_machine(m, a.nodes, a.gpus_per_node, a.ranks_per_node)
         print(platform.platform_xml(m, layout), end="")
+    return 0
+
+
+def _report_command(a: argparse.Namespace) -> int:
+    from . import report
+
+    formats = report.parse_formats(a.format)
+    results = report.load(a.run_dir)  # a bad run folder stops here, before anything is written
+    out = writable_folder(a.out) if a.out else writable_folder(str(Path(a.run_dir) / "report"), "--out")
+    rep = report.build(results, a.top, Path(a.run_dir))
+    report.write(rep, out, formats)
+    print(report.text(rep), end="")
+    print(f"orrery: report in {out / 'report.md'}, its tables (CSV) and figures ({', '.join(formats)}) beside it")
     return 0
 
 
@@ -330,6 +345,28 @@ def parser() -> argparse.ArgumentParser:
         help="override a machine parameter, e.g. pcie.bandwidth=64GB/s",
     )
     v.set_defaults(func=_validate_command)
+
+    rp = sub.add_parser(
+        "report", help="tables and figures of a run: where its time went, slowest ranks, kernels, links"
+    )
+    rp.add_argument("run_dir", metavar="RUN_DIR", help="a run's folder (orrery run --out)")
+    rp.add_argument(
+        "--out", metavar="DIR", help="folder for report.md, its CSV tables and figures (default: RUN_DIR/report)"
+    )
+    rp.add_argument(
+        "--top",
+        type=int,
+        default=REPORT_TOP,
+        metavar="N",
+        help="slowest ranks, kernels and links shown (default: %(default)s; the CSV files hold all)",
+    )
+    rp.add_argument(
+        "--format",
+        default=",".join(REPORT_FORMATS),
+        metavar="png,svg",
+        help="figure formats, comma-separated (default: %(default)s)",
+    )
+    rp.set_defaults(func=_report_command)
 
     for name in ("nvcc", "mpicc", "mpicxx"):
         w = sub.add_parser(name, help=f"{name} for Orrery (use in a Makefile)", add_help=False)
