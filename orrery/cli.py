@@ -15,7 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import __version__, api
+from . import __version__, api, progress
 from . import machines as machine
 from .calibration import merge, sweeps
 from .errors import InputError, OrreryError
@@ -147,6 +147,7 @@ def _report_command(a: argparse.Namespace) -> int:
 def _validate_command(a: argparse.Namespace) -> int:
     from .calibration import report, validate
 
+    progress.configure(a.verbose)
     out = writable_folder(a.out)
     overrides = machine.parse_overrides(a.set)
     calibration = merge.read(a.calibration, a.machine) if a.calibration else None
@@ -163,6 +164,7 @@ def _validate_command(a: argparse.Namespace) -> int:
 def _calibrate_command(a: argparse.Namespace) -> int:
     from .calibration import calibrate, fit
 
+    progress.configure(a.verbose)
     repo = Path(a.repo) if a.repo else None
     out = writable_folder(a.out)
     if a.sweeps and a.input:
@@ -191,6 +193,7 @@ def _calibrate_command(a: argparse.Namespace) -> int:
 def _fit_command(a: argparse.Namespace) -> int:
     from .calibration import appfit
 
+    progress.configure(a.verbose)
     writable_folder(a.out)
     if a.costs_out:
         _writable_file(a.costs_out, "--costs-out")
@@ -202,6 +205,15 @@ def _fit_command(a: argparse.Namespace) -> int:
     print(appfit.report(result))
     print(f"orrery: fit in {Path(a.out) / 'fit.json'}, cost file {Path(a.out) / 'costs.toml'}")
     return 0
+
+
+def _verbose(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log each step on stderr (default: warnings only; a progress bar when stderr is a terminal)",
+    )
 
 
 class _UsageError(Exception):
@@ -319,12 +331,14 @@ def parser() -> argparse.ArgumentParser:
         help="how many nodes and ranks (GPUs) per node ran raw OSU collective output, e.g. 2x4 "
         "(the output does not say; the harness's CSV does)",
     )
+    _verbose(c)
     c.set_defaults(func=_calibrate_command)
 
     f = sub.add_parser("fit", help="fit a program's cost parameters to its measured run times, simulator in the loop")
     f.add_argument("spec", help="fit spec (TOML): program, machine, runs with measured figures, parameters")
     f.add_argument("--out", default="orrery-fit", help="folder for fit.json and the fitted costs.toml")
     f.add_argument("--costs-out", metavar="FILE", help="also write the fitted cost file here")
+    _verbose(f)
     f.set_defaults(func=_fit_command)
 
     v = sub.add_parser("validate", help="microbenchmarks on a built-in machine against measured sweeps")
@@ -344,6 +358,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a machine parameter, e.g. pcie.bandwidth=64GB/s",
     )
+    _verbose(v)
     v.set_defaults(func=_validate_command)
 
     rp = sub.add_parser(
