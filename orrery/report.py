@@ -51,6 +51,7 @@ _COLOURS = {
     "comm_hidden_s": "#55a868",
     "comm_exposed_s": "#dd8452",
 }
+SLOWEST_COLUMNS = ("rank", "end_s", "behind_s", "median_rank", "cause", "cause_s", "detail", "detail_s", "why")
 #: Every file write() may leave in its folder: all removed first, so that nothing of an earlier
 #: report (a links figure of a run that had links) stays beside this one's
 OUTPUTS = (
@@ -151,7 +152,7 @@ def build(results: Results, top: int = TOP, run_dir: Path | None = None) -> Repo
         top=top,
         categories=categories,
         groups=groups,
-        slowest=pd.DataFrame(_slowest(ranks)),
+        slowest=pd.DataFrame(_slowest(ranks), columns=SLOWEST_COLUMNS),
         kernels=_kernels(ranks),
         communication=communication,
         communication_groups=comm_groups,
@@ -404,7 +405,7 @@ def text(rep: Report, figures: Sequence[str] = ()) -> str:
 
     lines += ["## Top kernels", ""]
     if rep.kernels.empty:
-        lines += ["No kernels ran in this run.", ""]
+        lines += ["No per-rank report in this run." if not res.ranks else "No kernels ran in this run.", ""]
     else:
         rows = [
             [k["kernel"], fmt_time(k["total_s"]), k["count"], fmt_time(k["mean_s"]), _percent(k["share"])]
@@ -418,7 +419,7 @@ def text(rep: Report, figures: Sequence[str] = ()) -> str:
 
     lines += ["## Communication hidden and exposed", ""]
     if rep.hidden_fraction is None:
-        lines += ["No communication in this run.", ""]
+        lines += ["No per-rank report in this run." if not res.ranks else "No communication in this run.", ""]
     else:
         total = math.fsum(rep.communication["comm_s"])
         exposed = math.fsum(rep.communication["comm_exposed_s"])

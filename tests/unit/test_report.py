@@ -333,3 +333,23 @@ def test_a_call_that_took_more_than_all_the_extra_mpi_time_is_named_with_the_one
         "rank 0 is the median rank (finished at 8.000 ms)",
     ]
     assert (rep.slowest["detail"][0], rep.slowest["detail_s"][0]) == ("MPI_Allreduce", pytest.approx(3 * MS))
+
+
+def test_a_run_that_left_no_report_of_its_ranks_gives_its_failure_and_says_so(tmp_path, capsys):
+    failure = {
+        "message": "the simulation was killed by signal 9 (SIGKILL: Killed)",
+        "ranks": [],
+        "time_s": None,
+        "code": 9,
+        "blocked": [],
+        "pending": [],
+    }
+    run = make_run(tmp_path / "run", ranks=[], links=[], status="crashed", failure=failure, makespan=None)
+    code, out, _ = orrery_report(capsys, run)
+    assert code == 0
+    assert out.index("The run did not complete: **crashed**: the simulation was killed by signal 9") < out.index(
+        "## Time by category"
+    )
+    assert out.count("No per-rank report in this run.") == 4 and "No link statistics in this run." in out
+    assert not list((run / "report").glob("*.png")) and not list((run / "report").glob("*.svg"))
+    assert (run / "report" / "slowest_ranks.csv").read_text() == ",".join(report.SLOWEST_COLUMNS) + "\n"
