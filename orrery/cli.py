@@ -15,11 +15,13 @@ import signal
 import sys
 from pathlib import Path
 
-from . import __version__, api
+from . import __version__, api, progress
 from . import machines as machine
 from .calibration import merge, sweeps
 from .errors import InputError, OrreryError
 from .machines import platform
+from .report import FORMATS as REPORT_FORMATS
+from .report import TOP as REPORT_TOP
 from .run import build, run_description
 from .run.launch import FILL_POLICIES, GPU_VISIBILITY
 from .run.results import summary
@@ -136,9 +138,23 @@ def _machine_command(a: argparse.Namespace) -> int:
     return 0
 
 
+def _report_command(a: argparse.Namespace) -> int:
+    from . import report
+
+    formats = report.parse_formats(a.format)
+    results = report.load(a.run_dir)  # a bad run folder stops here, before anything is written
+    out = writable_folder(a.out) if a.out else writable_folder(str(Path(a.run_dir) / "report"), "--out")
+    rep = report.build(results, a.top, Path(a.run_dir))
+    report.write(rep, out, formats)
+    print(report.text(rep), end="")
+    print(f"orrery: report in {out / 'report.md'}, its tables (CSV) and figures ({', '.join(formats)}) beside it")
+    return 0
+
+
 def _validate_command(a: argparse.Namespace) -> int:
     from .calibration import report, validate
 
+    progress.configure(a.verbose)
     out = writable_folder(a.out)
     overrides = machine.parse_overrides(a.set)
     calibration = merge.read(a.calibration, a.machine) if a.calibration else None
@@ -155,6 +171,7 @@ def _validate_command(a: argparse.Namespace) -> int:
 def _calibrate_command(a: argparse.Namespace) -> int:
     from .calibration import calibrate, fit
 
+    progress.configure(a.verbose)
     repo = Path(a.repo) if a.repo else None
     out = writable_folder(a.out)
     if a.sweeps and a.input:
@@ -183,6 +200,7 @@ def _calibrate_command(a: argparse.Namespace) -> int:
 def _fit_command(a: argparse.Namespace) -> int:
     from .calibration import appfit
 
+    progress.configure(a.verbose)
     writable_folder(a.out)
     if a.costs_out:
         _writable_file(a.costs_out, "--costs-out")
@@ -254,6 +272,13 @@ def _sweep_command(a: argparse.Namespace) -> int:
     for point, o in failed:
         print(f"orrery: point {execute.label(point)}: {o.status}: {o.error}", file=sys.stderr)
     return 0 if not failed else 1
+def _verbose(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log each step on stderr (default: warnings only; a progress bar when stderr is a terminal)",
+    )
 
 
 class _UsageError(Exception):
@@ -386,12 +411,14 @@ def parser() -> argparse.ArgumentParser:
         help="how many nodes and ranks (GPUs) per node ran raw OSU collective output, e.g. 2x4 "
         "(the output does not say; the harness's CSV does)",
     )
+    _verbose(c)
     c.set_defaults(func=_calibrate_command)
 
     f = sub.add_parser("fit", help="fit a program's cost parameters to its measured run times, simulator in the loop")
     f.add_argument("spec", help="fit spec (TOML): program, machine, runs with measured figures, parameters")
     f.add_argument("--out", default="orrery-fit", help="folder for fit.json and the fitted costs.toml")
     f.add_argument("--costs-out", metavar="FILE", help="also write the fitted cost file here")
+    _verbose(f)
     f.set_defaults(func=_fit_command)
 
     v = sub.add_parser("validate", help="microbenchmarks on a built-in machine against measured sweeps")
@@ -411,6 +438,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a machine parameter, e.g. pcie.bandwidth=64GB/s",
     )
+    _verbose(v)
     v.set_defaults(func=_validate_command)
 
     sw = sub.add_parser(
@@ -440,6 +468,27 @@ def parser() -> argparse.ArgumentParser:
         help="log each point (-vv: also those not rerun), even off a terminal",
     )
     sw.set_defaults(func=_sweep_command)
+    rp = sub.add_parser(
+        "report", help="tables and figures of a run: where its time went, slowest ranks, kernels, links"
+    )
+    rp.add_argument("run_dir", metavar="RUN_DIR", help="a run's folder (orrery run --out)")
+    rp.add_argument(
+        "--out", metavar="DIR", help="folder for report.md, its CSV tables and figures (default: RUN_DIR/report)"
+    )
+    rp.add_argument(
+        "--top",
+        type=int,
+        default=REPORT_TOP,
+        metavar="N",
+        help="slowest ranks, kernels and links shown (default: %(default)s; the CSV files hold all)",
+    )
+    rp.add_argument(
+        "--format",
+        default=",".join(REPORT_FORMATS),
+        metavar="png,svg",
+        help="figure formats, comma-separated (default: %(default)s)",
+    )
+    rp.set_defaults(func=_report_command)
 
     for name in ("nvcc", "mpicc", "mpicxx"):
         w = sub.add_parser(name, help=f"{name} for Orrery (use in a Makefile)", add_help=False)

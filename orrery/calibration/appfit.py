@@ -47,6 +47,7 @@ import csv
 import hashlib
 import io
 import json
+import logging
 import math
 import os
 import re
@@ -61,12 +62,14 @@ import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from scipy import optimize
 
-from .. import machines, units
+from .. import machines, progress, units
 from ..errors import InputError
 from ..machines import platform
 from ..run import costs as cost_files
 from ..run import launch as runner
 from ..schema import Problems, Seconds, input_error, quantity, read_text
+
+log = logging.getLogger(__name__)
 
 
 class _Strict(BaseModel):
@@ -332,14 +335,29 @@ def fit(problem: Problem, workdir: Path | None = None) -> dict:
     measured = np.array(problem.measured)
     evaluations = []
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        progress.counting(desc="fit", unit="evaluation") as bar,
+    ):
         work = Path(workdir or tmp)
 
         def residuals(u: np.ndarray) -> np.ndarray:
             values = dict(zip(problem.names, u * scale))
             simulated = np.array(simulate(problem, values, work))
             evaluations.append((values, simulated))
-            return (simulated - measured) / measured
+            rel = (simulated - measured) / measured
+            worst = float(np.max(np.abs(rel)))
+            bar.update()
+            bar.set_postfix_str(f"max |error| {100 * worst:.2f}%")
+            log.info(
+                "evaluation %d (%d run%s): %s: max |relative error| %.2f%%",
+                len(evaluations),
+                len(simulated),
+                "" if len(simulated) == 1 else "s",
+                ", ".join(f"{k} = {float(v)!r}" for k, v in values.items()),
+                100 * worst,
+            )
+            return rel
 
         result = optimize.least_squares(
             residuals,
@@ -351,6 +369,7 @@ def fit(problem: Problem, workdir: Path | None = None) -> dict:
             ftol=1e-8,
         )
         values = dict(zip(problem.names, (result.x * scale).tolist()))
+        log.info("optimiser done (%s): the fitted parameters' own runs", result.message)
         simulated = simulate(problem, values, work)  # the fitted parameters' own figures
     rel = [(s - m) / m for s, m in zip(simulated, measured)]
     return {

@@ -35,15 +35,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
+from .. import progress
 from ..errors import InputError
 from . import derive, fit, measurements, merge, report, search, sweeps, validate
 
+log = logging.getLogger(__name__)
 FITTED_METRICS = ("latency", "bandwidth", "bibw", "copy_bandwidth")  # the sweeps fitted latency + size / bandwidth
 
 
@@ -158,6 +161,13 @@ def calibrate(
         fits.append(
             (sweep.kind, fit.Fit(sweep.name, segments, float(np.median(residuals)), float(max(residuals)), outliers))
         )
+        log.info(
+            "fitted %s: %d segment(s), residual median %.2f%%, max %.2f%%",
+            sweep.name,
+            len(segments),
+            100 * fits[-1][1].median_rel_residual,
+            100 * fits[-1][1].max_rel_residual,
+        )
 
     def shown(f: Path) -> str:
         """A file as the calibration names it: the shared measurements by their place in the
@@ -173,13 +183,26 @@ def calibrate(
         m = merge.candidate(machine_name, {**stack, **api})
     windows: dict[str, derive.Window] = {}
     overrides = {**stack, **api, **derive.overrides(m, fits, windows)}
-    eager_trials = search.pick_eager_threshold(machine_name, m, repo, pairs, windows, overrides)
-    gap_trials = search.pick_gaps(machine_name, m, repo, pairs, fits, overrides)
     trials, uncorrectable, uncorrected = {}, {}, {}
+    # the choices the fits cannot make, each simulating candidate machines on the sweeps
+    with progress.counting(total=3 if collectives else 2, desc="calibrate", unit="choice") as choices:
+        choices.set_postfix_str("eager thresholds")
+        log.info("choosing the eager -> rendezvous thresholds, simulator in the loop")
+        eager_trials = search.pick_eager_threshold(machine_name, m, repo, pairs, windows, overrides)
+        choices.update()
+        choices.set_postfix_str("gaps")
+        log.info("choosing the gaps between a rank's messages, simulator in the loop")
+        gap_trials = search.pick_gaps(machine_name, m, repo, pairs, fits, overrides)
+        choices.update()
+        if collectives:
+            choices.set_postfix_str("collective algorithms")
+            log.info("choosing the MPI library's collective algorithms on %d sweeps", len(collectives))
+            trials, uncorrectable, chosen, results = search.pick_collective_selector(
+                machine_name, repo, collectives, overrides
+            )
+            choices.update()
     if collectives:
-        trials, uncorrectable, chosen, results = search.pick_collective_selector(
-            machine_name, repo, collectives, overrides
-        )
+        log.info("collective algorithms: %s", chosen)
         overrides["mpi.collective_selector"] = chosen
         # where the point-to-point model with the best algorithms still misses a collective: one
         # correction per collective and kind of buffers
@@ -219,7 +242,11 @@ def calibrate(
 def closed_loop(machine_name: str, cal: dict, pairs, repo: Path | None = None) -> list[validate.SweepResult]:
     """The closed loop: every sweep of the calibration simulated again on the calibrated machine."""
     calibrated = merge.candidate(machine_name, cal["overrides"])
-    return [validate.compare(repo, calibrated, sweep, points) for sweep, points in pairs]
+    results = []
+    for sweep, points in progress.bar(pairs, desc="closed loop", unit="sweep"):
+        results.append(validate.compare(repo, calibrated, sweep, points))
+        log.info("closed loop, %s: %s", sweep.name, validate.errors_line(results[-1]))
+    return results
 
 
 def write(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import csv
+import logging
 import shutil
 import statistics
 import subprocess
@@ -26,13 +27,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import machines
+from .. import machines, progress
 from ..errors import BuildError, OrreryError
 from ..machines import platform
 from ..run.costs import Costs
 from ..run.launch import RunOptions, run
 from . import merge, sweeps
 from .sweeps import Sweep
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -93,7 +96,19 @@ def validate(
     stack = merge.described(sweeps.set_description(machine_name, sweep_set))
     m = merge.machine(machine_name, calibration, {**stack, **overrides})
     build_bench(repo)
-    return [compare(repo, m, sweep, sweeps.measured_points(sweep, repo)) for sweep in found]
+    results = []
+    for sweep in progress.bar(found, desc="validate", unit="sweep"):
+        results.append(compare(repo, m, sweep, sweeps.measured_points(sweep, repo)))
+        log.info("%s: %s", sweep.name, errors_line(results[-1]))
+    return results
+
+
+def errors_line(result: SweepResult) -> str:
+    """A sweep's comparison in a few words, for the log."""
+    return (
+        f"{len(result.sizes)} sizes simulated, |error| median {100 * result.median_abs_error:.1f}%, "
+        f"p95 {100 * result.p95_abs_error:.1f}%, max {100 * result.max_abs_error:.1f}%"
+    )
 
 
 _built: dict[Path, Path] = {}
@@ -109,6 +124,7 @@ def build_bench(repo: Path | None = None) -> Path:
         if src not in _built:
             dest = Path(tempfile.mkdtemp(prefix="orrery-bench-"))
             atexit.register(shutil.rmtree, dest, ignore_errors=True)
+            log.info("building the microbenchmarks of %s in %s", src, dest)
             for f in [*src.glob("*.cu"), *src.glob("*.h"), src / "Makefile"]:
                 shutil.copy2(f, dest / f.name)
             orrery = str(Path(sys.executable).parent / "orrery")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
 import shutil
 import subprocess
@@ -121,3 +123,72 @@ def test_bad_specs_name_file_key_and_value(example, tmp_path, edit, message):
     assert p.returncode == 2, p.stdout
     assert "bad.toml" in p.stderr
     assert re.search(message, p.stderr), p.stderr
+
+
+QUICK_FIT = """
+program = "{program}"
+machine = "h100-ib200"
+gpus_per_node = 1
+figure = '^time:\\s+(\\S+) s'
+costs = '''
+[kernels.jacobi_kernel]
+alpha = {{alpha}}
+beta = 0.0
+[kernels.initialize_boundaries]
+time = "5us"
+'''
+[parameters.alpha]
+initial = "10us"
+min = "0s"
+
+[[runs]]
+args = ["-nx", "256", "-ny", "256", "-niter", "3"]
+per = 3
+measured = "30us"
+"""
+
+
+def fit_with_stderr_on_a_terminal(args: list[str]) -> tuple[int, str, str]:
+    """`orrery ARGS` with its stderr a pseudo-terminal and its stdout a pipe. The terminal does
+    not say its size (0 x 0), as under `script` in CI: the bar must show all the same."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([ORRERY, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    seen = b""
+    while True:  # until the command closes the terminal (Linux: EIO once no one holds it)
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.stdout is not None
+    stdout = proc.stdout.read().decode()
+    return proc.wait(), stdout, seen.decode(errors="replace")
+
+
+def test_fit_shows_a_bar_on_a_terminal_none_in_a_pipe_and_its_steps_with_verbose(example, tmp_path):
+    spec = tmp_path / "quick.toml"
+    spec.write_text(QUICK_FIT.format(program=example / "jacobi"))
+    code, tty_out, tty_err = fit_with_stderr_on_a_terminal(["fit", str(spec), "--out", str(tmp_path / "a")])
+    assert code == 0, tty_err
+    # tqdm's bar: the command's name, evaluations counted, redrawn in place with carriage returns
+    assert re.search(r"fit: [1-9]\d* evaluations \[", tty_err) and "\r" in tty_err and "max |error|" in tty_err
+    assert "orrery: evaluation" not in tty_err  # info only with -v
+    quiet = orrery("fit", str(spec), "--out", str(tmp_path / "b"))
+    assert (quiet.returncode, quiet.stderr) == (0, "")  # not a terminal: no bar, no messages
+    loud = orrery("fit", str(spec), "--out", str(tmp_path / "c"), "-v")
+    assert loud.returncode == 0
+    result = json.loads((tmp_path / "c" / "fit.json").read_text())
+    # one line per optimiser evaluation (each one run): every simulation but the fitted values' own
+    lines = loud.stderr.splitlines()
+    evaluations = [line for line in lines if line.startswith("orrery: evaluation ")]
+    assert len(evaluations) == result["simulations"] - 1
+    assert re.fullmatch(
+        r"orrery: evaluation 1 \(1 run\): alpha = 1e-05: max \|relative error\| \d+\.\d\d%", evaluations[0]
+    )
+    assert lines[-1].startswith("orrery: optimiser done (") and "\r" not in loud.stderr
+    # what the command prints on stdout (its results) is the same, bar or none, -v or not
+    assert tty_out.replace("/a/", "/b/") == quiet.stdout == loud.stdout.replace("/c/", "/b/")
