@@ -272,6 +272,8 @@ def _sweep_command(a: argparse.Namespace) -> int:
     for point, o in failed:
         print(f"orrery: point {execute.label(point)}: {o.status}: {o.error}", file=sys.stderr)
     return 0 if not failed else 1
+
+
 def _verbose(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-v",
