@@ -306,7 +306,7 @@ def execute(
     progress: bool | None = None,
 ) -> list[Outcome]:
     """Run the points that are not finished; every point's outcome, in the spec's order."""
-    from tqdm import tqdm  # type: ignore[import-untyped]
+    from tqdm import tqdm
 
     outcomes: dict[str, Outcome] = {}
     todo = []
@@ -371,7 +371,7 @@ def _logging_through(bar) -> Iterator[None]:
     if bar.disable:
         yield
         return
-    from tqdm.contrib.logging import logging_redirect_tqdm  # type: ignore[import-untyped]
+    from tqdm.contrib.logging import logging_redirect_tqdm
 
     with logging_redirect_tqdm(loggers=[log]):
         yield
