@@ -3,6 +3,7 @@
 #include "core/ranks.hpp"
 
 #include "core/gpus.hpp"
+#include "core/links.hpp"
 #include "core/outcome.hpp"
 #include "core/report.hpp"
 
@@ -54,7 +55,8 @@ Rank& rank_self(const char* function) {
     sg4::Engine::on_deadlock_cb(on_deadlock);
     install_failure_handlers();
     install_message_copy();
-    install_message_factors();
+    install_link_accounting();
+    install_message_factors();  // (its network-factor callback tells the accounting of each transfer)
     g_sim_mutex = sg4::Mutex::create();
   }
   auto r = std::make_unique<Rank>();
