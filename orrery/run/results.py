@@ -124,7 +124,10 @@ class Results:
     stdout: str | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> str:
-        data = asdict(self)
+        # thousands of links on a big platform: asdict's deep copy of each took longer than the run's
+        # own results (their fields are plain values)
+        data = asdict(dataclasses.replace(self, links=[]))
+        data["links"] = [dict(vars(link)) for link in self.links]
         for local in _LOCAL_FIELDS:
             del data[local]
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
