@@ -11,8 +11,13 @@ platform is one zone routed by shortest path over these links::
   n-nic{i} --nic{i}-ib-- g{group}-r{k} (dragonfly) --local-- routers of its group; --global-- other groups
   n-gpu{a} --nvl{a}-{b}-- n-gpu{b}            NVLink mesh
   n-gpu{g} --nvl{g}-- n-nvswitch              NVSwitch
-  n-gpu{g} --c2c{g}-- n-root                  NVLink-C2C to host memory (Grace Hopper)
+  n-root --c2c{g}-- n-gpu{g}                  NVLink-C2C to host memory (Grace Hopper)
   n-root --socket0-1-- n-root1                 CPU sockets, with node.socket_link_* set
+
+Every link is full duplex: SimGrid names its directions NAME_UP (left to right as drawn here)
+and NAME_DOWN, and each link says what it models (Link.kind, LINK_KINDS), which is how the
+results name the links that carried traffic (link_directions; docs/simulation.md, "Link
+utilisation").
 
 With ``node.socket_link_bandwidth`` and ``node.socket_link_latency`` set, each
 CPU socket has its own root complex (``n3-root``, ``n3-root1``, ...) and host
@@ -238,7 +243,7 @@ def staging_bandwidth(machine: Machine) -> float:
     return machine.gpudirect.staging_chunk / staging_stage(machine)
 
 
-#: What a platform link models (Link.kind), as the results name it (docs/links.md).
+#: What a platform link models (Link.kind), as the results name it (docs/simulation.md's table).
 LINK_KINDS = {
     "pcie": "PCIe: a switch's uplink to its root complex, a device's port on its switch, a GPU's or "
     "NIC's x16 link, peer-to-peer between a GPU and its rail's NIC, a NIC's DMA from host memory",

@@ -67,7 +67,7 @@ class RunOptions:
     fold_blocksize: int = run_description.default("fold_blocksize")
     # count what each link direction carries (results.json links); off only for bench/links.py's baseline
     link_accounting: bool = run_description.default("link_accounting")
-    # write link_series.tsv in --out: every change of a link direction's rate (docs/links.md)
+    # write link_series.tsv in --out: every change of a link direction's rate (docs/simulation.md)
     link_series: bool = run_description.default("link_series")
     overrides: tuple[str, ...] = ()
     capture_output: bool = False  # keep the program's stdout in RunOutcome instead of passing it through

@@ -1,6 +1,6 @@
 """Link utilisation on the Python side: what each platform link is (platform.link_directions), how
 the report's link rows become results.json's `links` (results.read_run), the summary's busiest
-link, and the series' header the trace reads (docs/links.md)."""
+link, and the series' header the trace reads (docs/simulation.md, "Link utilisation")."""
 
 from __future__ import annotations
 
@@ -161,6 +161,14 @@ def test_a_series_needs_the_accounting(tmp_path):
 
 
 def test_the_series_header_is_the_trace_s_contract():
-    """docs/links.md and the trace (orrery/run/trace.py) read link_series.tsv by this header."""
+    """docs/simulation.md and the trace (orrery/run/trace.py) read link_series.tsv by this header."""
     source = (REPO / "interpose" / "core" / "links.cpp").read_text()
     assert '"time_s\\tlink\\tbytes_per_s\\n"' in source
+
+
+def test_the_docs_list_every_kind_as_the_platform_describes_it():
+    """docs/simulation.md's table of kinds is LINK_KINDS, row for row, in its order."""
+    page = (REPO / "docs" / "simulation.md").read_text()
+    rows = [line.split(" | ")[:2] for line in page.splitlines() if line.startswith("| `")]
+    table = [(kind.strip("| `"), meaning) for kind, meaning in rows if kind.strip("| `") in platform.LINK_KINDS]
+    assert table == list(platform.LINK_KINDS.items())
