@@ -44,6 +44,8 @@ RUN_OUTPUTS = (
     "machine.json",
     TRACE_FILE,  # --trace (orrery/run/trace.py)
     EVENTS_FILE,
+    "link_series.tsv",  # RunOptions.link_series, and a trace's link counters
+    "link_series.tsv.part",
 )
 
 

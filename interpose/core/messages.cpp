@@ -2,6 +2,7 @@
  * (measured message models, rendezvous handshakes, staging fill) and the collectives' measured
  * corrections. */
 #include "core/gpus.hpp"
+#include "core/links.hpp"
 
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 
@@ -98,8 +99,6 @@ void install_message_factors() {
         fatal("the platform has no link %s (run description key staging.links)", name.c_str());
     }
   }
-  if (g_messages.ends.empty())
-    return;
   // send + receive overhead per message of each path, in MessagePath's order
   const MpiOverheads& dev = d.mpi.device;
   const MpiOverheads& host = d.mpi.host;
@@ -112,6 +111,7 @@ void install_message_factors() {
   e->get_netzone_root()->get_network_model()->set_lat_factor_cb(
       [](double size, const sg4::Host* src, const sg4::Host* dst, const std::vector<sg4::Link*>& links,
          const std::unordered_set<sg4::NetZone*>&) {
+        note_transfer(size, links);  // SimGrid calls this for every transfer it creates, copies too
         int path = message_path(src, dst);
         if (path < 0)
           return 1.0;

@@ -3,6 +3,7 @@
 #include "core/ranks.hpp"
 
 #include "core/gpus.hpp"
+#include "core/links.hpp"
 #include "core/outcome.hpp"
 #include "core/report.hpp"
 #include "core/trace.hpp"
@@ -55,7 +56,8 @@ Rank& rank_self(const char* function) {
     sg4::Engine::on_deadlock_cb(on_deadlock);
     install_failure_handlers();
     install_message_copy();
-    install_message_factors();
+    install_link_accounting();
+    install_message_factors();  // (its network-factor callback tells the accounting of each transfer)
     trace::install();
     g_sim_mutex = sg4::Mutex::create();
   }

@@ -1,6 +1,7 @@
 /* The report (report.tsv): what each rank did, and how the run ended, for orrery/run/results.py. */
 #include "core/report.hpp"
 
+#include "core/links.hpp"
 #include "core/outcome.hpp"
 #include "core/ranks.hpp"
 
@@ -17,7 +18,9 @@ namespace orrery {
  * "blocked" row per rank still running (its MPI call, peer and tag as `count` and `bytes`
  * (Rank::kNoPeer, Rank::kAnyPeer), the call's start), and for pending GPU work one "pending"
  * row per operation still queued (its description, the stream: 0 for the legacy default stream,
- * k for the rank's k-th created stream, the device, the time). */
+ * k for the rank's k-th created stream, the device, the time). Last, one "link" row per direction
+ * of a platform link that carried anything (links.cpp): rank -1, its name, the transfers that
+ * crossed it, the bytes it carried and its busy seconds. */
 
 static std::string describe(const Op& op) {
   switch (op.kind) {
@@ -107,6 +110,7 @@ void write_report() {
     fprintf(f, "%d\tplacement\t%s\t0\t0\t0\n", r->id, r->host->get_cname());
     fprintf(f, "%d\tmixed\tplacements\t%llu\t0\t0\n", r->id, (unsigned long long)st.mixed_placements);
   }
+  write_link_rows(f);
   fclose(f);
   rename(tmp.c_str(), path.c_str());
 }

@@ -11,8 +11,13 @@ platform is one zone routed by shortest path over these links::
   n-nic{i} --nic{i}-ib-- g{group}-r{k} (dragonfly) --local-- routers of its group; --global-- other groups
   n-gpu{a} --nvl{a}-{b}-- n-gpu{b}            NVLink mesh
   n-gpu{g} --nvl{g}-- n-nvswitch              NVSwitch
-  n-gpu{g} --c2c{g}-- n-root                  NVLink-C2C to host memory (Grace Hopper)
+  n-root --c2c{g}-- n-gpu{g}                  NVLink-C2C to host memory (Grace Hopper)
   n-root --socket0-1-- n-root1                 CPU sockets, with node.socket_link_* set
+
+Every link is full duplex: SimGrid names its directions NAME_UP (left to right as drawn here)
+and NAME_DOWN, and each link says what it models (Link.kind, LINK_KINDS), which is how the
+results name the links that carried traffic (link_directions; docs/simulation.md, "Link
+utilisation").
 
 With ``node.socket_link_bandwidth`` and ``node.socket_link_latency`` set, each
 CPU socket has its own root complex (``n3-root``, ``n3-root1``, ...) and host
@@ -238,13 +243,34 @@ def staging_bandwidth(machine: Machine) -> float:
     return machine.gpudirect.staging_chunk / staging_stage(machine)
 
 
+#: What a platform link models (Link.kind), as the results name it (docs/simulation.md's table).
+LINK_KINDS = {
+    "pcie": "PCIe: a switch's uplink to its root complex, a device's port on its switch, a GPU's or "
+    "NIC's x16 link, peer-to-peer between a GPU and its rail's NIC, a NIC's DMA from host memory",
+    "staging": "without GPUDirect RDMA: a NIC's link to its root complex, at the staging pipeline's rate",
+    "nvlink": "NVLink between two GPUs, or between a GPU and its node's NVSwitch",
+    "nvlink-c2c": "NVLink-C2C between a Grace Hopper GPU and its CPU, and on to its PCIe switch",
+    "memory": "host memory: a socket's memory to its root complex, a rank's process to its socket's",
+    "shared-memory": "a rank's process into shared memory (host-buffer MPI messages within a node)",
+    "socket": "between two CPU sockets",
+    "copy-engine": "between a GPU and its copy-engine host, the ends of peer copies (it costs no time)",
+    "nic": "a NIC's port to its leaf switch, rail switch or dragonfly router",
+    "fabric-leaf": "a leaf (or rail) switch's uplinks to its spine",
+    "fabric-spine": "three fabric levels: a pod spine's uplinks to the core",
+    "fabric-local": "dragonfly: between two routers of a group",
+    "fabric-global": "dragonfly: between two groups",
+}
+
+
 @dataclass(frozen=True)
 class Link:
-    """A platform link as declared: each direction of it carries ``bandwidth`` (bytes/s)."""
+    """A platform link as declared: each direction of it carries ``bandwidth`` (bytes/s); ``kind``
+    is what it models (one of LINK_KINDS)."""
 
     name: str
     bandwidth: float
     latency: float
+    kind: str
 
 
 class Routes:
@@ -279,9 +305,10 @@ class _Builder:
     def router(self, name: str) -> None:
         ET.SubElement(self.zone, "router", id=name)
 
-    def link(self, name: str, a: str | None, b: str | None, bandwidth: float, latency: float) -> None:
+    def link(self, name: str, a: str | None, b: str | None, bandwidth: float, latency: float, kind: str) -> None:
         """A full-duplex link (each direction at full rate) between two neighbours, or, without
-        them, one that only multi-link edges (path) use."""
+        them, one that only multi-link edges (path) use; ``kind`` says what it models."""
+        assert kind in LINK_KINDS, kind
         self.links.append(
             ET.Element(
                 "link",
@@ -293,7 +320,7 @@ class _Builder:
                 },
             )
         )
-        self.link_specs[name] = Link(name, bandwidth, latency)
+        self.link_specs[name] = Link(name, bandwidth, latency, kind)
         if a is not None and b is not None:
             self.path(a, b, [(name, "UP")])
 
@@ -377,6 +404,7 @@ def _dragonfly_links(b: _Builder, m: Machine, routers: list[int]) -> None:
                     dragonfly_router(m, c),
                     required(f.local_bandwidth, "fabric.local_bandwidth"),
                     f.switch_latency,
+                    "fabric-local",
                 )
     for i, ga in enumerate(groups):
         for gb in groups[i + 1 :]:
@@ -387,20 +415,43 @@ def _dragonfly_links(b: _Builder, m: Machine, routers: list[int]) -> None:
                 dragonfly_router(m, c),
                 required(f.global_bandwidth, "fabric.global_bandwidth"),
                 f.switch_latency,
+                "fabric-global",
             )
 
 
 def platform_xml(machine: Machine, layout: Layout) -> str:
     """The SimGrid platform (XML, readable by SimGrid 3.32 and 4.x) of a job."""
-    root, _ = _build(machine, layout)
+    return generate(machine, layout)[0]
+
+
+def generate(machine: Machine, layout: Layout) -> tuple[str, dict[str, Link]]:
+    """The platform of a job, built once: its XML (platform_xml) and its link directions
+    (link_directions)."""
+    root, builder = _build(machine, layout)
     ET.indent(root)
     body = ET.tostring(root, encoding="unicode")
-    return "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n" + body + "\n"
+    xml = "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n" + body + "\n"
+    return xml, _directions(builder)
 
 
 def routes(machine: Machine, layout: Layout) -> Routes:
     """The routes of the platform ``platform_xml`` writes for the same job."""
     return Routes(_build(machine, layout)[1])
+
+
+#: SimGrid's two links of a full-duplex (SPLITDUPLEX) link NAME: NAME_UP carries what goes from
+#: the end the link is declared with first (``link(name, a, b, ...)``: from a to b), NAME_DOWN back.
+DIRECTIONS = ("_UP", "_DOWN")
+
+
+def link_directions(machine: Machine, layout: Layout) -> dict[str, Link]:
+    """Every direction of every link of the platform ``platform_xml`` writes for the same job, by
+    its SimGrid name (``n0-nic0-ib_UP``): what the results name the links that carried traffic."""
+    return _directions(_build(machine, layout)[1])
+
+
+def _directions(builder: _Builder) -> dict[str, Link]:
+    return {link.name + direction: link for link in builder.link_specs.values() for direction in DIRECTIONS}
 
 
 def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
@@ -430,7 +481,14 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
         for g in range(G):
             b.host(gpu_host(n, g))
             b.host(copy_engine_host(n, g))
-            b.link(f"{copy_engine_host(n, g)}-link", copy_engine_host(n, g), gpu_host(n, g), COPY_ENGINE_LINK, 0.0)
+            b.link(
+                f"{copy_engine_host(n, g)}-link",
+                copy_engine_host(n, g),
+                gpu_host(n, g),
+                COPY_ENGINE_LINK,
+                0.0,
+                "copy-engine",
+            )
         b.router(rootc)
         for socket in range(1, sockets):
             b.router(root_complex(n, socket))
@@ -448,8 +506,15 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
             if via_nic:
                 continue  # mpi.intra_node = "nic": its only way out is its rail's NIC, even within the node
             b.router(f"{endpoint}-mem")
-            b.link(f"{endpoint}-shm", endpoint, f"{endpoint}-mem", m.node.host_memcpy_bandwidth, SHM_LATENCY)
-            b.link(f"{endpoint}-mem", f"{endpoint}-mem", home, m.node.host_memory_bandwidth, 0.0)
+            b.link(
+                f"{endpoint}-shm",
+                endpoint,
+                f"{endpoint}-mem",
+                m.node.host_memcpy_bandwidth,
+                SHM_LATENCY,
+                "shared-memory",
+            )
+            b.link(f"{endpoint}-mem", f"{endpoint}-mem", home, m.node.host_memory_bandwidth, 0.0, "memory")
         for socket in range(sockets):
             b.link(
                 memory_link(n, socket),
@@ -457,6 +522,7 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
                 root_complex(n, socket),
                 m.node.host_memory_bandwidth,
                 0.0,
+                "memory",
             )
         for a in range(sockets):
             for c in range(a + 1, sockets):
@@ -466,6 +532,7 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
                     root_complex(n, c),
                     required(m.node.socket_link_bandwidth, "node.socket_link_bandwidth"),
                     required(m.node.socket_link_latency, "node.socket_link_latency"),
+                    "socket",
                 )
         for s in switches:
             b.router(f"n{n}-pcie{s}")
@@ -475,12 +542,13 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
                 f"n{n}-pcie{s}",
                 m.pcie.bandwidth,
                 m.pcie.latency,
+                "pcie",
             )
         for g in range(G):
             if m.host_link.kind == "nvlink-c2c":
                 c2c_bandwidth = required(m.host_link.bandwidth, "host_link.bandwidth")
                 c2c_latency = required(m.host_link.latency, "host_link.latency")
-                b.link(f"n{n}-c2c{g}", rootc, gpu_host(n, g), c2c_bandwidth, c2c_latency)
+                b.link(f"n{n}-c2c{g}", rootc, gpu_host(n, g), c2c_bandwidth, c2c_latency, "nvlink-c2c")
                 # Grace Hopper: the GPU reaches its own superchip's PCIe (and NIC) through C2C
                 b.link(
                     f"n{n}-c2c{g}-io",
@@ -488,33 +556,43 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
                     f"n{n}-pcie{switch_of_gpu(m, g)}",
                     c2c_bandwidth,
                     c2c_latency,
+                    "nvlink-c2c",
                 )
             else:
                 port = f"n{n}-gpu{g}-port"
                 b.router(port)
-                b.link(f"n{n}-gpu{g}-pcie", port, gpu_host(n, g), m.pcie.bandwidth, m.pcie.latency)
-                b.link(f"n{n}-gpu{g}-sw", f"n{n}-pcie{switch_of_gpu(m, g)}", port, m.pcie.bandwidth, 0.0)
+                b.link(f"n{n}-gpu{g}-pcie", port, gpu_host(n, g), m.pcie.bandwidth, m.pcie.latency, "pcie")
+                b.link(f"n{n}-gpu{g}-sw", f"n{n}-pcie{switch_of_gpu(m, g)}", port, m.pcie.bandwidth, 0.0, "pcie")
         for i in nics:
             nic, port = f"n{n}-nic{i}", f"n{n}-nic{i}-port"
             b.router(nic)
             b.router(port)
-            b.link(f"{nic}-pcie", port, nic, m.pcie.bandwidth, m.pcie.latency)
+            b.link(f"{nic}-pcie", port, nic, m.pcie.bandwidth, m.pcie.latency, "pcie")
             rail_gpus = [g for g in range(G) if nic_of_gpu(m, g) == i]
             if m.gpudirect.rdma:
-                b.link(f"{nic}-sw", f"n{n}-pcie{switch_of_gpu(m, rail_gpus[0])}", port, m.pcie.bandwidth, 0.0)
+                b.link(f"{nic}-sw", f"n{n}-pcie{switch_of_gpu(m, rail_gpus[0])}", port, m.pcie.bandwidth, 0.0, "pcie")
                 # Peer-to-peer inside the switch between a GPU and its rail's NIC: one hop
                 # shorter than through the switch core, so traffic keeps to its rail.
                 for g in rail_gpus:
                     if m.host_link.kind == "pcie" and switch_of_gpu(m, g) == switch_of_gpu(m, rail_gpus[0]):
-                        b.link(f"n{n}-gpu{g}-nic{i}", f"n{n}-gpu{g}-port", port, m.pcie.bandwidth, 0.0)
+                        b.link(f"n{n}-gpu{g}-nic{i}", f"n{n}-gpu{g}-port", port, m.pcie.bandwidth, 0.0, "pcie")
             else:
                 # Staging through host memory, pipelined in chunks: each chunk is a copy
                 # (its issue overhead, then the chunk over PCIe), so the pipeline moves a
                 # chunk per stage, and the first chunk's copy out of the GPU (or the last
                 # one's into it) is not overlapped: the link's latency, for a whole chunk
                 # (the shim scales it to a smaller message).
-                b.link(f"{nic}-sw", root_complex(n, socket_of_nic(m, i)), port, staging_bandwidth(m), staging_stage(m))
-            b.link(f"{nic}-ib", nic, leaf_switch(leaf_of_node(m, n), i), m.nic.bandwidth, m.nic.latency + sw_lat / 2)
+                b.link(
+                    f"{nic}-sw",
+                    root_complex(n, socket_of_nic(m, i)),
+                    port,
+                    staging_bandwidth(m),
+                    staging_stage(m),
+                    "staging",
+                )
+            b.link(
+                f"{nic}-ib", nic, leaf_switch(leaf_of_node(m, n), i), m.nic.bandwidth, m.nic.latency + sw_lat / 2, "nic"
+            )
         for endpoint, socket, rank_nic in dma_ends:
             # Between nodes, the NIC reads (or writes) the process's buffer in host memory by DMA:
             # one edge from the process to its rail's NIC over its socket's memory and, with
@@ -526,7 +604,7 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
             if m.gpudirect.rdma:
                 b.path(endpoint, nic, memory + b.shortest(rootc, nic))
             else:
-                b.link(f"{endpoint}-dma", None, None, m.pcie.bandwidth, m.pcie.latency)
+                b.link(f"{endpoint}-dma", None, None, m.pcie.bandwidth, m.pcie.latency, "pcie")
                 b.path(
                     endpoint,
                     nic,
@@ -543,6 +621,7 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
                         gpu_host(n, c),
                         m.nvlink_pair_bandwidth,
                         required(m.nvlink.latency, "nvlink.latency"),
+                        "nvlink",
                     )
         elif m.nvlink.topology == "nvswitch" and G > 1:
             b.router(f"n{n}-nvswitch")
@@ -553,6 +632,7 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
                     f"n{n}-nvswitch",
                     m.nvlink_pair_bandwidth,
                     required(m.nvlink.latency, "nvlink.latency") / 2,
+                    "nvlink",
                 )
         if via_nic:
             # mpi.intra_node = "nic": a GPU's device-buffer messages start at its message
@@ -579,11 +659,25 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
             for rail in rails:
                 nics_up = nodes_here * (len(nics) if rail is None else 1)
                 up = nics_up * m.nic.bandwidth / f.oversubscription
-                b.link(f"{leaf_switch(leaf, rail)}-up", leaf_switch(leaf, rail), spine_switch(pod), up, sw_lat)
+                b.link(
+                    f"{leaf_switch(leaf, rail)}-up",
+                    leaf_switch(leaf, rail),
+                    spine_switch(pod),
+                    up,
+                    sw_lat,
+                    "fabric-leaf",
+                )
                 spine_up[pod] = spine_up.get(pod, 0.0) + up
         if len(pods) > 1:
             b.router("core")
             for pod in pods:
-                b.link(f"{spine_switch(pod)}-up", spine_switch(pod), "core", spine_up[pod] / f.oversubscription, sw_lat)
+                b.link(
+                    f"{spine_switch(pod)}-up",
+                    spine_switch(pod),
+                    "core",
+                    spine_up[pod] / f.oversubscription,
+                    sw_lat,
+                    "fabric-spine",
+                )
     b.finish()
     return root, b

@@ -67,6 +67,10 @@ class RunOptions:
     gpu_visibility: str = run_description.default("gpu_visibility")
     fold_threshold: int = run_description.default("fold_threshold")
     fold_blocksize: int = run_description.default("fold_blocksize")
+    # count what each link direction carries (results.json links); off only for bench/links.py's baseline
+    link_accounting: bool = run_description.default("link_accounting")
+    # write link_series.tsv in --out: every change of a link direction's rate (docs/simulation.md)
+    link_series: bool = run_description.default("link_series")
     overrides: tuple[str, ...] = ()
     capture_output: bool = False  # keep the program's stdout in RunOutcome instead of passing it through
     trace: TraceOptions | None = None  # record a timeline trace (trace.json, docs/trace.md)
@@ -86,6 +90,8 @@ def _check(opts: RunOptions) -> Path:
         raise InputError("--d2h-fill", None, opts.d2h_fill, f"one of {', '.join(FILL_POLICIES)}")
     if opts.gpu_visibility not in GPU_VISIBILITY:
         raise InputError("--gpu-visibility", None, opts.gpu_visibility, f"one of {', '.join(GPU_VISIBILITY)}")
+    if opts.link_series and not opts.link_accounting:
+        raise InputError("link_series", None, True, "link_accounting on: the series comes from the accounting")
     if not opts.program or not opts.program[0]:
         raise InputError("orrery run", None, "", "a program after '--'")
     exe = Path(opts.program[0])
@@ -115,6 +121,11 @@ def _check(opts: RunOptions) -> Path:
     return exe.resolve()
 
 
+def _link_series(opts: RunOptions) -> bool:
+    """Whether the shim writes link_series.tsv: asked for, or for a trace's link counters."""
+    return opts.link_series or (opts.trace is not None and opts.trace.links > 0 and opts.link_accounting)
+
+
 def _description(opts: RunOptions, out: Path) -> str:
     options = {
         "strict": opts.strict,
@@ -125,6 +136,8 @@ def _description(opts: RunOptions, out: Path) -> str:
         "fold_pinned": opts.fold_pinned,
         "fold_blocksize": opts.fold_blocksize,
         "trace": opts.trace.description(out) if opts.trace else None,
+        "link_accounting": opts.link_accounting,
+        "link_series": _link_series(opts),
     }
     kernels = {name: (c.alpha_s, c.beta_s_per_thread) for name, c in opts.costs.kernels.items()}
     return run_description.to_json(
@@ -151,10 +164,11 @@ def run(opts: RunOptions) -> RunOutcome:
     out = opts.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     # orrery.cfg: the shim's configuration before run.json, which a run must not leave looking current
-    stale_files = ("results.json", "report.tsv", "report.tsv.crash", "error.txt", "orrery.cfg")
-    for stale in (*stale_files, TRACE_FILE, TRACE_FILE + ".part", EVENTS_FILE):
-        (out / stale).unlink(missing_ok=True)
-    (out / "platform.xml").write_text(platform.platform_xml(opts.machine, opts.layout))
+    stale = ("results.json", "report.tsv", "report.tsv.crash", "error.txt", "orrery.cfg", "link_series.tsv")
+    for name in (*stale, "link_series.tsv.part", TRACE_FILE, TRACE_FILE + ".part", EVENTS_FILE):
+        (out / name).unlink(missing_ok=True)
+    xml, links = platform.generate(opts.machine, opts.layout)
+    (out / "platform.xml").write_text(xml)
     (out / "hostfile").write_text("\n".join(platform.rank_hosts(opts.layout)) + "\n")
     (out / "run.json").write_text(_description(opts, out))
     (out / "machine.json").write_text(opts.machine.model_dump_json(indent=1) + "\n")
@@ -210,13 +224,17 @@ def run(opts: RunOptions) -> RunOutcome:
         "program": [Path(opts.program[0]).name, *opts.program[1:]],
         "overrides": list(opts.overrides),
     }
-    res = results.read_run(out, run_info, proc.returncode)
+    # a run that ended without its report leaves its series unfinished: never left looking current
+    (out / "link_series.tsv.part").unlink(missing_ok=True)
+    res = results.read_run(out, run_info, proc.returncode, links)
     res.physics_violations = physics.violations(res, opts.machine, opts.layout)
     tmp = out / "results.json.part"
     tmp.write_text(res.to_json())
     tmp.replace(out / "results.json")
     if opts.trace:  # a run that failed too: its trace up to the failure
         write_trace(out, opts.trace)
+        if not opts.link_series:  # the series was for the trace's counters only
+            (out / "link_series.tsv").unlink(missing_ok=True)
     if res.status == "orrery_error":
         raise SimulationError(res.failure.message if res.failure else "the simulation stopped on an error of its own")
     return RunOutcome(res.run["exit_code"], res, proc.stdout)

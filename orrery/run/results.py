@@ -16,11 +16,13 @@ import math
 import signal
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import InputError
+from ..errors import InputError, SimulationError
+from ..machines import platform
 from ..schema import read_text
 from .run_description import SCHEMA
 
@@ -122,7 +124,10 @@ class Results:
     stdout: str | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> str:
-        data = asdict(self)
+        # thousands of links on a big platform: asdict's deep copy of each took longer than the run's
+        # own results (their fields are plain values)
+        data = asdict(dataclasses.replace(self, links=[]))
+        data["links"] = [dict(vars(link)) for link in self.links]
         for local in _LOCAL_FIELDS:
             del data[local]
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
@@ -340,10 +345,11 @@ def _failure(
     return "orrery_error", EXIT_ORRERY_ERROR, Failure(f"the report has an unknown status '{status}'", ranks, when)
 
 
-def read_run(out: Path, run: dict, returncode: int) -> Results:
+def read_run(out: Path, run: dict, returncode: int, links: Mapping[str, platform.Link] | None = None) -> Results:
     """A run's results from what it left in `out` (the shim's report, an error Orrery stopped on,
     the row a crash wrote before anything else) and the launcher's exit status; `run["exit_code"]`
-    becomes what `orrery run` exits with."""
+    becomes what `orrery run` exits with. ``links`` are the platform's link directions
+    (platform.link_directions), which give the report's links their kinds and capacities."""
     report = out / "report.tsv"
     rows = _read_rows(report)
     crash = _read_rows_plain(out / "report.tsv.crash")
@@ -371,6 +377,7 @@ def read_run(out: Path, run: dict, returncode: int) -> Results:
             run,
         )
     res = _results(rows, run)
+    res.links = _links(rows, links or {})
     unfinished = [r.rank for r in res.ranks if not r.finished]
     rank, code, when = int(status_row["rank"]), int(status_row["count"]), float(status_row["time_s"])
     status, exit_code, failure = _failure(status_row["name"], rank, code, when, rows, unfinished)
@@ -414,7 +421,7 @@ def _results(rows: list[dict], run: dict) -> Results:
     uncosted: dict[str, int] = {}
     for row in rows:
         rank, cat, name = int(row["rank"]), row["category"], row["name"]
-        if cat in ("status", "blocked", "pending"):
+        if cat in ("status", "blocked", "pending", "link"):
             continue
         t = Tally(int(row["count"]), float(row["time_s"]), int(row["bytes"]))
         if cat == "run":
@@ -465,6 +472,20 @@ def _results(rows: list[dict], run: dict) -> Results:
     return Results("completed", None, makespan, ranks, dict(sorted(uncosted.items())), {**run, "exit_code": 0})
 
 
+def _links(rows: list[dict], directions: Mapping[str, platform.Link]) -> list[LinkResult]:
+    """The report's link rows (rank -1, "link", the direction's name, the transfers that crossed
+    it, bytes, busy seconds; interpose/core/links.cpp), busiest by bytes first, ties by name."""
+    found = []
+    for row in rows:
+        if row["category"] != "link":
+            continue
+        spec = directions.get(row["name"])
+        if spec is None:
+            raise SimulationError(f"the report names a link {row['name']!r} that the platform does not have")
+        found.append(LinkResult(row["name"], spec.kind, spec.bandwidth, float(row["bytes"]), float(row["time_s"])))
+    return sorted(found, key=lambda link: (-link.bytes, link.name))
+
+
 def _time(seconds: float) -> str:
     return _fmt(seconds) if seconds else "0 s"
 
@@ -476,6 +497,25 @@ def _fmt(seconds: float) -> str:
         if abs(seconds) >= scale:
             return f"{seconds / scale:.3f} {unit}"
     return f"{seconds / 1e-9:.1f} ns"
+
+
+def utilisation(link: LinkResult, makespan_s: float | None) -> float:
+    """The share of a link's capacity over the whole run that it used: bytes / (capacity x makespan)."""
+    return link.bytes / (link.capacity_Bps * makespan_s) if makespan_s else 0.0
+
+
+def busiest_link(results: Results) -> tuple[LinkResult, float] | None:
+    """The link direction with the highest utilisation (ties: more bytes, then by name), and that
+    utilisation; None where no link carried anything."""
+    ranked = sorted(results.links, key=lambda link: (-utilisation(link, results.makespan_s), -link.bytes, link.name))
+    return (ranked[0], utilisation(ranked[0], results.makespan_s)) if ranked else None
+
+
+def _bytes(n: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3f} {unit}"
+    return f"{n:.0f} B"
 
 
 def summary(results: Results) -> str:
@@ -501,6 +541,15 @@ def summary(results: Results) -> str:
     for label, *vals in rows:
         cells = [_fmt(v) for v in vals[:-1]] + [f"{100 * vals[-1]:.1f}%"]
         lines.append(f"{label:<10}" + "  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+    if busiest := busiest_link(results):
+        link, used = busiest
+        span = results.makespan_s or 0.0
+        busy = f"{100 * link.busy_s / span:.1f}%" if span > 0 else "-"
+        lines.append(
+            f"busiest link (by utilisation): {link.name} ({link.kind}), {_bytes(link.bytes)} in "
+            f"{_time(link.busy_s)} busy ({busy} of the run), {100 * used:.1f}% of its "
+            f"{_bytes(link.capacity_Bps)}/s over the run"
+        )
     for line in results.physics_violations:
         lines.append(f"warning: physically impossible, a bug of Orrery (please report it): {line}")
     mixed = [r for r in results.ranks if r.mixed_placement_calls]

@@ -219,3 +219,26 @@ def test_a_failed_run_still_writes_its_trace_up_to_the_failure(program, costs, t
     assert_slice(launches[0], "cudaLaunchKernel", 0, L)
     assert_slice(launches[1], "cudaLaunchKernel", L, L)
     assert "unfinished" not in launches[1]["args"]
+
+
+def test_link_counters_integrate_to_the_bytes_results_json_counts(program, costs, tmp_path):
+    """--trace asks the shim for the links' rate series: the counters of the busiest links, each
+    a step function of its rate, carry exactly the bytes results.json gives those links."""
+    p, trace = run(program, costs, tmp_path / "o", "golden", str(N), str(M), options=("--trace", "--trace-links", "3"))
+    assert p.returncode == 0, p.stderr
+    results = json.loads((tmp_path / "o" / "results.json").read_text())
+    carried = {link["name"]: link["bytes"] for link in results["links"]}
+    counters: dict[str, list[tuple[float, float]]] = {}
+    for e in trace["traceEvents"]:
+        if e["ph"] == "C":
+            counters.setdefault(e["name"], []).append((e["ts"] * US, e["args"]["B/s"]))
+    assert len(counters) == 3  # the three links that carried the most (ties by name)
+    busiest = sorted(carried, key=lambda name: (-carried[name], name))[:3]
+    assert sorted(counters) == sorted(busiest)
+    for name, steps in counters.items():
+        assert steps[-1][1] == 0  # a completed run: every link idle at the end
+        moved = sum(rate * (t1 - t0) for (t0, rate), (t1, _) in zip(steps, steps[1:]))
+        # the trace's times are rounded to the nanosecond
+        assert moved == pytest.approx(carried[name], rel=1e-3), name
+    # the series was for the counters only: it is not left beside the trace
+    assert not (tmp_path / "o" / "link_series.tsv").exists()
