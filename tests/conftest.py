@@ -89,6 +89,25 @@ def programs(tmp_path_factory) -> dict[str, Path]:
     return {src.stem: build(src, d / src.stem) for src in sorted((HERE / "native" / "programs").glob("*.cu"))}
 
 
+def bench_sources(d: Path) -> Path:
+    """calibration/bench's sources (what the package installs) copied into `d`."""
+    src = REPO / "calibration" / "bench"
+    for f in [*src.glob("*.cu"), *src.glob("*.h"), src / "Makefile"]:
+        shutil.copy(f, d / f.name)
+    return d
+
+
+@pytest.fixture(scope="session")
+def bench(tmp_path_factory) -> Path:
+    """calibration/bench built once with Orrery's wrappers, outside the checkout (tests run in
+    parallel: two makes in one folder would race)."""
+    if not nvcc_available():
+        pytest.skip("nvcc (CUDA toolkit compiler) is not installed")
+    d = bench_sources(tmp_path_factory.mktemp("bench"))
+    subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], cwd=d, check=True)
+    return d
+
+
 @pytest.fixture
 def run_program(tmp_path):
     counter = iter(range(1000))

@@ -6,10 +6,9 @@ import csv
 import hashlib
 import json
 import statistics
-import subprocess
 
 import pytest
-from conftest import ORRERY, REPO, assert_same_calibration, nvcc_available, orrery
+from conftest import REPO, assert_same_calibration, nvcc_available, orrery
 
 pytestmark = [
     pytest.mark.integration,
@@ -93,11 +92,9 @@ def test_run_applies_a_calibration(calibration, programs, tmp_path):
     assert wrong.returncode == 2 and "expected a calibration of dgx-h100" in wrong.stderr
 
 
-def test_calibration_recovers_the_parameters_a_run_was_made_with(tmp_path):
+def test_calibration_recovers_the_parameters_a_run_was_made_with(tmp_path, bench):
     """Closed loop on synthetic measurements: osu_p2p output from a machine with a known
     NIC bandwidth and per-message overheads, fitted back from the file alone."""
-    bench = REPO / "calibration" / "bench"
-    subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], check=True)
     p = orrery(
         "run",
         "--nodes",
@@ -155,12 +152,10 @@ def test_calibration_recovers_the_parameters_a_run_was_made_with(tmp_path):
     assert "NOT MATCHED" not in c.stdout
 
 
-def test_calibration_recovers_the_shared_memory_copy_rate_within_a_node(tmp_path):
+def test_calibration_recovers_the_shared_memory_copy_rate_within_a_node(tmp_path, bench):
     """Closed loop within a node: osu_bw H H between two ranks of one node, whose messages are
     copies through shared memory at a known rate (node.host_memcpy_bandwidth, 40 GB/s here
     against the description's 10) with known overheads, fitted back from the file alone."""
-    bench = REPO / "calibration" / "bench"
-    subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], check=True)
     p = orrery(
         "run",
         "--nodes",
@@ -211,14 +206,12 @@ def test_calibration_recovers_the_shared_memory_copy_rate_within_a_node(tmp_path
     assert "NOT MATCHED" not in c.stdout
 
 
-def test_calibration_fits_a_collective_correction_from_osu_output(tmp_path):
+def test_calibration_fits_a_collective_correction_from_osu_output(tmp_path, bench):
     """Closed loop on a collective: coll_sweep's osu_alltoall output (device buffers, 8 ranks on
     2 nodes) from a machine whose alltoall on device buffers takes 20 us more than SMPI's default
     algorithms give, fitted back from the file: the layout must be stated (OSU output does not
     say it), the selector trials score the default algorithms' error at 20 us over the measured
     time, and the chosen algorithms with their correction reproduce every size."""
-    bench = REPO / "calibration" / "bench"
-    subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], check=True)
     p = orrery(
         "run",
         "--nodes",
@@ -358,12 +351,10 @@ def test_nvbandwidth_points_are_compared_not_fitted(tmp_path):
     assert sweep["simulated"][0] == pytest.approx(n / copy / 1e9, abs=1e-3)  # printed with 3 decimals
 
 
-def test_api_overheads_are_measured_and_carried_as_they_are(tmp_path):
+def test_api_overheads_are_measured_and_carried_as_they_are(tmp_path, bench):
     """calibration/bench/api_overheads measures the host cost of a launch, a synchronisation and
     a copy's issue; run under Orrery it prints the machine's overheads, and calibrate turns such a
     measurement back into them (closed loop: the bench rerun on the result prints them again)."""
-    bench = REPO / "calibration" / "bench"
-    subprocess.run(["make", "-s", "-C", str(bench), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], check=True)
     p = orrery(
         "run",
         "--gpus-per-node",

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ORRERY, REPO, nvcc_available, orrery
+from conftest import ORRERY, bench_sources, nvcc_available, orrery
 
 pytestmark = [
     pytest.mark.integration,
@@ -19,20 +19,6 @@ pytestmark = [
 ]
 
 SMPI_ENVELOPE = 16  # bytes SMPI adds to each message (see tests/native/test_timing.py)
-
-
-def bench_sources(d: Path) -> Path:
-    src = REPO / "calibration" / "bench"
-    for f in [*src.glob("*.cu"), *src.glob("*.h"), src / "Makefile"]:
-        shutil.copy(f, d / f.name)
-    return d
-
-
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    d = bench_sources(tmp_path_factory.mktemp("bench"))
-    subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], cwd=d, check=True)
-    return d
 
 
 @pytest.fixture(scope="module")
