@@ -181,7 +181,9 @@ def test_tour_commands_name_existing_subcommands_and_flags():
     shown += [c for c in INLINE_CODE.findall(text) if c.startswith("orrery ")]
     shown += re.findall(r'"(orrery [^"]+)"', text)  # the wrappers, as a Makefile variable
     # the tour's blocks, its inline commands (machine list and show, calibrate --input, ...) and wrappers
-    assert {c.split()[1] for c in shown} >= {"run", "machine", "validate", "calibrate", "nvcc", "mpicc", "mpicxx"}
+    assert {c.split()[1] for c in shown} >= {
+        *("run", "machine", "validate", "calibrate", "report", "sweep", "nvcc", "mpicc", "mpicxx")
+    }
     problems = [f"{c}: {p}" for c in shown for p in named_flags(shlex.split(c)[1:])]
     assert not problems
 
