@@ -4,21 +4,33 @@
 sweep's measured and simulated curves (a matplotlib Figure), ``write_validation`` the plots and
 ``validation.json``; ``calibration_report`` is a calibration's report.txt: its fits, the
 simulator-in-the-loop trials, its overrides and the closed loop, per sweep and per term.
+
+Validations of several machines (and variants of them: as shipped, with a calibration) side
+by side: ``error_points`` lines every measured size up as a pandas table with the term of the
+simulation it judges, ``term_table`` gives each term's median, 95th percentile and maximum
+|error| per machine (a term with no measurement for a machine is a row saying so), and
+``sweep_figures`` a figure per sweep with each variant's simulated curve.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import InputError
 from .fit import NO_SIZE_TERM, OUTLIER
 from .merge import toml_value
-from .sweeps import MEDIAN_TOLERANCE, P95_TOLERANCE
+from .sweeps import MEDIAN_TOLERANCE, P95_TOLERANCE, sweeps_for
 from .validate import SweepResult, percentile
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
 
 
 def validation_report(results: list[SweepResult]) -> str:
@@ -163,3 +175,131 @@ def calibration_report(cal: dict, closed_loop: list[SweepResult], kinds: Sequenc
                 f"(tolerance {100 * P95_TOLERANCE:.0f}%)" + (f": {r.note}" if r.note else "")
             )
     return "\n".join(lines)
+
+
+#: The term of the simulation a sweep judges, by its metric: finer than TERMS (point-to-point
+#: latency and bandwidth apart), for validations of several machines side by side.
+TERM_OF_METRIC = {
+    "copy_bandwidth": "copies",
+    "latency": "point-to-point latency",
+    "bandwidth": "point-to-point bandwidth",
+    "bibw": "point-to-point bandwidth",
+    "collective_latency": "collectives",
+    "api_time": "API overheads",
+}
+#: Every term, in the order the tables give them.
+TERM_NAMES = tuple(dict.fromkeys(TERM_OF_METRIC.values()))
+#: term_table's figures of a term, none where no sweep measures it
+TERM_FIGURES = ("median_abs_error", "p95_abs_error", "max_abs_error", "worst_sweep", "worst_size", "worst_error")
+POINT_COLUMNS = ("variant", "machine", "term", "sweep", "fit_input", "unit", "size", "measured", "simulated", "error")
+
+
+def error_points(
+    validations: Mapping[str, Mapping[str, Sequence[SweepResult]]], sweep_sets: Mapping[str, str] = {}
+) -> pd.DataFrame:
+    """Every measured size of validations (orrery.calibration.validate.validate's results) as
+    one table. `validations`: variant (e.g. "as shipped", "calibrated") -> built-in machine ->
+    its sweeps' results; `sweep_sets`: machine -> the set of sweeps its validations ran
+    (validate's `sweep_set`; default the machine's default set), whose catalogue entries give
+    each sweep's term and whether it is fitted (a sweep may be fitted in one set and only
+    compared in another). Columns: variant, machine, term (TERM_OF_METRIC), sweep, fit_input
+    (whether `orrery calibrate` fits the sweep, or only compares it), unit, size, measured,
+    simulated, error ((simulated - measured) / measured, as validate computes it); rows in the
+    mappings' and the sweeps' order."""
+    import pandas as pd
+
+    rows = []
+    for variant, machines in validations.items():
+        for machine, results in machines.items():
+            known = {s.name: s for s in sweeps_for(machine, sweep_sets.get(machine))}
+            for r in results:
+                if r.name not in known:
+                    raise InputError(
+                        "error_points",
+                        "sweep",
+                        r.name,
+                        f"a sweep of {machine}'s {sweep_sets.get(machine, 'default')} set (orrery validate's)",
+                    )
+                sweep = known[r.name]
+                term = TERM_OF_METRIC.get(sweep.kind[0], sweep.kind[0])
+                for size, meas, sim, err in zip(r.sizes, r.measured, r.simulated, r.errors):
+                    rows.append((variant, machine, term, r.name, sweep.fit, r.unit, size, meas, sim, err))
+    return pd.DataFrame(rows, columns=list(POINT_COLUMNS))
+
+
+def term_table(points: pd.DataFrame) -> pd.DataFrame:
+    """Per variant, machine and term (every one of TERM_NAMES) of `points` (error_points): how
+    many sweeps and points judge it, the median, 95th percentile (validate.percentile) and
+    maximum |error| over all of them, and its worst point (its sweep, size and signed error). A
+    term no sweep of the machine measures is a row of 0 sweeps and points without figures, so
+    that a table of terms says what was not measured rather than leaving it out."""
+    import pandas as pd
+
+    rows = []
+    for (variant, machine), group in points.groupby(["variant", "machine"], sort=False):
+        for term in TERM_NAMES:
+            these = group[group["term"] == term]
+            errors = [abs(e) for e in these["error"]]
+            if not errors:
+                rows.append((variant, machine, term, 0, 0, *([None] * len(TERM_FIGURES))))
+                continue
+            worst = these.iloc[max(range(len(errors)), key=errors.__getitem__)]
+            rows.append(
+                (
+                    variant,
+                    machine,
+                    term,
+                    these["sweep"].nunique(),
+                    len(errors),
+                    float(np.median(errors)),
+                    percentile(errors, 0.95),
+                    max(errors),
+                    worst["sweep"],
+                    int(worst["size"]),
+                    float(worst["error"]),
+                )
+            )
+    columns = ["variant", "machine", "term", "sweeps", "points", *TERM_FIGURES]
+    table = pd.DataFrame(rows, columns=columns)
+    return table.astype(
+        dict.fromkeys(("median_abs_error", "p95_abs_error", "max_abs_error", "worst_error"), "Float64")
+        | {"worst_size": "Int64"}
+    )
+
+
+def sweep_figures(validations: Mapping[str, Mapping[str, Sequence[SweepResult]]], machine: str) -> list[Figure]:
+    """A figure per sweep of `machine` (validations as error_points takes them), in its
+    variants' order of sweeps: its measured curve and each variant's simulated one (top),
+    each variant's relative error per size (bottom). Every variant that validated the
+    machine must have compared the same sweeps at the same sizes against the same measurements."""
+    from matplotlib.figure import Figure
+
+    runs = {variant: list(machines[machine]) for variant, machines in validations.items() if machine in machines}
+    if not runs:
+        known = sorted({m for machines in validations.values() for m in machines})
+        raise InputError("sweep_figures", "machine", machine, f"a machine of the validations: {', '.join(known)}")
+    first = next(iter(runs.values()))
+    figures = []
+    for i, ref in enumerate(first):
+        same = [rs[i] for rs in runs.values() if len(rs) > i]
+        if len(same) != len(runs) or any(
+            (r.name, r.sizes, r.measured) != (ref.name, ref.sizes, ref.measured) for r in same
+        ):
+            raise InputError("sweep_figures", "validations", machine, f"the same sweeps of {machine} in every variant")
+        fig = Figure(figsize=(7, 5.5), layout="constrained")
+        top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+        top.plot(ref.sizes, ref.measured, "o-", color="black", label="measured")
+        for k, (variant, r) in enumerate(zip(runs, same)):
+            colour = f"C{k + 1}"
+            top.plot(r.sizes, r.simulated, "s--", color=colour, ms=4, label=f"simulated, {variant}")
+            bottom.plot(r.sizes, [100 * e for e in r.errors], "d-", color=colour, ms=4)
+        top.set_xscale("log", base=2)
+        top.set_yscale("log")
+        top.set_ylabel(ref.unit)
+        top.set_title(f"{machine}: {ref.name}", fontsize=9, wrap=True)
+        top.legend(fontsize="small")
+        bottom.axhline(0, color="grey", linewidth=0.8)
+        bottom.set_xlabel("size (bytes)")
+        bottom.set_ylabel("error (%)")
+        figures.append(fig)
+    return figures

@@ -7,11 +7,17 @@ returns a matplotlib Figure; ``write`` saves them all as PNG and SVG in OUT/plot
 - ``breakdown``: per completed point, its ranks' mean time stacked by where it went (host,
   MPI, waiting for the GPU, idle until the last rank finished: they add up to the makespan).
 
+Not among the sweep's own figures, for a what-if study (a run and its variants: another
+fabric, GPUDirect off, ...): ``variants``, each point's makespan with its change from a
+reference point beside its kernel, MPI and exposed communication time, its points named by
+``point_labels``.
+
 Only completed points are drawn. A series is the points that differ only in their layout.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,6 +55,25 @@ def series_labels(table: pd.DataFrame) -> dict[int, str]:
     for _, r in firsts.iterrows():
         parts = [f"{c}={'' if r[c] is None or str(r[c]) == '<NA>' else r[c]}" for c in varying]
         labels[int(r["series"])] = ", ".join(parts) or "all points"
+    return labels
+
+
+def _blank(value: object) -> bool:
+    return value is None or str(value) in ("<NA>", "nan")
+
+
+def point_labels(table: pd.DataFrame, unset: str = "as described") -> list[str]:
+    """Each point (row) named by what it gives of the keys whose values differ between points:
+    ``KEY=VALUE`` (a machine override without its ``set.``, as ``orrery run --set`` writes it),
+    in the table's column order; a point that gives none of them: `unset` (the machine as
+    its description has it)."""
+    keys = [c for c in table.columns if c not in _NOT_SERIES and not c.endswith(("_mean_s", "_max_s", "_mean", "_max"))]
+    keys += [c for c in ("nodes", "gpus_per_node", "ranks_per_node") if c in table.columns]
+    varying = [c for c in keys if table[c].astype("string").fillna("").nunique() > 1]
+    labels = []
+    for _, r in table.iterrows():
+        parts = [f"{c.removeprefix('set.')}={r[c]}" for c in varying if not _blank(r[c])]
+        labels.append(", ".join(parts) or unset)
     return labels
 
 
@@ -163,6 +188,55 @@ def breakdown(table: pd.DataFrame) -> Figure:
     fig.suptitle(title, fontsize="small" if several else None, wrap=True)
     if len(done):
         fig.legend(*top.get_legend_handles_labels(), loc="outside lower center", ncols=len(PARTS), fontsize="small")
+    return fig
+
+
+#: what ``variants`` sets beside each point's makespan: the ranks' mean time in each
+VARIANT_PARTS = (("kernel_mean_s", "kernel"), ("mpi_mean_s", "MPI"), ("comm_exposed_mean_s", "exposed communication"))
+
+
+def variants(table: pd.DataFrame, labels: Sequence[str] | None = None, reference: int = 0) -> Figure:
+    """A what-if study's points side by side, one row each in the table's order, completed
+    points only: left, the simulated makespan and its change from the reference point (the
+    table's row at position `reference`, drawn darker); right, the ranks' mean kernel time, MPI
+    time and exposed communication (VARIANT_PARTS), which show where a change of the makespan
+    came from. `labels`: a name per row of the table (default ``point_labels``)."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter
+
+    from ..errors import InputError
+
+    names = list(labels) if labels is not None else point_labels(table)
+    if len(names) != len(table):
+        raise InputError("variants", "labels", len(names), f"a label per row of the table ({len(table)})")
+    if not 0 <= reference < len(table) or table["status"].iloc[reference] != "completed":
+        raise InputError("variants", "reference", reference, "the position of a completed point in the table")
+    done = [i for i in range(len(table)) if table["status"].iloc[i] == "completed"]
+    base = float(table["makespan_s"].iloc[reference])
+    fig = Figure(figsize=(11, 0.55 * len(done) + 1.8), layout="constrained")
+    span, parts = fig.subplots(1, 2, sharey=True)
+    y = list(range(len(done)))
+    spans = [float(table["makespan_s"].iloc[i]) for i in done]
+    colours = ["tab:blue" if i == reference else "lightsteelblue" for i in done]
+    span.barh(y, spans, color=colours)
+    for row, i, value in zip(y, done, spans):
+        change = "reference" if i == reference else f"{value / base - 1:+.1%}"
+        span.annotate(change, (value, row), xytext=(3, 0), textcoords="offset points", va="center", fontsize="small")
+    span.set_xlim(0, 1.2 * max(spans, default=1.0))  # room for the changes written after the bars
+    span.set_yticks(y, [names[i] for i in done], fontsize="small")
+    span.invert_yaxis()  # the table's first row on top
+    span.set_title("simulated makespan (change from the reference)", fontsize="medium")
+    height = 0.8 / len(VARIANT_PARTS)
+    for k, (column, name) in enumerate(VARIANT_PARTS):
+        offsets = [row + (k - (len(VARIANT_PARTS) - 1) / 2) * height for row in y]
+        parts.barh(offsets, [float(table[column].iloc[i]) for i in done], height=height, label=name)
+    parts.set_title("mean time per rank", fontsize="medium")
+    fig.legend(
+        *parts.get_legend_handles_labels(), loc="outside lower right", ncols=len(VARIANT_PARTS), fontsize="small"
+    )
+    for ax in (span, parts):
+        ax.xaxis.set_major_formatter(EngFormatter(unit="s"))
+        ax.grid(True, axis="x", alpha=0.3)
     return fig
 
 

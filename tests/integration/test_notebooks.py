@@ -80,9 +80,115 @@ def _check_halo_overlap(out: Path, nb: dict) -> None:
         assert names == {"rank 3 (node 0)", "rank 4 (node 1)"}
 
 
+def _check_whatif_fabric(out: Path, nb: dict) -> None:
+    import pandas as pd
+
+    table = pd.read_csv(out / "sweep.csv")
+    assert (table["status"] == "completed").all() and len(table) == 7
+    overrides = ["set.nic.bandwidth", "set.gpudirect.rdma", "set.nvlink.topology", "set.nic.per_node"]
+    base = table[table[overrides].isna().all(axis=1)]
+    assert len(base) == 1  # the machine as described, 200 Gb/s: one point
+    span = float(base["makespan_s"].iloc[0])
+    # every variant runs the same kernels for the same time: the machine's links do not change them
+    assert table["kernel_mean_s"].to_list() == pytest.approx([base["kernel_mean_s"].iloc[0]] * 7, rel=1e-9)
+    # a faster fabric never gives a longer run
+    fabric = table.dropna(subset=["set.nic.bandwidth"])
+    rates = {int(b.removesuffix("Gb/s")): float(m) for b, m in zip(fabric["set.nic.bandwidth"], fabric["makespan_s"])}
+    spans = [m for _, m in sorted({**rates, 200: span}.items())]
+    assert sorted(rates) == [100, 400, 800] and spans == sorted(spans, reverse=True)
+    # each variant as the notebook names it, with its makespan
+    variants = {f"nic.bandwidth={b}Gb/s": m for b, m in rates.items()}
+    for key in overrides[1:]:
+        row = table.dropna(subset=[key])
+        assert len(row) == 1
+        value = row[key].iloc[0]  # the CSV reads nic.per_node's column, blank elsewhere, as floats
+        value = int(value) if isinstance(value, float) else value
+        variants[f"{key.removeprefix('set.')}={value}"] = float(row["makespan_s"].iloc[0])
+    # GPUDirect off (staging through host memory), NVLink removed, one NIC shared: none is faster
+    for name in ("gpudirect.rdma=False", "nvlink.topology=none", "nic.per_node=1"):
+        assert variants[name] >= span, name
+    # the answer gives every variant's makespan and change, those over 1% first, largest first
+    answer = _outputs(nb)[-1]
+    assert f"{span * 1e3:.3f} ms as described" in answer
+    change = {name: m / span - 1 for name, m in variants.items()}
+    matters = sorted((n for n in change if abs(change[n]) > 0.01), key=lambda n: -abs(change[n]))
+    assert matters, "at this size GPUDirect off alone costs more than 1%"
+    lines = answer.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Matters"))
+    assert [line.split(":")[0].strip() for line in lines[start + 1 : start + 1 + len(matters)]] == matters
+    for n in matters:
+        assert f"  {n}: {variants[n] * 1e3:.3f} ms ({change[n]:+.1%})" in answer
+    rest = next(line for line in lines if line.startswith("Does not matter"))
+    for n in set(change) - set(matters):
+        assert f"{n} ({variants[n] * 1e3:.3f} ms, {change[n]:+.2%})" in rest
+
+
+def _measured_copies(test: str, scale: float) -> dict[int, float]:
+    """The Voltage Park bandwidthTest rows, read here independently of orrery.calibration."""
+    import csv
+
+    points: dict[int, float] = {}
+    with (REPO / "calibration/data/measured/device_bandwidth.csv").open(newline="") as f:
+        for r in csv.DictReader(f):
+            if "Voltage Park" in r["system"] and r["test"] == test:
+                points.setdefault(int(r["transfer_bytes"]), float(r["bandwidth_GBps"]) * scale)
+    return points
+
+
+def _check_calibration(out: Path, nb: dict) -> None:
+    import numpy as np
+    import pandas as pd
+
+    terms = pd.read_csv(out / "terms.csv")
+    medians = {}
+    for variant in ("built-in", "calibrated"):
+        sweeps = json.loads((out / variant / "h100-ib200" / "validation.json").read_text())["sweeps"]
+        expected = [
+            _measured_copies("memcpy host->device", 1.0),
+            _measured_copies("memcpy device->host", 1.0),
+            _measured_copies("memcpy device->device (same GPU)", 0.5),  # bandwidthTest counts D2D bytes twice
+        ]
+        assert [dict(zip(s["sizes"], s["measured"])) for s in sweeps] == expected
+        errors = [(sim - meas) / meas for s in sweeps for sim, meas in zip(s["simulated"], s["measured"])]
+        assert [e for s in sweeps for e in s["errors"]] == pytest.approx(errors, rel=1e-12)
+        # the copies term pools the three sweeps' 243 sizes; h100-ib200 has no other measurement
+        rows = terms[terms["variant"] == variant].set_index("term")
+        copies = rows.loc["copies"]
+        size = np.abs(errors)
+        assert (copies["sweeps"], copies["points"]) == (3, 243)
+        assert copies["median_abs_error"] == pytest.approx(np.median(size), rel=1e-12)
+        assert copies["p95_abs_error"] == pytest.approx(np.percentile(size, 95), rel=1e-12)
+        assert copies["max_abs_error"] == pytest.approx(size.max(), rel=1e-12)
+        assert copies["worst_error"] == pytest.approx(errors[int(np.argmax(size))], rel=1e-12)
+        others = rows.drop(index="copies")
+        assert set(others.index) == {
+            "point-to-point latency",
+            "point-to-point bandwidth",
+            "collectives",
+            "API overheads",
+        }
+        assert (others["points"] == 0).all() and others["median_abs_error"].isna().all()
+        medians[variant] = float(copies["median_abs_error"])
+        answer = _outputs(nb)[-1]
+        line = next(line for line in answer.splitlines() if line.startswith(f"  h100-ib200, {variant}:"))
+        assert f"copies {medians[variant]:.1%} ({copies['p95_abs_error']:.1%}, {size.max():.1%})" in line
+        assert line.endswith(
+            "no measurement of point-to-point latency, point-to-point bandwidth, collectives, API overheads"
+        )
+    # the committed calibration was fitted to these sweeps: it is closer than the vendor description
+    assert medians["calibrated"] < medians["built-in"]
+    # the only machine's only term is the worst of each variant
+    assert f"Worst built-in (over every sweep): h100-ib200's copies, median {medians['built-in']:.1%}, " in answer
+
+
 CASES: dict[str, tuple[dict, Callable[[Path, dict], None]]] = {
     "jacobi_scaling": ({"N": 1024, "ROWS_PER_GPU": 256, "NITER": 3, "NODES": [1, 2, 4]}, _check_jacobi_scaling),
     "halo_overlap": ({"N": 2048, "NITER": 6}, _check_halo_overlap),
+    "whatif_fabric": ({"NODES": 4, "N": 512, "NITER": 3}, _check_whatif_fabric),
+    "calibration": (
+        {"MACHINES": ["h100-ib200"], "CALIBRATIONS": {"h100-ib200": "../calibration/h100-ib200/calibration.json"}},
+        _check_calibration,
+    ),
 }
 
 
