@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
 import shutil
@@ -106,6 +107,30 @@ def bench(tmp_path_factory) -> Path:
     d = bench_sources(tmp_path_factory.mktemp("bench"))
     subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], cwd=d, check=True)
     return d
+
+
+@pytest.fixture(scope="session")
+def jacobi(tmp_path_factory) -> Path:
+    """examples/jacobi built with its own Makefile and the wrappers, once per test worker, outside
+    the checkout."""
+    if not nvcc_available():
+        pytest.skip("nvcc (CUDA toolkit compiler) is not installed")
+    d = tmp_path_factory.mktemp("jacobi")
+    for f in ("jacobi.cu", "Makefile"):
+        shutil.copy(REPO / "examples" / "jacobi" / f, d / f)
+    subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], cwd=d, check=True)
+    return d / "jacobi"
+
+
+def voltage_park_copies(test: str, scale: float = 1.0) -> dict[int, float]:
+    """The Voltage Park H100 bandwidthTest rows of the shared measurements (size -> GB/s x scale),
+    read here independently of orrery.calibration."""
+    points: dict[int, float] = {}
+    with (REPO / "calibration/data/measured/device_bandwidth.csv").open(newline="") as f:
+        for r in csv.DictReader(f):
+            if "Voltage Park" in r["system"] and r["test"] == test:
+                points.setdefault(int(r["transfer_bytes"]), float(r["bandwidth_GBps"]) * scale)
+    return points
 
 
 @pytest.fixture

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import tomllib
 
 import pytest
-from conftest import ORRERY, REPO, nvcc_available, orrery
+from conftest import REPO, nvcc_available, orrery
 
 pytestmark = [
     pytest.mark.integration,
@@ -17,15 +15,6 @@ pytestmark = [
 
 EXAMPLE = REPO / "examples" / "jacobi"
 NX, NY, NITER = 4096, 4098, 30
-
-
-@pytest.fixture(scope="module")
-def jacobi(tmp_path_factory):
-    d = tmp_path_factory.mktemp("jacobi")
-    for f in ("jacobi.cu", "Makefile"):
-        shutil.copy(EXAMPLE / f, d / f)
-    subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], cwd=d, check=True)
-    return d / "jacobi"
 
 
 def run(jacobi, out, *extra):

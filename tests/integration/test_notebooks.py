@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import REPO, nvcc_available
+from conftest import REPO, nvcc_available, voltage_park_copies
 
 pytestmark = [
     pytest.mark.integration,
@@ -123,18 +123,6 @@ def _check_whatif_fabric(out: Path, nb: dict) -> None:
         assert f"{n} ({variants[n] * 1e3:.3f} ms, {change[n]:+.2%})" in rest
 
 
-def _measured_copies(test: str, scale: float) -> dict[int, float]:
-    """The Voltage Park bandwidthTest rows, read here independently of orrery.calibration."""
-    import csv
-
-    points: dict[int, float] = {}
-    with (REPO / "calibration/data/measured/device_bandwidth.csv").open(newline="") as f:
-        for r in csv.DictReader(f):
-            if "Voltage Park" in r["system"] and r["test"] == test:
-                points.setdefault(int(r["transfer_bytes"]), float(r["bandwidth_GBps"]) * scale)
-    return points
-
-
 def _check_calibration(out: Path, nb: dict) -> None:
     import numpy as np
     import pandas as pd
@@ -144,9 +132,9 @@ def _check_calibration(out: Path, nb: dict) -> None:
     for variant in ("built-in", "calibrated"):
         sweeps = json.loads((out / variant / "h100-ib200" / "validation.json").read_text())["sweeps"]
         expected = [
-            _measured_copies("memcpy host->device", 1.0),
-            _measured_copies("memcpy device->host", 1.0),
-            _measured_copies("memcpy device->device (same GPU)", 0.5),  # bandwidthTest counts D2D bytes twice
+            voltage_park_copies("memcpy host->device", 1.0),
+            voltage_park_copies("memcpy device->host", 1.0),
+            voltage_park_copies("memcpy device->device (same GPU)", 0.5),  # bandwidthTest counts D2D bytes twice
         ]
         assert [dict(zip(s["sizes"], s["measured"])) for s in sweeps] == expected
         errors = [(sim - meas) / meas for s in sweeps for sim, meas in zip(s["simulated"], s["measured"])]

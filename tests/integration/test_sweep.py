@@ -12,7 +12,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import ORRERY, REPO, nvcc_available, orrery
+from conftest import REPO, nvcc_available, orrery
 
 pytestmark = [
     pytest.mark.integration,
@@ -23,15 +23,6 @@ EXAMPLE = REPO / "examples" / "jacobi"
 COSTS = EXAMPLE / "costs.toml"
 LAYOUTS = [(1, 2), (2, 2)]  # (nodes, gpus_per_node): 2 GPUs of one node, 4 GPUs of two
 FABRICS = ["100Gb/s", "400Gb/s"]
-
-
-@pytest.fixture(scope="module")
-def jacobi(tmp_path_factory):
-    d = tmp_path_factory.mktemp("jacobi")
-    for f in ("jacobi.cu", "Makefile"):
-        shutil.copy(EXAMPLE / f, d / f)
-    subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], cwd=d, check=True)
-    return d / "jacobi"
 
 
 def grid_spec(jacobi, fabrics=FABRICS) -> str:

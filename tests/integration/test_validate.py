@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 
 import pytest
-from conftest import REPO, nvcc_available, orrery
+from conftest import REPO, nvcc_available, orrery, voltage_park_copies
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed"),
 ]
-
-
-def measured(test: str, scale: float = 1.0) -> dict[int, float]:
-    """The Voltage Park bandwidthTest rows, read here independently of orrery.validate."""
-    points: dict[int, float] = {}
-    with (REPO / "calibration/data/measured/device_bandwidth.csv").open(newline="") as f:
-        for r in csv.DictReader(f):
-            if "Voltage Park" in r["system"] and r["test"] == test:
-                points.setdefault(int(r["transfer_bytes"]), float(r["bandwidth_GBps"]) * scale)
-    return points
 
 
 def test_validate_h100_copies_against_bandwidth_test(tmp_path):
@@ -40,7 +29,7 @@ def test_validate_h100_copies_against_bandwidth_test(tmp_path):
         ("D2D copy", "memcpy device->device (same GPU)", 0.5),
     ):
         s = sweeps[name]
-        expected = measured(test, scale)
+        expected = voltage_park_copies(test, scale)
         assert dict(zip(s["sizes"], s["measured"])) == expected  # measured values as published
         errors = [(sim - meas) / meas for sim, meas in zip(s["simulated"], s["measured"])]
         assert s["errors"] == pytest.approx(errors, rel=1e-12)
@@ -172,7 +161,7 @@ def test_validate_and_calibrate_run_from_the_installed_package_outside_a_checkou
     p = orrery("validate", "--machine", "h100-ib200", "--out", str(tmp_path / "v"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     h2d = json.loads((tmp_path / "v" / "validation.json").read_text())["sweeps"][0]
-    assert dict(zip(h2d["sizes"], h2d["measured"])) == measured("memcpy host->device")
+    assert dict(zip(h2d["sizes"], h2d["measured"])) == voltage_park_copies("memcpy host->device")
     m = machine.load("h100-ib200")
     o, pcie, n = m.overheads, m.pcie, h2d["sizes"][-1]
     assert h2d["simulated"][-1] * 1e9 == pytest.approx(

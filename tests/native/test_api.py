@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
-from conftest import ORRERY, REPO, orrery
+from conftest import REPO, orrery
 
 import orrery as api
 from orrery.errors import InputError
@@ -19,15 +16,6 @@ pytestmark = pytest.mark.native
 
 JACOBI = REPO / "examples" / "jacobi"
 SMALL = ["-nx", "512", "-ny", "512", "-niter", "3"]
-
-
-@pytest.fixture(scope="module")
-def jacobi(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("jacobi")
-    for f in ("jacobi.cu", "Makefile"):
-        shutil.copy(JACOBI / f, d / f)
-    subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], cwd=d, check=True)
-    return d / "jacobi"
 
 
 @pytest.fixture(scope="module")
