@@ -90,13 +90,14 @@ def figure(
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
+    ranks = None if ranks is None else list(ranks)  # read twice: the tracks, and an error naming them
     path = Path(trace)
     if path.is_dir():
         path = path / "trace.json"
     events = _events(path)
     chosen = tracks(events, ranks)
     if not chosen:
-        raise InputError(str(path), "ranks", list(ranks) if ranks is not None else None, "ranks the trace holds")
+        raise InputError(str(path), "ranks", ranks, "ranks the trace holds")
     row = {(t.pid, t.tid): i for i, t in enumerate(chosen)}
     begin = 0.0 if window[0] is None else window[0] * 1e6
     slices = [e for e in events if e["ph"] == "X" and (e["pid"], e["tid"]) in row]

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .table import RESULT_COLUMNS
+
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
@@ -28,27 +30,13 @@ if TYPE_CHECKING:
 PLOTS = ("time", "speedup", "efficiency", "breakdown")
 #: the parts of a rank's time that add up to the makespan (results.json), stacked in this order
 PARTS = (("host_mean_s", "host"), ("mpi_mean_s", "MPI"), ("gpu_wait_mean_s", "GPU wait"), ("idle_mean_s", "idle"))
-_NOT_SERIES = {
-    "point",
-    "args",
-    "nodes",
-    "gpus_per_node",
-    "ranks_per_node",
-    "gpus",
-    "ranks",
-    "series",
-    "status",
-    "makespan_s",
-    "speedup",
-    "efficiency",
-    "kernels_without_cost",
-    "error",
-}
+# a point's parameters are the table's columns other than its id and what the sweep made of it
+_NOT_SERIES = {"point", *RESULT_COLUMNS}
 
 
 def series_labels(table: pd.DataFrame) -> dict[int, str]:
     """Each series named by the parameters in which the series differ (all alike: 'all points')."""
-    keys = [c for c in table.columns if c not in _NOT_SERIES and not c.endswith(("_mean_s", "_max_s", "_mean", "_max"))]
+    keys = [c for c in table.columns if c not in _NOT_SERIES]
     firsts = table.drop_duplicates("series")
     varying = [c for c in keys if firsts[c].astype("string").fillna("").nunique() > 1]
     labels = {}
@@ -67,7 +55,7 @@ def point_labels(table: pd.DataFrame, unset: str = "as described") -> list[str]:
     ``KEY=VALUE`` (a machine override without its ``set.``, as ``orrery run --set`` writes it),
     in the table's column order; a point that gives none of them: `unset` (the machine as
     its description has it)."""
-    keys = [c for c in table.columns if c not in _NOT_SERIES and not c.endswith(("_mean_s", "_max_s", "_mean", "_max"))]
+    keys = [c for c in table.columns if c not in _NOT_SERIES]
     keys += [c for c in ("nodes", "gpus_per_node", "ranks_per_node") if c in table.columns]
     varying = [c for c in keys if table[c].astype("string").fillna("").nunique() > 1]
     labels = []

@@ -52,6 +52,21 @@ def _stat_columns(name: str) -> tuple[str, str]:
 
 
 STAT_COLUMNS = [c for name in BREAKDOWN for c in _stat_columns(name)]
+#: The table's columns after the point's id and its parameters: what the sweep made of the point
+RESULT_COLUMNS = (
+    "args",
+    *LAYOUT,
+    "gpus",
+    "ranks",
+    "series",
+    "status",
+    "makespan_s",
+    "speedup",
+    "efficiency",
+    *STAT_COLUMNS,
+    "kernels_without_cost",
+    "error",
+)
 
 
 def _parameter_columns(sweep: Sweep) -> list[str]:
@@ -145,22 +160,7 @@ def frame(sweep: Sweep, prepared: list[Prepared], outcomes: list[Outcome]) -> pd
     for r, s in zip(rows, _series(rows, columns)):
         r["series"] = s
     _scaling(rows)
-    names = [
-        "point",
-        *columns,
-        "args",
-        *LAYOUT,
-        "gpus",
-        "ranks",
-        "series",
-        "status",
-        "makespan_s",
-        "speedup",
-        "efficiency",
-        *STAT_COLUMNS,
-        "kernels_without_cost",
-        "error",
-    ]
+    names = ["point", *columns, *RESULT_COLUMNS]
     dtypes = {n: "Int64" if n in INTEGERS else "Float64" if n in FLOATS else "string" for n in names}
     for c in columns:
         dtypes[c] = _dtype([r[c] for r in rows])
