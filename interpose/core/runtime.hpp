@@ -53,6 +53,10 @@ const GpuHost& gpu_place(const sg4::Host* host);
 struct Rank;
 // A rank that ends with work still queued on its GPU ends the run (status pending_gpu_work).
 void finish_rank(const Rank& r);
+// Stops the run when a loaded object's CUDA calls would go to a runtime other than Orrery's (a
+// statically linked copy: nvcc's default), before the program's first simulated second
+// (foreign_runtime.cpp).
+void check_no_foreign_runtime();
 
 /* ---- a simulated GPU, shared by the ranks of its node ---- */
 /* A union of time intervals, built in (mostly) increasing order. */

@@ -101,6 +101,14 @@ def _check(opts: RunOptions) -> Path:
             raise InputError("orrery run", None, opts.program[0], "an existing program built with Orrery's wrappers")
         exe = Path(found)
     head = exe.read_bytes()
+    if b"libcudart.so.13" not in head and b"__cudaRegisterFatBinary" in head:
+        raise InputError(
+            "orrery run",
+            None,
+            str(exe),
+            "a program whose CUDA calls reach Orrery's runtime; it carries its own copy of the CUDA runtime "
+            "(statically linked: nvcc's default), so they would not be simulated: build it with orrery-nvcc",
+        )
     if b"libsimgrid.so" not in head and b"libcudart.so.13" not in head:
         raise InputError(
             "orrery run",
@@ -126,8 +134,9 @@ def _link_series(opts: RunOptions) -> bool:
     return opts.link_series or (opts.trace is not None and opts.trace.links > 0 and opts.link_accounting)
 
 
-def _description(opts: RunOptions, out: Path) -> str:
+def _description(opts: RunOptions, out: Path, exe: Path) -> str:
     options = {
+        "program": str(exe),
         "strict": opts.strict,
         "default_kernel_s": opts.costs.default_s,
         "d2h_fill": opts.d2h_fill,
@@ -170,7 +179,7 @@ def run(opts: RunOptions) -> RunOutcome:
     xml, links = platform.generate(opts.machine, opts.layout)
     (out / "platform.xml").write_text(xml)
     (out / "hostfile").write_text("\n".join(platform.rank_hosts(opts.layout)) + "\n")
-    (out / "run.json").write_text(_description(opts, out))
+    (out / "run.json").write_text(_description(opts, out, exe))
     (out / "machine.json").write_text(opts.machine.model_dump_json(indent=1) + "\n")
 
     cmd = [
