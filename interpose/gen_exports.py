@@ -347,7 +347,9 @@ def check_driver(calls: list[Call], real: list[str]) -> None:
                 f"{c.table}: {c.symbol}: family {c.family!r}, expected one of {', '.join(DRIVER_FAMILIES)}"
             )
         if c.symbol not in real:
-            raise TableError(f"{c.table}: {c.symbol} is not a function libcuda.so.1 exports (cuda13_driver_symbols.txt)")
+            raise TableError(
+                f"{c.table}: {c.symbol} is not a function libcuda.so.1 exports (cuda13_driver_symbols.txt)"
+            )
         if c.family == "generated" and c.policy != "REFUSE":
             raise TableError(f"{c.table}: {c.symbol}: a generated body can only refuse (policy REFUSE)")
 

@@ -7,6 +7,7 @@
 //   entry    cuGetProcAddress and cudaGetDriverEntryPoint(ByVersion) and the functions they return
 //   vmm      cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess on one GPU, copies and a
 //            memset on the mapping, aliasing, out of memory, and the memory given back
+//   ranks    each rank makes its own device's primary context current, then all say which is
 //   refused NAME  calls one driver function Orrery refuses
 // cudaGetDriverEntryPoint is deprecated in CUDA 13, and still what many programs call
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -311,6 +312,22 @@ int main(int argc, char** argv) {
     entry();
   } else if (!strcmp(mode, "vmm")) {
     vmm(argc > 2 ? atoi(argv[2]) : 0);
+  } else if (!strcmp(mode, "ranks")) {
+    int rank = 0, count = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    CU(cuInit(0));
+    CU(cuDeviceGetCount(&count));
+    CUcontext ctx = nullptr, current = nullptr;
+    CU(cuDevicePrimaryCtxRetain(&ctx, rank % count));
+    CU(cuCtxSetCurrent(ctx));
+    MPI_Barrier(MPI_COMM_WORLD);  // every rank has set its own before any looks
+    CUdevice dev = -1;
+    int rt_device = -1;
+    CU(cuCtxGetDevice(&dev));
+    CU(cuCtxGetCurrent(&current));
+    RT(cudaGetDevice(&rt_device));
+    printf("rank%d_ctx_device %d\nrank%d_runtime_device %d\nrank%d_current_is_own %d\n", rank, (int)dev, rank,
+           rt_device, rank, (int)(current == ctx));
   } else if (!strcmp(mode, "refused")) {
     const char* name = argc > 2 ? argv[2] : "";
     CU(cuInit(0));
