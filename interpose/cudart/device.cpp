@@ -4,7 +4,9 @@
 #include "core/trace.hpp"
 #include "cudart/cuda_api.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include <dlfcn.h>
 
@@ -165,9 +167,14 @@ static cudaError_t driver_entry_point(const char* fn, const char* symbol, void**
     Dl_info ours{}, theirs{};
     if (!f || !dladdr((void*)&driver_entry_point, &ours) || !dladdr(f, &theirs))
       fatal("%s: cannot load the driver stand-in libcuda.so.1 (%s)", fn, lib ? "no cuGetProcAddress_v2" : dlerror());
-    std::string dir = ours.dli_fname, other = theirs.dli_fname;
-    dir.resize(dir.rfind('/') + 1);
-    if (other.compare(0, dir.size(), dir) != 0 || other.find('/', dir.size()) != std::string::npos)
+    // the real driver would answer with its own functions, for a GPU the run does not simulate
+    auto folder = [](const char* path) {
+      char* real = realpath(path, nullptr);
+      std::string f = real ? real : path;
+      free(real);
+      return f.substr(0, f.rfind('/'));
+    };
+    if (folder(ours.dli_fname) != folder(theirs.dli_fname))
       fatal("%s: libcuda.so.1 was loaded from %s, not Orrery's driver stand-in beside %s", fn, theirs.dli_fname,
             ours.dli_fname);
     get = (GetProc)f;
