@@ -273,8 +273,16 @@ struct Allocation {
   bool device;      // device memory (else pinned host memory)
   bool folded;      // mapped onto the shared fold block: contents are not kept
   Gpu* gpu;         // owning device (device memory only)
+  bool mapped = false;  // a range the driver mapped (cuMemMap): cuMemUnmap ends it, not cudaFree
 };
 const Allocation* find_allocation(const void* p);
+// Device memory the driver stand-in mapped (driver/runtime_bridge.cpp), known to the copies,
+// memsets and pointer queries as cudaMalloc's is; the caller accounts for its memory.
+void register_allocation(const Allocation& a);
+void unregister_allocation(uintptr_t base);
+// A cudaDevAttr value of a device (cudaDeviceGetAttribute, cuDeviceGetAttribute); false for an
+// attribute the machine model does not describe.
+bool device_attribute(const cudaDeviceProp& p, int attr, int* value);
 void install_message_copy();  // skip the data of MPI messages sent from folded memory
 
 /* Fill a host destination after a device-to-host copy, per the fill policy. */
