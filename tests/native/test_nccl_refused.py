@@ -9,8 +9,10 @@ reached the double would leave the marker, print its line and end with a makespa
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,11 @@ from conftest import ORRERY, Run, orrery
 from orrery import _paths
 
 pytestmark = pytest.mark.native
+
+SHIM = Path(__file__).resolve().parents[2] / "interpose"
+_spec = importlib.util.spec_from_file_location("gen_exports", SHIM / "gen_exports.py")
+gen = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gen)
 
 REFUSAL = "orrery: error: the program called {}, which Orrery does not simulate (actor 0): NCCL is not simulated yet"
 
@@ -124,8 +131,8 @@ int main(int argc, char** argv) {
     get_id(&id);
   } else if (!strcmp(mode, "none")) {
     Dl_info where;
-    if (rank == 0 && dladdr((void*)&ncclGetUniqueId, &where))
-      printf("nccl_calls: NCCL from %s\n", where.dli_fname);
+    if (dladdr((void*)&ncclGetUniqueId, &where))
+      printf("nccl_calls: rank %d has NCCL from %s\n", rank, where.dli_fname);
   } else {
     fprintf(stderr, "nccl_calls: unknown mode %s\n", mode);
     return 2;
@@ -145,7 +152,7 @@ def dynamic_section(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def nccl(tmp_path_factory) -> dict[str, Path]:
-    """The test double (its folder and marker) and the program linked against it two ways: by
+    """The program built against the test double and linked against it two ways: by
     the double's file with a DT_RPATH to its folder (which wins over LD_LIBRARY_PATH), and by
     `-L <double's folder> -lnccl`, the user's link line, with a RUNPATH there."""
     if shutil.which("smpicxx") is None or shutil.which("gcc") is None:
@@ -196,16 +203,17 @@ def assert_refused(r, call: str, marker: Path) -> None:
 
 def test_orrery_s_nccl_exports_every_function_of_the_real_one_unversioned_through_libcudart():
     lib = _paths.lib_dir()
-    listed = [s for s in (Path(__file__).parents[2] / "interpose/nccl/nccl2_symbols.txt").read_text().split("\n") if s]
-    real = [s for s in listed if not s.startswith("#")]
+    real = gen.real_nccl(SHIM)
     out = subprocess.run(
         ["nm", "-D", "--defined-only", "--with-symbol-versions", str(lib / "libnccl.so.2")],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
+    # unversioned (no @), as the real library's
     assert sorted(line.split()[-1] for line in out.splitlines()) == sorted(real)
     assert len(real) == 193 and "ncclGetUniqueId" in real and "pncclAllReduce" in real
+    assert gen.nccl_calls(SHIM) == []  # no row simulates a call yet (issue 19)
     section = dynamic_section(lib / "libnccl.so.2")
     assert "Library soname: [libnccl.so.2]" in section and "Shared library: [libcudart.so.13]" in section
     # the link name `-lnccl` finds (the wheel installs it as a copy): what it links is libnccl.so.2
@@ -256,10 +264,70 @@ def test_a_program_linking_nccl_without_calling_it_runs_normally(run_program, nc
     r = run_program(nccl["by_file"], "none", options=("--gpus-per-node", "2"))
     assert r.returncode == 0, r.stderr
     assert sorted(line for line in r.stdout.splitlines() if line.startswith("nccl_calls:")) == [
-        f"nccl_calls: NCCL from {_paths.lib_dir() / 'libnccl.so.2'}",  # Orrery's, not the RPATH's
+        # each rank's copy of the program (SimGrid dlopens one per rank) has Orrery's, not the RPATH's
+        f"nccl_calls: rank 0 has NCCL from {_paths.lib_dir() / 'libnccl.so.2'}",
         "nccl_calls: rank 0 none sum 3",
+        f"nccl_calls: rank 1 has NCCL from {_paths.lib_dir() / 'libnccl.so.2'}",
         "nccl_calls: rank 1 none sum 3",
     ]
     assert "orrery: simulated makespan" in r.stdout
     assert r.results["status"] == "completed" and r.results["failure"] is None
     assert not marker.exists()
+
+
+@pytest.fixture
+def nccl_tables(tmp_path) -> Path:
+    """A copy of NCCL's table, its header and its symbol list, to add rows to."""
+    (tmp_path / "nccl").mkdir()
+    for name in ("nccl_api.def", "nccl_api.h", "nccl2_symbols.txt"):
+        shutil.copy(SHIM / "nccl" / name, tmp_path / "nccl" / name)
+    return tmp_path
+
+
+def test_a_refused_row_gets_its_signature_and_leaves_the_stubs(nccl_tables, tmp_path):
+    # the shape issue 19's rows take: a generated REFUSE row is written with its signature, and
+    # the stubs and the version script still cover every other function once
+    row = "ORR_NCCL(ncclGetVersion, int, (int* version), (version), generated, REFUSE)\n"
+    with (nccl_tables / "nccl" / "nccl_api.def").open("a") as f:
+        f.write(row)
+    out = tmp_path / "generated"
+    gen.write_nccl_build(nccl_tables, out)
+    stubs = (out / "nccl_stubs.cpp").read_text()
+    assert 'ORR_NCCL_EXPORT int ncclGetVersion(int* version) { orrery_refuse("ncclGetVersion", kRefusal); }\n' in stubs
+    assert " ncclGetVersion(void)" not in stubs
+    assert stubs.count("orrery_refuse(") == 193
+    exported = [line.strip().rstrip(";") for line in (out / "libnccl.map").read_text().splitlines()[2:-2]]
+    assert sorted(exported) == sorted(gen.real_nccl(SHIM))
+    if shutil.which("g++"):  # the row's declaration (nccl_api.h) and its body agree
+        cmd = ["g++", "-std=c++17", "-fsyntax-only", f"-I{nccl_tables}", f"-I{SHIM}", str(out / "nccl_stubs.cpp")]
+        subprocess.run(cmd, check=True)
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        (
+            "ORR_NCCL(ncclSimulateEverything, int, (void), (), generated, REFUSE)",
+            "nccl_api.def: ncclSimulateEverything is not a function libnccl.so.2 exports (nccl2_symbols.txt)",
+        ),
+        (
+            "ORR_NCCL(ncclGetVersion, int, (int* version), (version), generated, SIMULATE)",
+            "nccl_api.def: ncclGetVersion: a generated body can only refuse (policy REFUSE)",
+        ),
+        (
+            "ORR_NCCL(ncclAllReduce, int, (void), (), collective, SIMULATE)",
+            "nccl_api.def: ncclAllReduce: family 'collective', expected one of generated",
+        ),
+    ],
+)
+def test_a_nccl_row_the_build_would_get_wrong_stops_the_generator_naming_it(nccl_tables, tmp_path, row, message):
+    with (nccl_tables / "nccl" / "nccl_api.def").open("a") as f:
+        f.write(row + "\n")
+    out = tmp_path / "generated"
+    p = subprocess.run(
+        [sys.executable, str(SHIM / "gen_exports.py"), "--nccl", str(nccl_tables), str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert (p.returncode, p.stderr) == (1, f"gen_exports.py: {message}\n")
+    assert not out.exists()  # nothing half-written
