@@ -9,10 +9,10 @@ from .errors import OrreryError
 
 
 def lib_dir() -> Path:
-    """The folder holding the stand-in libcudart.so.13 and liborrery_smpi.so (installed with
-    the package)."""
+    """The folder holding the stand-ins libcudart.so.13 and libnccl.so.2 and liborrery_smpi.so
+    (installed with the package)."""
     d = Path(str(resources.files("orrery") / "lib"))
-    for name in ("libcudart.so.13", "liborrery_smpi.so"):
+    for name in ("libcudart.so.13", "libnccl.so.2", "liborrery_smpi.so"):
         if not (d / name).is_file():
             raise OrreryError(
                 f"Orrery's {name} is missing from {d}: install the package "

@@ -154,14 +154,25 @@ def _description(opts: RunOptions, out: Path, exe: Path) -> str:
     )
 
 
+#: Stand-ins loaded into SMPI's launcher before the program, beside liborrery_smpi.so: the loader
+#: reuses a library already loaded under the soname a program asks for, so the program gets
+#: Orrery's NCCL whatever it was linked against (an RPATH to a real NCCL, which wins over
+#: LD_LIBRARY_PATH, or a dlopen of "libnccl.so.2"), in every rank's copy of it. The libcudart.so.13
+#: they bring comes after libsimgrid in the launcher's global scope, so SimGrid's own references to
+#: MPI_* still resolve to SimGrid's functions, not to the runtime's wrappers of them.
+STAND_INS = ("libnccl.so.2",)
+
+
 def _preload(lib: Path) -> str:
     """smpirun's -wrapper that gives SMPI's launcher, not the script around it, the library that
-    pins every message's ends where its rank posted it (interpose/mpi/smpi_pins.cpp)."""
-    preload = [str(lib / "liborrery_smpi.so"), *os.environ.get("LD_PRELOAD", "").split()]
-    if " " in preload[0]:  # smpirun splits the wrapper on spaces
+    pins every message's ends where its rank posted it (interpose/mpi/smpi_pins.cpp) and the
+    stand-ins that must win over the program's own libraries (STAND_INS)."""
+    ours = [str(lib / "liborrery_smpi.so"), *(str(lib / name) for name in STAND_INS)]
+    preload = [*ours, *os.environ.get("LD_PRELOAD", "").split()]
+    if any(" " in p for p in ours):  # smpirun splits the wrapper on spaces
         raise SimulationError(
             f"Orrery is installed under a path with a space ({lib}): SMPI's launcher "
-            "cannot preload its library from there; install it elsewhere"
+            "cannot preload its libraries from there; install it elsewhere"
         )
     return "env LD_PRELOAD=" + os.pathsep.join(p for p in preload if p)
 

@@ -44,7 +44,7 @@ def exported(library: str = "libcudart.so.13") -> dict[str, str]:
 
 def test_library_exports_every_row_and_every_function_of_the_real_runtime():
     symbols = exported()
-    # what the sibling stand-ins call (libcuda.so.1): its own version node, named so
+    # what the sibling stand-ins call (libcuda.so.1, libnccl.so.2), under a version no program links against
     private = {s for s, v in symbols.items() if v == "ORRERY_PRIVATE"}
     assert private and all(s.startswith("orrery_private_") for s in private)
     symbols = {s: v for s, v in symbols.items() if s not in private}
