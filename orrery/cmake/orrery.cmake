@@ -1,7 +1,7 @@
 # CMake toolchain file for building a program for Orrery:
 #   cmake -DCMAKE_TOOLCHAIN_FILE=$(orrery toolchain cmake) -S . -B build && cmake --build build
-# Installed with the orrery package (orrery/cmake/orrery.cmake); docs/building.md says what it
-# sets and why. Works with CMake 3.18 or later.
+# Installed with the orrery package (orrery/cmake/orrery.cmake); the docs' CMake section says
+# what it sets and why. Tested with CMake 3.18 and 3.25.
 #
 # SMPI runs a program as a shared object, one copy per rank, so everything is compiled
 # position-independent for a shared object and linked by SimGrid's smpicc/smpicxx, through
@@ -32,7 +32,9 @@ set(MPI_CXX_COMPILER "${ORRERY_MPICXX}" CACHE FILEPATH "MPI compiler for C++ (Or
 # PATH), reading what `nvcc -v` says it runs, which orrery-nvcc's split compile and link could
 # not show. Its rules then compile CUDA sources with orrery-nvcc (against the shared runtime, as
 # position-independent code, with mpi.h) and link with orrery-mpicxx. CMake 3.18 names its
-# compile rules by mode; later versions use one with <CUDA_COMPILE_MODE>.
+# compile rules by mode; later versions use one with <CUDA_COMPILE_MODE>. No runtime of CMake's:
+# Static and Shared both add -lcudadevrt from the toolkit's folder, which the wrappers' link does
+# not search, and the wrappers link Orrery's runtime themselves.
 set(CMAKE_CUDA_RUNTIME_LIBRARY None)
 set(_orrery_nvcc "${ORRERY_NVCC}")
 if(CMAKE_CUDA_HOST_COMPILER OR DEFINED ENV{CUDAHOSTCXX})
@@ -47,8 +49,9 @@ set(CMAKE_CUDA_CREATE_SHARED_LIBRARY
   "${ORRERY_MPICXX} <CMAKE_SHARED_LIBRARY_CUDA_FLAGS> <LINK_FLAGS> <CMAKE_SHARED_LIBRARY_CREATE_CUDA_FLAGS> <SONAME_FLAG><TARGET_SONAME> -o <TARGET> <OBJECTS> <LINK_LIBRARIES>")
 set(CMAKE_CUDA_CREATE_SHARED_MODULE "${CMAKE_CUDA_CREATE_SHARED_LIBRARY}")
 
-# FindCUDAToolkit: CUDA::cudart (and CUDA::cudart_static, which would link the real runtime in)
-# are Orrery's stand-in, CUDA::cuda_driver Orrery's driver library where it has one.
+# FindCUDAToolkit: CUDA::cudart (and CUDA::cudart_static, which would link NVIDIA's runtime in)
+# are Orrery's stand-in, CUDA::cuda_driver Orrery's driver library where the package has one.
+# (CUDA_CUDART, from which FindCUDAToolkit finds the toolkit's other libraries, stays NVIDIA's.)
 set(CUDA_cudart_LIBRARY "${ORRERY_LIB_DIR}/libcudart.so" CACHE FILEPATH "CUDA runtime (Orrery's)")
 set(CUDA_cudart_static_LIBRARY "${ORRERY_LIB_DIR}/libcudart.so" CACHE FILEPATH "CUDA runtime (Orrery's)")
 if(EXISTS "${ORRERY_LIB_DIR}/libcuda.so")
