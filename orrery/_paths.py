@@ -1,4 +1,4 @@
-"""Where Orrery's installed pieces are: the shim built by the package's build."""
+"""Where Orrery's installed pieces are: the shim built by the package's build, the CMake toolchain file."""
 
 from __future__ import annotations
 
@@ -19,3 +19,8 @@ def lib_dir() -> Path:
                 "(pip install .) rather than running it from the source tree"
             )
     return d
+
+
+def cmake_toolchain() -> Path:
+    """The CMake toolchain file that builds a project for Orrery (installed with the package)."""
+    return Path(str(resources.files("orrery") / "cmake" / "orrery.cmake"))
