@@ -165,8 +165,26 @@ def link_args(args: list[str]) -> list[str]:
 
 def mpicc(args: list[str], cxx: bool = False) -> int:
     exe = _tool("smpicxx" if cxx else "smpicc", "install SimGrid with SMPI (see the README's set-up command)")
+    return _smpi_compiler(exe, args)
+
+
+def mpif90(args: list[str]) -> int:
+    """mpif90 for Orrery: SimGrid's smpif90 (gfortran with SMPI's Fortran bindings), linked as
+    ``mpicc`` links. SMPI's Fortran bindings call SimGrid's own C functions, not the program's:
+    Orrery does not see (time, count) a Fortran program's MPI calls (docs/building.md)."""
+    exe = _tool("smpif90", "install SimGrid with SMPI and gfortran (see the README's set-up command)")
+    return _smpi_compiler(exe, args)
+
+
+def _smpi_compiler(exe: str, args: list[str]) -> int:
+    """One of SMPI's compilers on a wrapper's command line: a link gets Orrery's runtime
+    (link_args) and, when it makes a program, the entry point that lets the program run on its own
+    (standalone_args)."""
     linking = not any(a in ("-c", "-E", "-S", "-M", "-MM") for a in args)
-    return subprocess.run([exe, *(link_args(args) if linking else args)], env=dict(os.environ)).returncode
+    if not linking:
+        return _run([exe, *args])
+    with tempfile.TemporaryDirectory(prefix="orrery-link-") as tmp:
+        return _run([exe, *link_args(args), *standalone_args(args, Path(tmp))])
 
 
 def make(directory: str | os.PathLike, *targets: str) -> Path:
@@ -181,3 +199,51 @@ def make(directory: str | os.PathLike, *targets: str) -> Path:
     if proc.returncode:
         raise BuildError(f"make in {folder} failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
     return folder
+
+
+# -- Programs that run on their own (configure's test programs) ------------------------------------
+
+#: The ELF entry point of a program the wrappers link (standalone_entry.c).
+STANDALONE_ENTRY = "orrery_standalone_entry"
+#: Options after which the compiler makes no program (it compiles, preprocesses, prints or makes a
+#: library): no entry point is added.
+_NO_PROGRAM = {"-c", "-E", "-S", "-M", "-MM", "-shared", "--shared", "-Wl,-shared", "-Wl,--shared", "-r",
+               "-Wl,-r", "--version", "-dumpversion", "-dumpfullversion", "-dumpmachine", "-dumpspecs",
+               "--help", "-###"}  # fmt: skip
+#: The inputs of a link (a name on the command line that ends so is a file the link reads).
+_LINK_INPUTS = (".c", ".cc", ".cpp", ".cxx", ".C", ".c++", ".i", ".ii", ".s", ".S", ".o", ".a", ".so", ".lo",
+                ".f", ".F", ".for", ".f90", ".F90", ".f95", ".F95", ".f03", ".F03", ".f08", ".F08")  # fmt: skip
+#: Compiler flags of the entry point: it runs before anything is relocated or loaded (no libc, no
+#: stack protector, no calls the compiler would add for a loop: memcpy, strlen).
+_ENTRY_FLAGS = ["-O2", "-fPIC", "-ffreestanding", "-fno-stack-protector", "-fno-tree-loop-distribute-patterns",
+                "-fno-sanitize=all", "-fno-profile-arcs", "-fvisibility=hidden"]  # fmt: skip
+
+
+def makes_program(args: list[str]) -> bool:
+    """Whether a compiler command line links a program (not an object, a library, or a query
+    such as libtool's ``-v`` and ``-print-search-dirs``, which have no input)."""
+    if any(a in _NO_PROGRAM or a.startswith(("-print-", "--print-")) for a in args):
+        return False
+    if any(a == "-e" or a.startswith(("-Wl,-e,", "-Wl,--entry", "--entry")) for a in args):
+        return False  # the program names its own entry point
+    return any(not a.startswith("-") and a.endswith(_LINK_INPUTS) for a in args)
+
+
+def standalone_args(args: list[str], folder: Path) -> list[str]:
+    """What a link adds so that the program also runs when started on its own, as one simulated
+    rank through Orrery (orrery/run/standalone.py): an entry point, compiled into ``folder`` for
+    this Python (the one that runs Orrery). Nothing for a link that makes no program."""
+    if not makes_program(args):
+        return []
+    cc = _tool("cc", "install a C compiler (gcc)")
+    source = Path(__file__).with_name("standalone_entry.c")
+    obj = folder / "orrery_standalone_entry.o"
+    python = ",".join(str(b) for b in [*os.fsencode(sys.executable), 0])
+    proc = subprocess.run(
+        [cc, *_ENTRY_FLAGS, f"-DORRERY_PYTHON={python}", "-c", str(source), "-o", str(obj)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode:
+        raise BuildError(f"compiling Orrery's entry point {source} failed: {proc.stderr.strip()}")
+    return [str(obj), f"-Wl,-e,{STANDALONE_ENTRY}"]
