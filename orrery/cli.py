@@ -31,15 +31,6 @@ from .run.trace import DEFAULT_LINKS, EVENTS_FILE, TRACE_FILE
 SWEEP_SETS = "; ".join(f"{m}: {', '.join(sets)}" for m, sets in sweeps.other_sets().items())
 
 
-#: The compiler wrappers, `orrery NAME` and `orrery-NAME` (orrery/run/build.py).
-WRAPPERS = {
-    "nvcc": build.nvcc,
-    "mpicc": build.mpicc,
-    "mpicxx": lambda args: build.mpicc(args, cxx=True),
-    "mpif90": build.mpif90,
-}
-
-
 #: What `orrery run` writes in --out (run.py): cleared before a run's inputs are checked, so that
 #: a rejected run leaves nothing of an earlier one looking current.
 RUN_OUTPUTS = (
@@ -503,46 +494,19 @@ def parser() -> argparse.ArgumentParser:
     )
     rp.set_defaults(func=_report_command)
 
-    for name in WRAPPERS:
+    for name in build.WRAPPERS:
         w = sub.add_parser(name, help=f"{name} for Orrery (use in a Makefile)", add_help=False)
         w.add_argument("args", nargs=argparse.REMAINDER)
-        w.set_defaults(func=lambda a, n=name: WRAPPERS[n](a.args))
+        w.set_defaults(func=lambda a, n=name: build.WRAPPERS[n](a.args))
     return p
-
-
-def _wrapper(name: str) -> int:
-    """``orrery-nvcc``, ``orrery-mpicc``, ``orrery-mpicxx``, ``orrery-mpif90``: the wrappers as single-word
-    executables, for build rules that split ``"orrery nvcc"`` (``-ccbin $(CXX)``, configure's
-    CC, CMake's compilers)."""
-    return main([name, *sys.argv[1:]])
-
-
-def nvcc_main() -> int:
-    return _wrapper("nvcc")
-
-
-def mpicc_main() -> int:
-    return _wrapper("mpicc")
-
-
-def mpicxx_main() -> int:
-    return _wrapper("mpicxx")
-
-
-def mpif90_main() -> int:
-    return _wrapper("mpif90")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `orrery machine show X | head` ends quietly
     # Compiler wrappers take the compiler's own options verbatim.
-    if argv and argv[0] in WRAPPERS:
-        try:
-            return WRAPPERS[argv[0]](argv[1:])
-        except OrreryError as e:
-            print(f"orrery: error: {e}", file=sys.stderr)
-            return 2
+    if argv and argv[0] in build.WRAPPERS:
+        return build.wrapper_main(argv[0], argv[1:])
     try:
         args = parser().parse_args(argv)
     except _UsageError as e:

@@ -18,10 +18,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from .._paths import lib_dir
-from ..errors import BuildError
+from ..errors import BuildError, OrreryError
 
 NVCC_FLAGS = ["-cudart", "shared", "-Xcompiler", "-fPIC"]
 #: Options that stop nvcc before a link (or only print): the command goes to nvcc as it is.
@@ -168,6 +169,10 @@ def mpicc(args: list[str], cxx: bool = False) -> int:
     return _smpi_compiler(exe, args)
 
 
+def mpicxx(args: list[str]) -> int:
+    return mpicc(args, cxx=True)
+
+
 def mpif90(args: list[str]) -> int:
     """mpif90 for Orrery: SimGrid's smpif90 (gfortran with SMPI's Fortran bindings), linked as
     ``mpicc`` links. SMPI's Fortran bindings call SimGrid's own C functions, not the program's:
@@ -185,6 +190,40 @@ def _smpi_compiler(exe: str, args: list[str]) -> int:
         return _run([exe, *args])
     with tempfile.TemporaryDirectory(prefix="orrery-link-") as tmp:
         return _run([exe, *link_args(args), *standalone_args(args, Path(tmp))])
+
+
+#: The compiler wrappers by name: ``orrery NAME`` (cli.py) and the single-word ``orrery-NAME``.
+WRAPPERS: dict[str, Callable[[list[str]], int]] = {"nvcc": nvcc, "mpicc": mpicc, "mpicxx": mpicxx, "mpif90": mpif90}
+
+
+def wrapper_main(name: str, args: list[str] | None = None) -> int:
+    """A wrapper's command line: the compiler's exit status, or 2 and one line on stderr for
+    Orrery's own errors (a missing compiler, an installation without its libraries)."""
+    try:
+        return WRAPPERS[name](sys.argv[1:] if args is None else args)
+    except OrreryError as e:
+        print(f"orrery: error: {e}", file=sys.stderr)
+        return 2
+
+
+# ``orrery-nvcc``, ``orrery-mpicc``, ``orrery-mpicxx``, ``orrery-mpif90`` (pyproject.toml): the
+# wrappers as single-word executables, for build rules that split ``"orrery nvcc"`` (``-ccbin
+# $(CXX)``, configure's CC, CMake's compilers). Here rather than in cli.py, whose imports would
+# cost each compiler call a second: configure calls the compiler a hundred times.
+def nvcc_main() -> int:
+    return wrapper_main("nvcc")
+
+
+def mpicc_main() -> int:
+    return wrapper_main("mpicc")
+
+
+def mpicxx_main() -> int:
+    return wrapper_main("mpicxx")
+
+
+def mpif90_main() -> int:
+    return wrapper_main("mpif90")
 
 
 def make(directory: str | os.PathLike, *targets: str) -> Path:
