@@ -129,8 +129,8 @@ def nvcc(args: list[str]) -> int:
         elif name in ("-Xlinker", "--linker-options"):
             value = it[1] if len(it) == 2 else a.split("=", 1)[1]
             link.append("-Wl," + value)
-        elif a.startswith(("-l", "-L", "-Wl,")):
-            link.append(a)
+        elif a.startswith(("-l", "-L", "-Wl,")) or name in ("-shared", "--shared"):
+            link.append("-shared" if name == "--shared" else a)  # a library gets no entry point
         else:
             compile_flags += it
     with tempfile.TemporaryDirectory(prefix="orrery-nvcc-") as tmp:
@@ -185,6 +185,10 @@ def _smpi_compiler(exe: str, args: list[str]) -> int:
     """One of SMPI's compilers on a wrapper's command line: a link gets Orrery's runtime
     (link_args) and, when it makes a program, the entry point that lets the program run on its own
     (standalone_args)."""
+    if args and all(a.startswith("-") and a != "-" for a in args):
+        # A query without input (libtool's and configure's -v, -print-search-dirs, -dumpmachine):
+        # smpicc would also link an empty a.out in the current folder; compile-only, it answers alone.
+        return _run([exe, "-c", *args])
     linking = not any(a in ("-c", "-E", "-S", "-M", "-MM") for a in args)
     if not linking:
         return _run([exe, *args])
