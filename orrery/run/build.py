@@ -91,6 +91,19 @@ def _name(item: list[str]) -> str:
     return item[0].split("=", 1)[0]
 
 
+#: Host compilers nvcc cannot use (``-ccbin $(CXX)`` with CXX=orrery-mpicxx, as OSU's Makefiles
+#: write): smpicxx force-includes a header that turns malloc into a macro, which CUDA's headers do
+#: not survive. nvcc keeps its own host compiler; SMPI's mpi.h is on its include path already.
+_SMPI_HOST_COMPILERS = {"orrery-mpicxx", "orrery-mpicc", "orrery", "smpicxx", "smpicc"}
+
+
+def _smpi_host_compiler(item: list[str]) -> bool:
+    if _name(item) not in ("-ccbin", "--compiler-bindir"):
+        return False
+    value = item[1] if len(item) == 2 else item[0].split("=", 1)[-1]
+    return Path(value.split()[0]).name in _SMPI_HOST_COMPILERS if value.split() else False
+
+
 def smpi_include_dir() -> str:
     smpicc = _tool("smpicc", "install SimGrid with SMPI (see the README's set-up command)")
     # smpicc lives in <prefix>/bin; mpi.h in <prefix>/include/smpi
@@ -106,7 +119,11 @@ def nvcc(args: list[str]) -> int:
     position-independent code with SMPI's mpi.h; a command that also links compiles its sources
     with nvcc and links the objects with smpicxx against Orrery's runtime."""
     exe = _tool("nvcc", "install the CUDA toolkit (only its compiler is needed, no GPU)")
-    items = [it for it in split_nvcc_args(args, nvcc_options(exe)) if _name(it) not in _CUDART_CHOICE]
+    items = [
+        it
+        for it in split_nvcc_args(args, nvcc_options(exe))
+        if _name(it) not in _CUDART_CHOICE and not _smpi_host_compiler(it)
+    ]
     extra = [*NVCC_FLAGS, f"-I{smpi_include_dir()}"]
     if any(_name(it) in _NOT_LINKING for it in items):
         return _run([exe, *extra, *(a for it in items for a in it)])
@@ -181,6 +198,20 @@ def mpif90(args: list[str]) -> int:
     return _smpi_compiler(exe, args)
 
 
+#: The compilers SMPI's call (Debian's smpicc and smpicxx name them).
+_SMPI_BASE_COMPILERS = {"smpicc": "cc", "smpicxx": "c++", "smpif90": "gfortran"}
+
+
+def _preprocessed(arg: str) -> bool:
+    """Whether a source is preprocessed already (its first line a line marker, ``# 0 "kernel.cu"``),
+    as ``nvcc -cuda`` writes it for a later ``$(CXX) -c`` (OSU's Makefiles): SMPI's compilers'
+    forced header would come before the headers it holds, and redefine them."""
+    if arg.startswith("-") or not arg.endswith(_LINK_INPUTS) or not os.path.isfile(arg):
+        return False
+    with open(arg, "rb") as f:
+        return re.match(rb'# \d+ "', f.read(64)) is not None
+
+
 def _smpi_compiler(exe: str, args: list[str]) -> int:
     """One of SMPI's compilers on a wrapper's command line: a link gets Orrery's runtime
     (link_args) and, when it makes a program, the entry point that lets the program run on its own
@@ -191,6 +222,8 @@ def _smpi_compiler(exe: str, args: list[str]) -> int:
         return _run([exe, "-c", *args])
     linking = not any(a in ("-c", "-E", "-S", "-M", "-MM") for a in args)
     if not linking:
+        if "-c" in args and any(_preprocessed(a) for a in args):
+            return _run([_tool(_SMPI_BASE_COMPILERS[Path(exe).name], "install gcc"), "-fPIC", *args])
         return _run([exe, *args])
     with tempfile.TemporaryDirectory(prefix="orrery-link-") as tmp:
         return _run([exe, *link_args(args), *standalone_args(args, Path(tmp))])
