@@ -198,7 +198,7 @@ def mpif90(args: list[str]) -> int:
     return _smpi_compiler(exe, args)
 
 
-#: The compilers SMPI's call (Debian's smpicc and smpicxx name them).
+#: The compilers SMPI's wrappers call (Debian's smpicc, smpicxx and smpif90 name them).
 _SMPI_BASE_COMPILERS = {"smpicc": "cc", "smpicxx": "c++", "smpif90": "gfortran"}
 
 
