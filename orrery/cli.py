@@ -504,44 +504,19 @@ def parser() -> argparse.ArgumentParser:
     tc.add_argument("build_system", choices=["cmake"], help="cmake: the toolchain file (-DCMAKE_TOOLCHAIN_FILE=...)")
     tc.set_defaults(func=_toolchain_command)
 
-    for name in ("nvcc", "mpicc", "mpicxx"):
+    for name in build.WRAPPERS:
         w = sub.add_parser(name, help=f"{name} for Orrery (use in a Makefile)", add_help=False)
         w.add_argument("args", nargs=argparse.REMAINDER)
-        w.set_defaults(
-            func=lambda a, n=name: build.nvcc(a.args) if n == "nvcc" else build.mpicc(a.args, cxx=n == "mpicxx")
-        )
+        w.set_defaults(func=lambda a, n=name: build.WRAPPERS[n](a.args))
     return p
-
-
-def _wrapper(name: str) -> int:
-    """``orrery-nvcc``, ``orrery-mpicc``, ``orrery-mpicxx``: the wrappers as single-word
-    executables, for build rules that split ``"orrery nvcc"`` (``-ccbin $(CXX)``, configure's
-    CC, CMake's compilers)."""
-    return main([name, *sys.argv[1:]])
-
-
-def nvcc_main() -> int:
-    return _wrapper("nvcc")
-
-
-def mpicc_main() -> int:
-    return _wrapper("mpicc")
-
-
-def mpicxx_main() -> int:
-    return _wrapper("mpicxx")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `orrery machine show X | head` ends quietly
     # Compiler wrappers take the compiler's own options verbatim.
-    if argv and argv[0] in ("nvcc", "mpicc", "mpicxx"):
-        try:
-            return build.nvcc(argv[1:]) if argv[0] == "nvcc" else build.mpicc(argv[1:], cxx=argv[0] == "mpicxx")
-        except OrreryError as e:
-            print(f"orrery: error: {e}", file=sys.stderr)
-            return 2
+    if argv and argv[0] in build.WRAPPERS:
+        return build.wrapper_main(argv[0], argv[1:])
     try:
         args = parser().parse_args(argv)
     except _UsageError as e:

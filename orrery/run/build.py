@@ -18,10 +18,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from .._paths import lib_dir
-from ..errors import BuildError
+from ..errors import BuildError, OrreryError
 
 NVCC_FLAGS = ["-cudart", "shared", "-Xcompiler", "-fPIC"]
 #: Options that stop nvcc before a link (or only print): the command goes to nvcc as it is.
@@ -101,6 +102,19 @@ def _name(item: list[str]) -> str:
     return item[0].split("=", 1)[0]
 
 
+#: Host compilers nvcc cannot use (``-ccbin $(CXX)`` with CXX=orrery-mpicxx, as OSU's Makefiles
+#: write): smpicxx force-includes a header that turns malloc into a macro, which CUDA's headers do
+#: not survive. nvcc keeps its own host compiler; SMPI's mpi.h is on its include path already.
+_SMPI_HOST_COMPILERS = {"orrery-mpicxx", "orrery-mpicc", "orrery", "smpicxx", "smpicc"}
+
+
+def _smpi_host_compiler(item: list[str]) -> bool:
+    if _name(item) not in ("-ccbin", "--compiler-bindir"):
+        return False
+    value = item[1] if len(item) == 2 else item[0].split("=", 1)[-1]
+    return Path(value.split()[0]).name in _SMPI_HOST_COMPILERS if value.split() else False
+
+
 def smpi_include_dir() -> str:
     smpicc = _tool("smpicc", "install SimGrid with SMPI (see the README's set-up command)")
     # smpicc lives in <prefix>/bin; mpi.h in <prefix>/include/smpi
@@ -141,7 +155,11 @@ def nvcc(args: list[str]) -> int:
     with nvcc and links the objects with smpicxx against Orrery's runtime."""
     exe = _tool("nvcc", "install the CUDA toolkit (only its compiler is needed, no GPU)")
     args = shared_object_args(args)
-    items = [it for it in split_nvcc_args(args, nvcc_options(exe)) if _name(it) not in _CUDART_CHOICE]
+    items = [
+        it
+        for it in split_nvcc_args(args, nvcc_options(exe))
+        if _name(it) not in _CUDART_CHOICE and not _smpi_host_compiler(it)
+    ]
     extra = [*NVCC_FLAGS, f"-I{smpi_include_dir()}"]
     if any(_name(it) in _NOT_LINKING for it in items):
         return _run([exe, *extra, *(a for it in items for a in it)])
@@ -164,8 +182,8 @@ def nvcc(args: list[str]) -> int:
         elif name in ("-Xlinker", "--linker-options"):
             value = it[1] if len(it) == 2 else a.split("=", 1)[1]
             link.append("-Wl," + value)
-        elif a.startswith(("-l", "-L", "-Wl,")):
-            link.append(a)
+        elif a.startswith(("-l", "-L", "-Wl,")) or name in ("-shared", "--shared"):
+            link.append("-shared" if name == "--shared" else a)  # a library gets no entry point
         else:
             compile_flags += it
     with tempfile.TemporaryDirectory(prefix="orrery-nvcc-") as tmp:
@@ -201,9 +219,85 @@ def link_args(args: list[str]) -> list[str]:
 
 def mpicc(args: list[str], cxx: bool = False) -> int:
     exe = _tool("smpicxx" if cxx else "smpicc", "install SimGrid with SMPI (see the README's set-up command)")
+    return _smpi_compiler(exe, args)
+
+
+def mpicxx(args: list[str]) -> int:
+    return mpicc(args, cxx=True)
+
+
+def mpif90(args: list[str]) -> int:
+    """mpif90 for Orrery: SimGrid's smpif90 (gfortran with SMPI's Fortran bindings), linked as
+    ``mpicc`` links. SMPI's Fortran bindings call SimGrid's own C functions, not the program's:
+    Orrery does not see (time, count) a Fortran program's MPI calls (docs/building.md)."""
+    exe = _tool("smpif90", "install SimGrid with SMPI and gfortran (see the README's set-up command)")
+    return _smpi_compiler(exe, args)
+
+
+#: The compilers SMPI's wrappers call (Debian's smpicc, smpicxx and smpif90 name them).
+_SMPI_BASE_COMPILERS = {"smpicc": "cc", "smpicxx": "c++", "smpif90": "gfortran"}
+
+
+def _preprocessed(arg: str) -> bool:
+    """Whether a source is preprocessed already (its first line a line marker, ``# 0 "kernel.cu"``),
+    as ``nvcc -cuda`` writes it for a later ``$(CXX) -c`` (OSU's Makefiles): SMPI's compilers'
+    forced header would come before the headers it holds, and redefine them."""
+    if arg.startswith("-") or not arg.endswith(_LINK_INPUTS) or not os.path.isfile(arg):
+        return False
+    with open(arg, "rb") as f:
+        return re.match(rb'# \d+ "', f.read(64)) is not None
+
+
+def _smpi_compiler(exe: str, args: list[str]) -> int:
+    """One of SMPI's compilers on a wrapper's command line: a link gets Orrery's runtime
+    (link_args) and, when it makes a program, the entry point that lets the program run on its own
+    (standalone_args)."""
     args = shared_object_args(args)
+    if args and all(a.startswith("-") and a != "-" for a in args):
+        # A query without input (libtool's and configure's -v, -print-search-dirs, -dumpmachine):
+        # smpicc would also link an empty a.out in the current folder; compile-only, it answers alone.
+        return _run([exe, "-c", *args])
     linking = not any(a in ("-c", "-E", "-S", "-M", "-MM") for a in args)
-    return subprocess.run([exe, *(link_args(args) if linking else args)], env=dict(os.environ)).returncode
+    if not linking:
+        if "-c" in args and any(_preprocessed(a) for a in args):
+            return _run([_tool(_SMPI_BASE_COMPILERS[Path(exe).name], "install gcc"), "-fPIC", *args])
+        return _run([exe, *args])
+    with tempfile.TemporaryDirectory(prefix="orrery-link-") as tmp:
+        return _run([exe, *link_args(args), *standalone_args(args, Path(tmp))])
+
+
+#: The compiler wrappers by name: ``orrery NAME`` (cli.py) and the single-word ``orrery-NAME``.
+WRAPPERS: dict[str, Callable[[list[str]], int]] = {"nvcc": nvcc, "mpicc": mpicc, "mpicxx": mpicxx, "mpif90": mpif90}
+
+
+def wrapper_main(name: str, args: list[str] | None = None) -> int:
+    """A wrapper's command line: the compiler's exit status, or 2 and one line on stderr for
+    Orrery's own errors (a missing compiler, an installation without its libraries)."""
+    try:
+        return WRAPPERS[name](sys.argv[1:] if args is None else args)
+    except OrreryError as e:
+        print(f"orrery: error: {e}", file=sys.stderr)
+        return 2
+
+
+# ``orrery-nvcc``, ``orrery-mpicc``, ``orrery-mpicxx``, ``orrery-mpif90`` (pyproject.toml): the
+# wrappers as single-word executables, for build rules that split ``"orrery nvcc"`` (``-ccbin
+# $(CXX)``, configure's CC, CMake's compilers). Here rather than in cli.py, whose imports would
+# cost each compiler call a second: configure calls the compiler a hundred times.
+def nvcc_main() -> int:
+    return wrapper_main("nvcc")
+
+
+def mpicc_main() -> int:
+    return wrapper_main("mpicc")
+
+
+def mpicxx_main() -> int:
+    return wrapper_main("mpicxx")
+
+
+def mpif90_main() -> int:
+    return wrapper_main("mpif90")
 
 
 def make(directory: str | os.PathLike, *targets: str) -> Path:
@@ -218,3 +312,51 @@ def make(directory: str | os.PathLike, *targets: str) -> Path:
     if proc.returncode:
         raise BuildError(f"make in {folder} failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
     return folder
+
+
+# -- Programs that run on their own (configure's test programs) ------------------------------------
+
+#: The ELF entry point of a program the wrappers link (standalone_entry.c).
+STANDALONE_ENTRY = "orrery_standalone_entry"
+#: Options after which the compiler makes no program (it compiles, preprocesses, prints or makes a
+#: library): no entry point is added.
+_NO_PROGRAM = {"-c", "-E", "-S", "-M", "-MM", "-shared", "--shared", "-Wl,-shared", "-Wl,--shared", "-r",
+               "-Wl,-r", "--version", "-dumpversion", "-dumpfullversion", "-dumpmachine", "-dumpspecs",
+               "--help", "-###"}  # fmt: skip
+#: The inputs of a link (a name on the command line that ends so is a file the link reads).
+_LINK_INPUTS = (".c", ".cc", ".cpp", ".cxx", ".C", ".c++", ".i", ".ii", ".s", ".S", ".o", ".a", ".so", ".lo",
+                ".f", ".F", ".for", ".f90", ".F90", ".f95", ".F95", ".f03", ".F03", ".f08", ".F08")  # fmt: skip
+#: Compiler flags of the entry point: it runs before anything is relocated or loaded (no libc, no
+#: stack protector, no calls the compiler would add for a loop: memcpy, strlen).
+_ENTRY_FLAGS = ["-O2", "-fPIC", "-ffreestanding", "-fno-stack-protector", "-fno-tree-loop-distribute-patterns",
+                "-fno-sanitize=all", "-fno-profile-arcs", "-fvisibility=hidden"]  # fmt: skip
+
+
+def makes_program(args: list[str]) -> bool:
+    """Whether a compiler command line links a program (not an object, a library, or a query
+    such as libtool's ``-v`` and ``-print-search-dirs``, which have no input)."""
+    if any(a in _NO_PROGRAM or a.startswith(("-print-", "--print-")) for a in args):
+        return False
+    if any(a == "-e" or a.startswith(("-Wl,-e,", "-Wl,--entry", "--entry")) for a in args):
+        return False  # the program names its own entry point
+    return any(not a.startswith("-") and a.endswith(_LINK_INPUTS) for a in args)
+
+
+def standalone_args(args: list[str], folder: Path) -> list[str]:
+    """What a link adds so that the program also runs when started on its own, as one simulated
+    rank through Orrery (orrery/run/standalone.py): an entry point, compiled into ``folder`` for
+    this Python (the one that runs Orrery). Nothing for a link that makes no program."""
+    if not makes_program(args):
+        return []
+    cc = _tool("cc", "install a C compiler (gcc)")
+    source = Path(__file__).with_name("standalone_entry.c")
+    obj = folder / "orrery_standalone_entry.o"
+    python = ",".join(str(b) for b in [*os.fsencode(sys.executable), 0])
+    proc = subprocess.run(
+        [cc, *_ENTRY_FLAGS, f"-DORRERY_PYTHON={python}", "-c", str(source), "-o", str(obj)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode:
+        raise BuildError(f"compiling Orrery's entry point {source} failed: {proc.stderr.strip()}")
+    return [str(obj), f"-Wl,-e,{STANDALONE_ENTRY}"]
