@@ -1,6 +1,6 @@
 # CMake toolchain file for building a program for Orrery:
 #   cmake -DCMAKE_TOOLCHAIN_FILE=$(orrery toolchain cmake) -S . -B build && cmake --build build
-# Installed with the orrery package (orrery/cmake/orrery.cmake); the docs' CMake section says
+# Installed with the orrery package (orrery/cmake/orrery.cmake); docs/building.md (CMake) says
 # what it sets and why. Tested with CMake 3.18 and 3.25.
 #
 # SMPI runs a program as a shared object, one copy per rank, so everything is compiled
