@@ -5,6 +5,7 @@ what the tables refuse, and answers each call's policy as the tables say."""
 from __future__ import annotations
 
 import importlib.util
+import platform
 import re
 import shutil
 import subprocess
@@ -41,8 +42,17 @@ def exported() -> dict[str, str]:
     return symbols
 
 
+def environment_exports() -> dict[str, str]:
+    """interpose/core/environment.cpp's getenv and its kin, name -> the glibc version its map gives."""
+    text = (SHIM / "core" / f"environment-{platform.machine()}.map").read_text()
+    nodes = re.findall(r"^(GLIBC_[\d.]+) \{ global: ([^}]*)\};", text, re.MULTILINE)
+    return {name: node for node, names in nodes for name in re.findall(r"\w+", names)}
+
+
 def test_library_exports_every_row_and_every_function_of_the_real_runtime():
     symbols = exported()
+    environment = environment_exports()
+    assert {name: symbols.pop(name, None) for name in environment} == environment
     rows = {c.symbol for c in CUDA + MPI}
     # the parser dropped no row (each row is one line starting with its macro)
     assert len(CUDA) == len(re.findall(r"^ORR_CUDA\(", (SHIM / "cudart" / "cuda_api.def").read_text(), re.MULTILINE))
