@@ -186,12 +186,12 @@ const char** rank_slot(const char* name) {
   int r = calling_rank();
   if (r < 0)
     return nullptr;
-  static std::map<int, std::map<std::string, const char*>> views;  // by rank
-  auto [it, created] = views.try_emplace(r);
+  // by rank, then name: filled as the rank asks (16384 ranks x every name would be megabytes)
+  static std::map<int, std::map<std::string, const char*>> views;
+  auto [it, created] = views[r].try_emplace(v->name, nullptr);
   if (created)
-    for (const Variable& each : kVariables)
-      it->second[each.name] = keep(each.value(placements()[r]));
-  return &it->second[v->name];
+    it->second = keep(v->value(placements()[r]));
+  return &it->second;
 }
 
 /* environ: the values every rank shares are set, the others removed (a user's own, or the
@@ -230,7 +230,7 @@ ORR_EXPORT char* secure_getenv(const char* name) noexcept {
 }
 
 ORR_EXPORT int setenv(const char* name, const char* value, int replace) noexcept {
-  const char** slot = name ? rank_slot(name) : nullptr;
+  const char** slot = name ? rank_slot(name) : nullptr;  // libc answers EINVAL for a null name
   if (!slot)
     return orrery::libc().setenv(name, value, replace);
   if (replace || !*slot)
@@ -239,7 +239,7 @@ ORR_EXPORT int setenv(const char* name, const char* value, int replace) noexcept
 }
 
 ORR_EXPORT int unsetenv(const char* name) noexcept {
-  const char** slot = name ? rank_slot(name) : nullptr;
+  const char** slot = rank_slot(name);
   if (!slot)
     return orrery::libc().unsetenv(name);
   *slot = nullptr;
