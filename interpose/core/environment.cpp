@@ -5,16 +5,19 @@
  * The program's getenv binds to this library's: SMPI dlopens each rank's copy of the program
  * with RTLD_DEEPBIND, so the copy and the libraries it links look symbols up in the program's
  * own dependency list, where libcudart.so.13 (linked last by the wrappers, before libc) comes
- * first; environment.map gives these definitions glibc's version names, which the program's
- * references ask for. Code that binds to libc directly (SimGrid, smpimain, a library the
- * program dlopens itself) sees the process's real environment.
+ * first; environment-<arch>.map gives these definitions glibc's version names, which the
+ * program's references ask for. Code that looks symbols up in the global scope instead (the
+ * libraries smpimain loaded first, libgfortran among them; libraries the program dlopens)
+ * reaches them through the preloaded liborrery_smpi.so (environment_global.cpp), to which
+ * this library hands them when it loads.
  *
  * A launcher overwrites these names, so the simulated values win over the user's own. environ
  * (one array for every rank) lists those whose value every rank shares (the sizes) and none of
  * the others, so that what it shows always agrees with getenv. A rank's setenv, unsetenv or
  * putenv of one of these names changes that rank's getenv only. Outside a rank (the maestro,
- * other threads) and outside `orrery run` (no ORRERY_RUN) every call is libc's. docs/running.md,
- * "Device selection by local rank", lists the names. */
+ * SimGrid's actors, threads that are no actor) and outside `orrery run` (no ORRERY_RUN) every
+ * call is libc's. docs/running.md, "Device selection by local rank", lists the names. */
+#include "core/environment.hpp"
 #include "core/runtime.hpp"
 
 #include <dlfcn.h>
@@ -194,10 +197,56 @@ const char** rank_slot(const char* name) {
   return &it->second;
 }
 
-/* environ: the values every rank shares are set, the others removed (a user's own, or the
- * values of the job Orrery itself runs in, would disagree with the ranks' getenv). Once, when
- * the program's first copy loads this library, before any of its code runs. */
-__attribute__((constructor)) void publish_shared_values() {
+/* ---------------- the functions ---------------- */
+
+char* rank_getenv(const char* name) {
+  if (const char** slot = rank_slot(name))
+    return const_cast<char*>(*slot);
+  return libc().getenv(name);
+}
+
+char* rank_secure_getenv(const char* name) {
+  if (const char** slot = rank_slot(name))
+    return const_cast<char*>(*slot);
+  return libc().secure_getenv(name);
+}
+
+int rank_setenv(const char* name, const char* value, int replace) {
+  const char** slot = name ? rank_slot(name) : nullptr;  // libc answers EINVAL for a null name
+  if (!slot)
+    return libc().setenv(name, value, replace);
+  if (replace || !*slot)
+    *slot = keep(value);
+  return 0;
+}
+
+int rank_unsetenv(const char* name) {
+  const char** slot = rank_slot(name);
+  if (!slot)
+    return libc().unsetenv(name);
+  *slot = nullptr;
+  return 0;
+}
+
+// NAME=VALUE sets, NAME alone unsets (glibc's extension); the rank's copy, not the string itself
+int rank_putenv(char* string) {
+  const char* eq = strchr(string, '=');
+  std::string name = eq ? std::string(string, eq - string) : std::string(string);
+  const char** slot = rank_slot(name.c_str());
+  if (!slot)
+    return libc().putenv(string);
+  *slot = eq ? keep(eq + 1) : nullptr;
+  return 0;
+}
+
+const EnvironmentFunctions kRankFunctions{rank_getenv, rank_secure_getenv, rank_setenv, rank_unsetenv,
+                                          rank_putenv};
+
+/* Once, when the program's first copy loads this library, before any of its code runs:
+ * environ gets the values every rank shares and loses the others (a user's own, or the values
+ * of the job Orrery itself runs in, would disagree with the ranks' getenv), and the preloaded
+ * liborrery_smpi.so (environment_global.cpp) starts answering with these functions. */
+__attribute__((constructor)) void install_rank_environment() {
   if (!simulated() || placements().empty())
     return;
   for (const Variable& v : kVariables) {
@@ -210,49 +259,18 @@ __attribute__((constructor)) void publish_shared_values() {
     else
       libc().unsetenv(v.name);
   }
+  if (auto hand_over = reinterpret_cast<decltype(&orrery_environment_register)>(
+          dlsym(RTLD_DEFAULT, "orrery_environment_register")))
+    hand_over(&kRankFunctions);
 }
 
 }  // namespace
 }  // namespace orrery
 
-using orrery::rank_slot;
-
-ORR_EXPORT char* getenv(const char* name) noexcept {
-  if (const char** slot = rank_slot(name))
-    return const_cast<char*>(*slot);
-  return orrery::libc().getenv(name);
-}
-
-ORR_EXPORT char* secure_getenv(const char* name) noexcept {
-  if (const char** slot = rank_slot(name))
-    return const_cast<char*>(*slot);
-  return orrery::libc().secure_getenv(name);
-}
-
+ORR_EXPORT char* getenv(const char* name) noexcept { return orrery::rank_getenv(name); }
+ORR_EXPORT char* secure_getenv(const char* name) noexcept { return orrery::rank_secure_getenv(name); }
 ORR_EXPORT int setenv(const char* name, const char* value, int replace) noexcept {
-  const char** slot = name ? rank_slot(name) : nullptr;  // libc answers EINVAL for a null name
-  if (!slot)
-    return orrery::libc().setenv(name, value, replace);
-  if (replace || !*slot)
-    *slot = orrery::keep(value);
-  return 0;
+  return orrery::rank_setenv(name, value, replace);
 }
-
-ORR_EXPORT int unsetenv(const char* name) noexcept {
-  const char** slot = rank_slot(name);
-  if (!slot)
-    return orrery::libc().unsetenv(name);
-  *slot = nullptr;
-  return 0;
-}
-
-// NAME=VALUE sets, NAME alone unsets (glibc's extension); the rank's copy, not the string itself
-ORR_EXPORT int putenv(char* string) noexcept {
-  const char* eq = strchr(string, '=');
-  std::string name = eq ? std::string(string, eq - string) : std::string(string);
-  const char** slot = rank_slot(name.c_str());
-  if (!slot)
-    return orrery::libc().putenv(string);
-  *slot = eq ? orrery::keep(eq + 1) : nullptr;
-  return 0;
-}
+ORR_EXPORT int unsetenv(const char* name) noexcept { return orrery::rank_unsetenv(name); }
+ORR_EXPORT int putenv(char* string) noexcept { return orrery::rank_putenv(string); }

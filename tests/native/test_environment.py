@@ -1,6 +1,7 @@
 """Each rank's launcher environment (interpose/core/environment.cpp): the variables of Open MPI,
 Hydra/PALS, MVAPICH, Slurm and torchrun answered per rank by getenv, before and after MPI_Init,
-from the program, a library it links, a static constructor and a host function; a device chosen
+from the program, a library it links or opens with dlopen, a static constructor and a host
+function; a device chosen
 from them is the rank's own (results.json's links); environ and child processes hold only the
 values every rank shares. Programs: tests/native/programs/local_rank.cu and local_rank_lib/."""
 
@@ -58,7 +59,7 @@ def run(program: Path, *args: str, out: Path, env: dict[str, str] | None = None)
     lines: dict[tuple, str] = {}
     for line in proc.stdout.splitlines():
         what, _, rest = line.partition(" ")
-        if what in ("ctor", "before", "after", "hostfn", "lib", "device"):
+        if what in ("ctor", "before", "after", "hostfn", "lib", "plugin", "device"):
             rank, _, rest = rest.partition(" ")
             if what == "device":
                 lines[(what, int(rank))] = rest
@@ -116,15 +117,16 @@ def test_environ_and_child_processes_hold_only_the_values_every_rank_shares(prog
     assert {n: v for (what, _, n), v in lines.items() if what == "child"} == shared
 
 
-def test_a_c_program_its_constructor_and_a_library_it_links_read_the_ranks_values(tmp_path):
+def test_a_c_program_its_constructor_and_libraries_it_links_or_opens_read_the_ranks_values(tmp_path):
     src = HERE / "programs" / "local_rank_lib"
-    lib = tmp_path / "libenvlib.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src / "envlib.c")], check=True)
+    for lib in ("libenvlib.so", "libenvplugin.so"):  # the plugin: a second copy, opened with dlopen
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / lib), str(src / "envlib.c")], check=True)
     exe = tmp_path / "envprog"
-    link = ["-L", str(tmp_path), "-lenvlib", f"-Wl,-rpath,{tmp_path}"]
+    link = ["-L", str(tmp_path), "-lenvlib", f"-Wl,-rpath,{tmp_path}", "-ldl"]
     orrery("mpicc", str(src / "main.c"), *link, "-o", str(exe), check=True)
-    lines, _ = run(exe, out=tmp_path / "out", env={"MV2_COMM_WORLD_LOCAL_RANK": "7"})
+    plugin = str(tmp_path / "libenvplugin.so")
+    lines, _ = run(exe, plugin, out=tmp_path / "out", env={"MV2_COMM_WORLD_LOCAL_RANK": "7"})
     name = "MV2_COMM_WORLD_LOCAL_RANK"
     for rank in range(RANKS):
-        for when in ("ctor", "lib", "after"):
+        for when in ("ctor", "lib", "plugin", "after"):
             assert lines[(when, rank, name)] == str(rank % PER_NODE), (when, rank)
