@@ -1,9 +1,8 @@
 """Each rank's launcher environment (interpose/core/environment.cpp): the variables of Open MPI,
 Hydra/PALS, MVAPICH, Slurm and torchrun answered per rank by getenv, before and after MPI_Init,
 from the program, a library it links or opens with dlopen, a static constructor and a host
-function; a device chosen
-from them is the rank's own (results.json's links); environ and child processes hold only the
-values every rank shares. Programs: tests/native/programs/local_rank.cu and local_rank_lib/."""
+function; a device chosen from them is the rank's own (results.json's links); environ and child
+processes hold only the values every rank shares. Programs: tests/native/programs/local_rank.cu and local_rank_lib/."""
 
 from __future__ import annotations
 
