@@ -37,28 +37,28 @@ namespace {
 /* ---------------- libc's own functions ---------------- */
 
 template <class F>
-F libc_function(const char* name) {
-  void* f = dlsym(RTLD_NEXT, name);
-  if (!f)  // RTLD_NEXT searches the scope of whichever program copy loaded this library first
+void resolve(F& f, const char* name) {
+  void* p = dlsym(RTLD_NEXT, name);
+  if (!p)  // RTLD_NEXT searches the scope of whichever program copy loaded this library first
     if (void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD))
-      f = dlsym(libc, name);
-  if (!f) {  // not fatal(): it reads the environment itself
+      p = dlsym(libc, name);
+  if (!p) {  // not fatal(): it reads the environment itself
     fprintf(stderr, "orrery: error: libc's %s not found\n", name);
     _exit(70);
   }
-  return reinterpret_cast<F>(f);
+  f = reinterpret_cast<F>(p);
 }
 
-struct Libc {
-  char* (*getenv)(const char*) = libc_function<char* (*)(const char*)>("getenv");
-  char* (*secure_getenv)(const char*) = libc_function<char* (*)(const char*)>("secure_getenv");
-  int (*setenv)(const char*, const char*, int) = libc_function<int (*)(const char*, const char*, int)>("setenv");
-  int (*unsetenv)(const char*) = libc_function<int (*)(const char*)>("unsetenv");
-  int (*putenv)(char*) = libc_function<int (*)(char*)>("putenv");
-};
-
-const Libc& libc() {
-  static const Libc l;
+const EnvironmentFunctions& libc() {
+  static const EnvironmentFunctions l = [] {
+    EnvironmentFunctions f{};
+    resolve(f.getenv, "getenv");
+    resolve(f.secure_getenv, "secure_getenv");
+    resolve(f.setenv, "setenv");
+    resolve(f.unsetenv, "unsetenv");
+    resolve(f.putenv, "putenv");
+    return f;
+  }();
   return l;
 }
 
@@ -242,6 +242,11 @@ int rank_putenv(char* string) {
 const EnvironmentFunctions kRankFunctions{rank_getenv, rank_secure_getenv, rank_setenv, rank_unsetenv,
                                           rank_putenv};
 
+decltype(&orrery_environment_register) global_register() {
+  using Register = decltype(&orrery_environment_register);
+  return reinterpret_cast<Register>(dlsym(RTLD_DEFAULT, "orrery_environment_register"));
+}
+
 /* Once, when the program's first copy loads this library, before any of its code runs:
  * environ gets the values every rank shares and loses the others (a user's own, or the values
  * of the job Orrery itself runs in, would disagree with the ranks' getenv), and the preloaded
@@ -259,9 +264,14 @@ __attribute__((constructor)) void install_rank_environment() {
     else
       libc().unsetenv(v.name);
   }
-  if (auto hand_over = reinterpret_cast<decltype(&orrery_environment_register)>(
-          dlsym(RTLD_DEFAULT, "orrery_environment_register")))
+  if (auto hand_over = global_register())
     hand_over(&kRankFunctions);
+}
+
+// Should the last program copy unload this library, the preloaded one must not call into it.
+__attribute__((destructor)) void uninstall_rank_environment() {
+  if (auto hand_over = global_register())
+    hand_over(nullptr);
 }
 
 }  // namespace

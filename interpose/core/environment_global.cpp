@@ -21,20 +21,26 @@ namespace {
 using Functions = orrery::EnvironmentFunctions;
 
 template <class F>
-F next(const char* name) {
-  void* f = dlsym(RTLD_NEXT, name);
-  if (!f) {
+void resolve(F& f, const char* name) {
+  void* p = dlsym(RTLD_NEXT, name);
+  if (!p) {
     fprintf(stderr, "orrery: error: libc's %s not found\n", name);
     _exit(70);
   }
-  return reinterpret_cast<F>(f);
+  f = reinterpret_cast<F>(p);
 }
 
 const Functions& libc() {
-  static const Functions f{next<char* (*)(const char*)>("getenv"), next<char* (*)(const char*)>("secure_getenv"),
-                           next<int (*)(const char*, const char*, int)>("setenv"),
-                           next<int (*)(const char*)>("unsetenv"), next<int (*)(char*)>("putenv")};
-  return f;
+  static const Functions l = [] {
+    Functions f{};
+    resolve(f.getenv, "getenv");
+    resolve(f.secure_getenv, "secure_getenv");
+    resolve(f.setenv, "setenv");
+    resolve(f.unsetenv, "unsetenv");
+    resolve(f.putenv, "putenv");
+    return f;
+  }();
+  return l;
 }
 
 const Functions* g_ranks = nullptr;  // libcudart.so.13's, once it has loaded
