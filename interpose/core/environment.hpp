@@ -15,7 +15,7 @@ struct EnvironmentFunctions {
 
 }  // namespace orrery
 
-// Exported by liborrery_smpi.so: from then on its functions forward to `ranks`.
+// Exported by liborrery_smpi.so: from then on its functions forward to `ranks` (nullptr: libc's).
 extern "C" void orrery_environment_register(const orrery::EnvironmentFunctions* ranks);
 
 #endif

@@ -49,9 +49,9 @@ const Functions& active() { return g_ranks ? *g_ranks : libc(); }
 
 }  // namespace
 
-// libcudart.so.13's environment.cpp hands its functions over (they fall back to libc's).
+// libcudart.so.13's environment.cpp hands its functions over (they fall back to libc's), and
+// takes them back (nullptr) should it unload.
 ORR_EXPORT void orrery_environment_register(const Functions* ranks) { g_ranks = ranks; }
-
 
 ORR_EXPORT char* getenv(const char* name) noexcept { return active().getenv(name); }
 ORR_EXPORT char* secure_getenv(const char* name) noexcept { return active().secure_getenv(name); }
