@@ -2,7 +2,8 @@
 
 Inputs (under interpose/): cudart/cuda_api.def (the CUDA runtime calls the shim defines),
 mpi/mpi_api.def (the MPI calls it wraps), cudart/cudart13_symbols.txt (every function the real
-libcudart.so.13 exports) and supported-calls.head.md (the prose of the supported-calls page).
+libcudart.so.13 exports), nccl/nccl_api.def and nccl/nccl2_symbols.txt (the same for NCCL's
+stand-in libnccl.so.2) and supported-calls.head.md (the prose of the supported-calls page).
 
 `gen_exports.py SRC OUT` (CMake runs it at every build) writes into OUT:
   - libcudart.map: the linker version script (soname version libcudart.so.13, which programs
@@ -11,6 +12,17 @@ libcudart.so.13 exports) and supported-calls.head.md (the prose of the supported
     and one stub per remaining libcudart.so.13 function; each stops the run naming the call;
   - call_policy.hpp, call_policy.cpp: orrery::call_policy(name), the policy of every exported
     call (the stubs' is REFUSE), for Twin mode (issue 16) to decide what to forward.
+`gen_exports.py --driver SRC OUT` (CMake again) writes the driver stand-in's (libcuda.so.1) from
+driver/driver_api.def, driver/cuda13_driver_symbols.txt and driver/cuda13_driver_versions.txt:
+  - libcuda.map: its export map (unversioned, as the real library's symbols are);
+  - driver_exports.cpp: the bodies of its `generated` REFUSE rows, a refusing stub for every other
+    function libcuda.so.1 exports, and cuGetProcAddress's table of versioned entry points.
+libcudart.map also has the private version node ORRERY_PRIVATE: the functions of libcudart.so.13
+that its sibling stand-ins (libcuda.so.1, libnccl.so.2) call into, which no program links against.
+`gen_exports.py --nccl SRC OUT` writes NCCL's stand-in's into OUT:
+  - libnccl.map: its version script (unversioned, as the real library's symbols are);
+  - nccl_stubs.cpp: the bodies of nccl_api.def's `generated` REFUSE rows and one stub per
+    remaining libnccl.so.2 function; each stops the run naming the call, through libcudart.so.13.
 `gen_exports.py --doc FILE` writes docs/supported-calls.md (committed; tests/unit/test_contracts.py
 checks that it is what this script writes).
 
@@ -34,6 +46,10 @@ MPI_GENERATED = {
 }
 MPI_FAMILIES = ("point_to_point", "persistent", "completion", "probe", "lifecycle", *MPI_GENERATED.values())
 DOC_COMMAND = "python interpose/gen_exports.py --doc docs/supported-calls.md"
+# Issue 19 adds the families of the NCCL calls it simulates (nccl/<family>.cpp).
+NCCL_FAMILIES = ("generated",)
+# Why every NCCL function without a row of its own stops the run (orrery_private_refuse's reason).
+NCCL_REFUSAL = "NCCL is not simulated yet"
 
 
 class TableError(ValueError):
@@ -113,10 +129,10 @@ def real_cudart(src: Path) -> list[str]:
     return (src / "cudart" / "cudart13_symbols.txt").read_text().split()
 
 
-def check(cuda: list[Call], mpi: list[Call], real: list[str]) -> None:
-    """Stops at a row the build would get wrong (the compiler checks the signatures)."""
+def check_rows(calls: list[tuple[Call, tuple[str, ...]]]) -> None:
+    """Stops at a row of any table, with the families its table allows, that no build could use."""
     seen: set[str] = set()
-    for c, families in [(c, CUDA_FAMILIES) for c in cuda] + [(c, MPI_FAMILIES) for c in mpi]:
+    for c, families in calls:
         if c.symbol in seen:
             raise TableError(f"{c.table}: {c.symbol} has two rows")
         seen.add(c.symbol)
@@ -128,6 +144,11 @@ def check(cuda: list[Call], mpi: list[Call], real: list[str]) -> None:
             c.params.startswith("(") and c.params.endswith(")") and c.args.startswith("(") and c.args.endswith(")")
         ):
             raise TableError(f"{c.table}: {c.symbol}: parameters and arguments are parenthesised lists")
+
+
+def check(cuda: list[Call], mpi: list[Call], real: list[str]) -> None:
+    """Stops at a row the build would get wrong (the compiler checks the signatures)."""
+    check_rows([(c, CUDA_FAMILIES) for c in cuda] + [(c, MPI_FAMILIES) for c in mpi])
     for c in cuda:
         if c.symbol not in real:
             raise TableError(f"{c.table}: {c.symbol} is not a function libcudart.so.13 exports (cudart13_symbols.txt)")
@@ -168,7 +189,13 @@ def stubs_cpp(cuda: list[Call], real: list[str]) -> str:
 def version_script(cuda: list[Call], mpi: list[Call], real: list[str]) -> str:
     names = [c.symbol for c in cuda] + stubs(cuda, real) + [c.symbol for c in mpi]
     exports = "\n".join(f"    {n};" for n in names)
-    return f"libcudart.so.13 {{\n  global:\n{exports}\n  local: *;\n}};\n"
+    return f"libcudart.so.13 {{\n  global:\n{exports}\n  local: *;\n}};\n" + PRIVATE_NODE
+
+
+# What the sibling stand-ins (libcuda.so.1, libnccl.so.2) call in libcudart.so.13, where the run's
+# state lives: functions named orrery_private_*, in a version node of their own so that no program
+# links them by accident.
+PRIVATE_NODE = "ORRERY_PRIVATE {\n  global:\n    orrery_private_*;\n};\n"
 
 
 def policies(cuda: list[Call], mpi: list[Call], real: list[str]) -> dict[str, str]:
@@ -228,6 +255,72 @@ def call_policy_sources(cuda: list[Call], mpi: list[Call], real: list[str]) -> t
     return CALL_POLICY_HPP % {"policies": ", ".join(POLICIES)}, CALL_POLICY_CPP % {"entries": entries}
 
 
+# ---- NCCL's stand-in (libnccl.so.2): its own table and stubs, refusing through libcudart.so.13 ----
+
+
+def nccl_calls(src: Path) -> list[Call]:
+    path = src / "nccl" / "nccl_api.def"
+    calls = []
+    for _, f in rows(path.read_text(), ("ORR_NCCL",), path.name):
+        if len(f) != 6:
+            raise TableError(
+                f"{path.name}: {f[0]}: expected 6 fields (name, return type, parameters, "
+                f"arguments, family, policy), got {len(f)}"
+            )
+        calls.append(Call(f[0], f[1], f[2], f[3], f[4], f[5], path.name))
+    return calls
+
+
+def real_nccl(src: Path) -> list[str]:
+    lines = (src / "nccl" / "nccl2_symbols.txt").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def check_nccl(nccl: list[Call], real: list[str]) -> None:
+    check_rows([(c, NCCL_FAMILIES) for c in nccl])
+    for c in nccl:
+        if c.symbol not in real:
+            raise TableError(f"{c.table}: {c.symbol} is not a function libnccl.so.2 exports (nccl2_symbols.txt)")
+        if c.family == "generated" and c.policy != "REFUSE":
+            raise TableError(f"{c.table}: {c.symbol}: a generated body can only refuse (policy REFUSE)")
+
+
+def nccl_stubs_cpp(nccl: list[Call], real: list[str]) -> str:
+    body = [
+        "// Generated by gen_exports.py from nccl_api.def and nccl2_symbols.txt: do not edit.",
+        '#include "core/fatal.hpp"',
+        '#include "nccl/nccl_api.h"',
+        "",
+        f'static constexpr char kRefusal[] = "{NCCL_REFUSAL}";',
+        "",
+        "// nccl_api.def's generated REFUSE rows",
+    ]
+    body += [
+        f'ORR_NCCL_EXPORT {c.ret} {c.symbol}{c.params} {{ orrery_private_refuse("{c.symbol}", kRefusal); }}'
+        for c in nccl
+        if c.family == "generated"
+    ]
+    body += ["", "// every other function of libnccl.so.2", 'extern "C" {']
+    body += [f'ORR_NCCL_EXPORT int {s}(void) {{ orrery_private_refuse("{s}", kRefusal); }}' for s in stubs(nccl, real)]
+    body.append("}")
+    return "\n".join(body) + "\n"
+
+
+def nccl_version_script(nccl: list[Call], real: list[str]) -> str:
+    # one anonymous node: unversioned symbols, as the real library's are
+    names = [c.symbol for c in nccl] + stubs(nccl, real)
+    exports = "\n".join(f"    {n};" for n in names)
+    return f"{{\n  global:\n{exports}\n  local: *;\n}};\n"
+
+
+def write_nccl_build(src: Path, out: Path) -> None:
+    nccl, real = nccl_calls(src), real_nccl(src)
+    check_nccl(nccl, real)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "nccl_stubs.cpp").write_text(nccl_stubs_cpp(nccl, real))
+    (out / "libnccl.map").write_text(nccl_version_script(nccl, real))
+
+
 def call_table(calls: list[Call]) -> str:
     lines = ["| call | policy | signature |", "|---|---|---|"]
     lines += [f"| `{c.symbol}` | {c.policy} | `{c.declaration}` |" for c in calls]
@@ -236,13 +329,20 @@ def call_table(calls: list[Call]) -> str:
 
 def render_doc(src: Path) -> str:
     """docs/supported-calls.md: the head's prose, each `@TABLE family@` line replaced by the
-    family's rows, `@COUNT stubs@` by the number of refused functions without a row."""
+    family's rows, `@COUNT stubs@` by the number of refused functions without a row (`@COUNT
+    nccl stubs@`: NCCL's)."""
     cuda, mpi, real = cuda_calls(src), mpi_calls(src), real_cudart(src)
     check(cuda, mpi, real)
+    nccl, nccl_real = nccl_calls(src), real_nccl(src)
+    check_nccl(nccl, nccl_real)
     head_path = src / "supported-calls.head.md"
     head = head_path.read_text()
     families = {("cuda", f): [c for c in cuda if c.family == f] for f in CUDA_FAMILIES}
     families |= {("mpi", f): [c for c in mpi if c.family == f] for f in MPI_FAMILIES}
+    driver, real_cuda = driver_calls(src), real_driver(src)
+    check_driver(driver, real_cuda)
+    families |= {("driver", f): [c for c in driver if c.family == f] for f in DRIVER_FAMILIES}
+    families |= {("nccl", f): [c for c in nccl if c.family == f] for f in NCCL_FAMILIES}
     used = set()
 
     def table(m: re.Match) -> str:
@@ -252,14 +352,17 @@ def render_doc(src: Path) -> str:
         used.add(key)
         return call_table(families[key])
 
-    doc = re.sub(r"^@TABLE (cuda|mpi) (\w+)@$", table, head, flags=re.MULTILINE)
+    doc = re.sub(r"^@TABLE (cuda|mpi|driver|nccl) (\w+)@$", table, head, flags=re.MULTILINE)
     missing = [f"{t} {f}" for (t, f), calls in families.items() if calls and (t, f) not in used]
     if missing:
         raise TableError(f"{head_path.name}: no @TABLE line for the families {', '.join(missing)}")
     doc = doc.replace("@COUNT stubs@", str(len(stubs(cuda, real))))
+    doc = doc.replace("@COUNT driver_stubs@", str(len(driver_stubs(driver, real_cuda))))
+    doc = doc.replace("@COUNT nccl stubs@", str(len(stubs(nccl, nccl_real))))
     generated = (
         f"<!-- Generated by interpose/gen_exports.py from interpose/cudart/cuda_api.def, "
-        f"interpose/mpi/mpi_api.def and interpose/supported-calls.head.md: edit those and run "
+        f"interpose/mpi/mpi_api.def, interpose/driver/driver_api.def, interpose/nccl/nccl_api.def and "
+        f"interpose/supported-calls.head.md: edit those and run "
         f"`{DOC_COMMAND}`. -->\n"
     )
     return generated + doc
@@ -280,15 +383,133 @@ def write_build(src: Path, out: Path) -> None:
         (out / name).write_text(text)
 
 
+# ---- the CUDA driver stand-in, libcuda.so.1 (driver/) ----
+
+DRIVER_FAMILIES = ("device", "context", "memory", "vmm", "entry", "errors", "generated")
+
+
+def driver_calls(src: Path) -> list[Call]:
+    path = src / "driver" / "driver_api.def"
+    calls = []
+    for _, f in rows(path.read_text(), ("ORR_CU",), path.name):
+        if len(f) != 6:
+            raise TableError(
+                f"{path.name}: {f[0]}: expected 6 fields (name, return type, parameters, "
+                f"arguments, family, policy), got {len(f)}"
+            )
+        calls.append(Call(f[0], f[1], f[2], f[3], f[4], f[5], path.name))
+    return calls
+
+
+def _listed(path: Path) -> list[str]:
+    """A committed list, one entry a line, `#` lines saying how it was made."""
+    return [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
+
+
+def real_driver(src: Path) -> list[str]:
+    return _listed(src / "driver" / "cuda13_driver_symbols.txt")
+
+
+def driver_versions(src: Path) -> list[tuple[str, int, str]]:
+    """cuGetProcAddress's entries: (base name, CUDA version that introduced it, symbol)."""
+    out = []
+    for line in _listed(src / "driver" / "cuda13_driver_versions.txt"):
+        base, version, symbol = line.split()
+        out.append((base, int(version), symbol))
+    return sorted(out)
+
+
+def check_driver(calls: list[Call], real: list[str]) -> None:
+    seen: set[str] = set()
+    for c in calls:
+        if c.symbol in seen:
+            raise TableError(f"{c.table}: {c.symbol} has two rows")
+        seen.add(c.symbol)
+        if c.policy not in POLICIES or c.policy == "FORWARD_TIMED":
+            raise TableError(
+                f"{c.table}: {c.symbol}: policy {c.policy!r}, expected one of SIMULATE, ANSWER, BOOKKEEP, REFUSE"
+            )
+        if c.family not in DRIVER_FAMILIES:
+            raise TableError(
+                f"{c.table}: {c.symbol}: family {c.family!r}, expected one of {', '.join(DRIVER_FAMILIES)}"
+            )
+        if c.symbol not in real:
+            raise TableError(
+                f"{c.table}: {c.symbol} is not a function libcuda.so.1 exports (cuda13_driver_symbols.txt)"
+            )
+        if c.family == "generated" and c.policy != "REFUSE":
+            raise TableError(f"{c.table}: {c.symbol}: a generated body can only refuse (policy REFUSE)")
+
+
+def driver_stubs(calls: list[Call], real: list[str]) -> list[str]:
+    rowed = {c.symbol for c in calls}
+    return [s for s in real if s not in rowed]
+
+
+def driver_exports_cpp(calls: list[Call], real: list[str], versions: list[tuple[str, int, str]]) -> str:
+    body = [
+        "// Generated by gen_exports.py from driver_api.def, cuda13_driver_symbols.txt and",
+        "// cuda13_driver_versions.txt: do not edit.",
+        '#include "driver/driver_api.h"',
+        '#include "driver/runtime_bridge.h"',
+        "",
+        "#define ORR_REFUSE(name) orrery_private_unsupported(name)",
+        "",
+        "// driver_api.def's generated REFUSE rows",
+    ]
+    body += [
+        f'ORR_EXPORT {c.ret} {c.symbol}{c.params} {{ ORR_REFUSE("{c.symbol}"); }}'
+        for c in calls
+        if c.family == "generated"
+    ]
+    body += ["", "// every other function of libcuda.so.1", 'extern "C" {']
+    body += [f'ORR_EXPORT int {s}(void) {{ ORR_REFUSE("{s}"); }}' for s in driver_stubs(calls, real)]
+    body += [
+        "}",
+        "",
+        "// cuGetProcAddress's entries, sorted by base name and version (driver/entry.cpp searches them)",
+        "namespace orrery_driver {",
+        "const ProcEntry kProcs[] = {",
+    ]
+    body += [f'    {{"{b}", {v}, (void*)&{s}}},' for b, v, s in versions]
+    body += ["};", "const unsigned kProcCount = sizeof kProcs / sizeof kProcs[0];", "}  // namespace orrery_driver"]
+    return "\n".join(body) + "\n"
+
+
+def driver_version_script(calls: list[Call], real: list[str]) -> str:
+    # The real libcuda.so.1 exports its symbols without a version: a node without a name.
+    names = [c.symbol for c in calls] + driver_stubs(calls, real)
+    exports = "\n".join(f"    {n};" for n in names)
+    return f"{{\n  global:\n{exports}\n  local: *;\n}};\n"
+
+
+def write_driver_build(src: Path, out: Path) -> None:
+    calls, real, versions = driver_calls(src), real_driver(src), driver_versions(src)
+    check_driver(calls, real)
+    missing = sorted({s for _, _, s in versions} - set(real))
+    if missing:
+        raise TableError(f"cuda13_driver_versions.txt: {missing[0]} is not in cuda13_driver_symbols.txt")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "driver_exports.cpp").write_text(driver_exports_cpp(calls, real, versions))
+    (out / "libcuda.map").write_text(driver_version_script(calls, real))
+
+
 def main(argv: list[str]) -> None:
     src = Path(__file__).resolve().parent
     try:
         if len(argv) == 2 and argv[0] == "--doc":
             Path(argv[1]).write_text(render_doc(src))
+        elif len(argv) == 3 and argv[0] == "--driver":
+            write_driver_build(Path(argv[1]), Path(argv[2]))
+        elif len(argv) == 3 and argv[0] == "--nccl":
+            write_nccl_build(Path(argv[1]), Path(argv[2]))
         elif len(argv) == 2:
             write_build(Path(argv[0]), Path(argv[1]))
         else:
-            sys.exit(f"usage: gen_exports.py SRC OUT | gen_exports.py --doc FILE (got {' '.join(argv)})")
+            sys.exit(
+                "usage: gen_exports.py SRC OUT | gen_exports.py --driver SRC OUT | gen_exports.py --nccl SRC OUT | "
+                f"gen_exports.py --doc FILE (got {' '.join(argv)})"
+            )
     except TableError as e:
         sys.exit(f"gen_exports.py: {e}")
 

@@ -1,4 +1,4 @@
-"""Where Orrery's installed pieces are: the shim built by the package's build."""
+"""Where Orrery's installed pieces are: the shim built by the package's build, the CMake toolchain file."""
 
 from __future__ import annotations
 
@@ -9,13 +9,18 @@ from .errors import OrreryError
 
 
 def lib_dir() -> Path:
-    """The folder holding the stand-in libcudart.so.13 and liborrery_smpi.so (installed with
-    the package)."""
+    """The folder holding the stand-ins libcudart.so.13 and libnccl.so.2 and liborrery_smpi.so
+    (installed with the package)."""
     d = Path(str(resources.files("orrery") / "lib"))
-    for name in ("libcudart.so.13", "liborrery_smpi.so"):
+    for name in ("libcudart.so.13", "libnccl.so.2", "liborrery_smpi.so"):
         if not (d / name).is_file():
             raise OrreryError(
                 f"Orrery's {name} is missing from {d}: install the package "
                 "(pip install .) rather than running it from the source tree"
             )
     return d
+
+
+def cmake_toolchain() -> Path:
+    """The CMake toolchain file that builds a project for Orrery (installed with the package)."""
+    return Path(str(resources.files("orrery") / "cmake" / "orrery.cmake"))

@@ -15,7 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import __version__, api, progress
+from . import __version__, _paths, api, progress
 from . import machines as machine
 from .calibration import merge, sweeps
 from .errors import InputError, OrreryError
@@ -306,6 +306,12 @@ def _out_of_run(argv: list[str]) -> Path | None:
         return None
 
 
+def _toolchain_command(a: argparse.Namespace) -> int:
+    # for `cmake -DCMAKE_TOOLCHAIN_FILE=$(orrery toolchain cmake)`: the path alone
+    print(_paths.cmake_toolchain())
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="orrery", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"orrery {__version__}")
@@ -493,6 +499,10 @@ def parser() -> argparse.ArgumentParser:
         help="figure formats, comma-separated (default: %(default)s)",
     )
     rp.set_defaults(func=_report_command)
+
+    tc = sub.add_parser("toolchain", help="the path of a build system's settings for Orrery's wrappers")
+    tc.add_argument("build_system", choices=["cmake"], help="cmake: the toolchain file (-DCMAKE_TOOLCHAIN_FILE=...)")
+    tc.set_defaults(func=_toolchain_command)
 
     for name in ("nvcc", "mpicc", "mpicxx"):
         w = sub.add_parser(name, help=f"{name} for Orrery (use in a Makefile)", add_help=False)

@@ -75,10 +75,12 @@ def assert_same_calibration(produced, committed, path: str = "") -> None:
 
 
 def build(source: Path, dest: Path) -> Path:
-    """Compile a .cu program with `orrery nvcc` and link it with `orrery mpicxx`."""
+    """Compile a .cu program with `orrery nvcc` and link it with `orrery mpicxx` (the driver API's
+    programs, driver_*.cu, with `-lcuda`, as programs using it are linked)."""
     obj = dest.with_suffix(".o")
     orrery("nvcc", "-std=c++17", "-c", str(source), "-o", str(obj), check=True)
-    orrery("mpicxx", str(obj), "-o", str(dest), check=True)
+    libs = ["-lcuda"] if source.stem.startswith("driver_") else []
+    orrery("mpicxx", str(obj), "-o", str(dest), *libs, check=True)
     return dest
 
 

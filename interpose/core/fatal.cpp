@@ -45,3 +45,16 @@ void unsupported(const char* function) {
 }
 
 }  // namespace orrery
+
+void orrery_private_refuse(const char* function, const char* reason) {
+  using namespace orrery;
+  // Described as a rank first, as its first CUDA or MPI call would have it, so that the report
+  // names the rank even when this is the program's first call; a process `orrery run` did not
+  // start has no run description to describe it from.
+  const char* description = getenv("ORRERY_RUN");
+  if (description && *description && !sg4::Actor::is_maestro())
+    rank_self(function);
+  const sg4::Actor* self = sg4::Actor::is_maestro() ? nullptr : sg4::Actor::self();
+  fatal("the program called %s, which Orrery does not simulate (actor %s): %s", function,
+        self ? self->get_cname() : "?", reason);
+}

@@ -11,4 +11,11 @@ namespace orrery {
 
 }  // namespace orrery
 
+/* For the sibling stand-ins (libnccl.so.2, libcuda.so.1), which link against libcudart.so.13 and
+ * share its state: stops the run as orrery::unsupported does, naming the function and saying why
+ * (one line). Exported under the private version node ORRERY_PRIVATE (gen_exports.py's
+ * PRIVATE_NODE: every orrery_private_* function), which no program links against. */
+extern "C" [[noreturn]] __attribute__((visibility("default"))) void orrery_private_refuse(const char* function,
+                                                                                   const char* reason);
+
 #endif

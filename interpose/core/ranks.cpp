@@ -54,6 +54,7 @@ Rank& rank_self(const char* function) {
             "stand when they match; run programs with `orrery run`, which preloads it into SMPI");
     sg4::Engine::on_simulation_end_cb(write_report);
     sg4::Engine::on_deadlock_cb(on_deadlock);
+    check_no_foreign_runtime();
     install_failure_handlers();
     install_message_copy();
     install_link_accounting();

@@ -54,6 +54,10 @@ const GpuHost& gpu_place(const sg4::Host* host);
 struct Rank;
 // A rank that ends with work still queued on its GPU ends the run (status pending_gpu_work).
 void finish_rank(const Rank& r);
+// Stops the run when a loaded object's CUDA calls would go to a runtime other than Orrery's (a
+// statically linked copy: nvcc's default), before the program's first simulated second
+// (foreign_runtime.cpp).
+void check_no_foreign_runtime();
 
 /* ---- a simulated GPU, shared by the ranks of its node ---- */
 /* A union of time intervals, built in (mostly) increasing order. */
@@ -270,8 +274,16 @@ struct Allocation {
   bool device;      // device memory (else pinned host memory)
   bool folded;      // mapped onto the shared fold block: contents are not kept
   Gpu* gpu;         // owning device (device memory only)
+  bool mapped = false;  // a range the driver mapped (cuMemMap): cuMemUnmap ends it, not cudaFree
 };
 const Allocation* find_allocation(const void* p);
+// Device memory the driver stand-in mapped (driver/runtime_bridge.cpp), known to the copies,
+// memsets and pointer queries as cudaMalloc's is; the caller accounts for its memory.
+void register_allocation(const Allocation& a);
+void unregister_allocation(uintptr_t base);
+// A cudaDevAttr value of a device (cudaDeviceGetAttribute, cuDeviceGetAttribute); false for an
+// attribute the machine model does not describe.
+bool device_attribute(const cudaDeviceProp& p, int attr, int* value);
 void install_message_copy();  // skip the data of MPI messages sent from folded memory
 
 /* Fill a host destination after a device-to-host copy, per the fill policy. */

@@ -41,6 +41,9 @@ const Allocation* find_allocation(const void* p) {
   return nullptr;
 }
 
+void register_allocation(const Allocation& a) { registry()[a.base] = a; }
+void unregister_allocation(uintptr_t base) { registry().erase(base); }
+
 /* Folding: a folded allocation reserves its address range and maps one
  * shared block of `fold_blocksize` bytes at every block of it, without
  * pre-faulting. Whatever the size, it costs physical memory (and RSS) only for
@@ -360,7 +363,7 @@ ORR_EXPORT cudaError_t cudaFree(void* p) {
   if (!p)
     return cudaSuccess;
   auto it = registry().find((uintptr_t)p);
-  if (it == registry().end() || !it->second.device)
+  if (it == registry().end() || !it->second.device || it->second.mapped)
     return r.last_error = cudaErrorInvalidValue;
   // cudaFree synchronises the device, as the real runtime does.
   trace::CudaCall call(r, "cudaFree");

@@ -44,6 +44,17 @@ _SOURCE_SUFFIXES = (".cu", ".c", ".cc", ".cpp", ".cxx", ".C")
 _HELP_LINE = re.compile(r"^(--[\w+-]+)((?: (?!\()\S+)*) {2,}(?:\((-[\w+-]+)\)|(--[\w+-]+))\s*$")
 
 
+#: Position-independent code for an executable, and its shared-object form: SMPI loads a program as
+#: a shared object (one copy per rank), whose code must be -fPIC (with -fPIE, the link fails with
+#: "relocation R_X86_64_PC32 ... recompile with -fPIC"). CMake asks for -fPIE when
+#: POSITION_INDEPENDENT_CODE is on.
+_PIE_TO_PIC = {"-fPIE": "-fPIC", "-fpie": "-fpic"}
+#: nvcc's options whose value goes to the host compiler (a comma-separated list).
+_HOST_COMPILER_OPTIONS = ("-Xcompiler", "--compiler-options")
+#: Link options asking for a position-independent executable: SMPI links a shared object instead.
+_PIE_LINK = {"-pie", "--pie"}
+
+
 def _tool(name: str, hint: str) -> str:
     path = shutil.which(name)
     if path is None and name == "nvcc" and Path("/usr/local/cuda/bin/nvcc").is_file():
@@ -96,6 +107,30 @@ def smpi_include_dir() -> str:
     return str(Path(smpicc).resolve().parent.parent / "include" / "smpi")
 
 
+def _pic(value: str) -> str:
+    """A host compiler option list (``-fPIE,-O2``) with -fPIE/-fpie as their shared-object forms."""
+    return ",".join(_PIE_TO_PIC.get(v, v) for v in value.split(","))
+
+
+def shared_object_args(args: list[str]) -> list[str]:
+    """Compiler arguments for a shared object rather than a position-independent executable:
+    -fPIE/-fpie become -fPIC/-fpic, also where nvcc passes them to the host compiler
+    (``-Xcompiler -fPIE``, ``-Xcompiler=-fPIE``, ``--compiler-options=-O2,-fpie``), and a link's
+    -pie is dropped (after SMPI's -shared, it would make an executable SMPI cannot load)."""
+    out: list[str] = []
+    for a in args:
+        name, eq, value = a.partition("=")
+        if out and out[-1] in _HOST_COMPILER_OPTIONS:
+            out.append(_pic(a))
+        elif a in _PIE_LINK:
+            continue
+        elif eq and name in _HOST_COMPILER_OPTIONS:
+            out.append(f"{name}={_pic(value)}")
+        else:
+            out.append(_PIE_TO_PIC.get(a, a))
+    return out
+
+
 def _run(cmd: list[str]) -> int:
     return subprocess.run(cmd).returncode
 
@@ -105,6 +140,7 @@ def nvcc(args: list[str]) -> int:
     position-independent code with SMPI's mpi.h; a command that also links compiles its sources
     with nvcc and links the objects with smpicxx against Orrery's runtime."""
     exe = _tool("nvcc", "install the CUDA toolkit (only its compiler is needed, no GPU)")
+    args = shared_object_args(args)
     items = [it for it in split_nvcc_args(args, nvcc_options(exe)) if _name(it) not in _CUDART_CHOICE]
     extra = [*NVCC_FLAGS, f"-I{smpi_include_dir()}"]
     if any(_name(it) in _NOT_LINKING for it in items):
@@ -165,6 +201,7 @@ def link_args(args: list[str]) -> list[str]:
 
 def mpicc(args: list[str], cxx: bool = False) -> int:
     exe = _tool("smpicxx" if cxx else "smpicc", "install SimGrid with SMPI (see the README's set-up command)")
+    args = shared_object_args(args)
     linking = not any(a in ("-c", "-E", "-S", "-M", "-MM") for a in args)
     return subprocess.run([exe, *(link_args(args) if linking else args)], env=dict(os.environ)).returncode
 

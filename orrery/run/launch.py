@@ -101,6 +101,14 @@ def _check(opts: RunOptions) -> Path:
             raise InputError("orrery run", None, opts.program[0], "an existing program built with Orrery's wrappers")
         exe = Path(found)
     head = exe.read_bytes()
+    if b"libcudart.so.13" not in head and b"__cudaRegisterFatBinary" in head:
+        raise InputError(
+            "orrery run",
+            None,
+            str(exe),
+            "a program whose CUDA calls reach Orrery's runtime; it carries its own copy of the CUDA runtime "
+            "(statically linked: nvcc's default), so they would not be simulated: build it with orrery-nvcc",
+        )
     if b"libsimgrid.so" not in head and b"libcudart.so.13" not in head:
         raise InputError(
             "orrery run",
@@ -126,8 +134,9 @@ def _link_series(opts: RunOptions) -> bool:
     return opts.link_series or (opts.trace is not None and opts.trace.links > 0 and opts.link_accounting)
 
 
-def _description(opts: RunOptions, out: Path) -> str:
+def _description(opts: RunOptions, out: Path, exe: Path) -> str:
     options = {
+        "program": str(exe),
         "strict": opts.strict,
         "default_kernel_s": opts.costs.default_s,
         "d2h_fill": opts.d2h_fill,
@@ -145,14 +154,25 @@ def _description(opts: RunOptions, out: Path) -> str:
     )
 
 
+#: Stand-ins loaded into SMPI's launcher before the program, beside liborrery_smpi.so: the loader
+#: reuses a library already loaded under the soname a program asks for, so the program gets
+#: Orrery's NCCL whatever it was linked against (an RPATH to a real NCCL, which wins over
+#: LD_LIBRARY_PATH, or a dlopen of "libnccl.so.2"), in every rank's copy of it. The libcudart.so.13
+#: they bring comes after libsimgrid in the launcher's global scope, so SimGrid's own references to
+#: MPI_* still resolve to SimGrid's functions, not to the runtime's wrappers of them.
+STAND_INS = ("libnccl.so.2",)
+
+
 def _preload(lib: Path) -> str:
     """smpirun's -wrapper that gives SMPI's launcher, not the script around it, the library that
-    pins every message's ends where its rank posted it (interpose/mpi/smpi_pins.cpp)."""
-    preload = [str(lib / "liborrery_smpi.so"), *os.environ.get("LD_PRELOAD", "").split()]
-    if " " in preload[0]:  # smpirun splits the wrapper on spaces
+    pins every message's ends where its rank posted it (interpose/mpi/smpi_pins.cpp) and the
+    stand-ins that must win over the program's own libraries (STAND_INS)."""
+    ours = [str(lib / "liborrery_smpi.so"), *(str(lib / name) for name in STAND_INS)]
+    preload = [*ours, *os.environ.get("LD_PRELOAD", "").split()]
+    if any(" " in p for p in ours):  # smpirun splits the wrapper on spaces
         raise SimulationError(
             f"Orrery is installed under a path with a space ({lib}): SMPI's launcher "
-            "cannot preload its library from there; install it elsewhere"
+            "cannot preload its libraries from there; install it elsewhere"
         )
     return "env LD_PRELOAD=" + os.pathsep.join(p for p in preload if p)
 
@@ -170,7 +190,7 @@ def run(opts: RunOptions) -> RunOutcome:
     xml, links = platform.generate(opts.machine, opts.layout)
     (out / "platform.xml").write_text(xml)
     (out / "hostfile").write_text("\n".join(platform.rank_hosts(opts.layout)) + "\n")
-    (out / "run.json").write_text(_description(opts, out))
+    (out / "run.json").write_text(_description(opts, out, exe))
     (out / "machine.json").write_text(opts.machine.model_dump_json(indent=1) + "\n")
 
     cmd = [

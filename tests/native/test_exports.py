@@ -22,12 +22,13 @@ _spec = importlib.util.spec_from_file_location("gen_exports", SHIM / "gen_export
 gen = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gen)
 CUDA, MPI, REAL = gen.cuda_calls(SHIM), gen.mpi_calls(SHIM), gen.real_cudart(SHIM)
+DRIVER, REAL_DRIVER = gen.driver_calls(SHIM), gen.real_driver(SHIM)
 
 
-def exported() -> dict[str, str]:
-    """The installed library's defined dynamic symbols, name -> version."""
+def exported(library: str = "libcudart.so.13") -> dict[str, str]:
+    """An installed library's defined dynamic symbols, name -> version ("" for none)."""
     out = subprocess.run(
-        ["nm", "-D", "--defined-only", str(_paths.lib_dir() / "libcudart.so.13")],
+        ["nm", "-D", "--defined-only", str(_paths.lib_dir() / library)],
         capture_output=True,
         text=True,
         check=True,
@@ -53,6 +54,10 @@ def test_library_exports_every_row_and_every_function_of_the_real_runtime():
     symbols = exported()
     environment = environment_exports()
     assert {name: symbols.pop(name, None) for name in environment} == environment
+    # what the sibling stand-ins call (libcuda.so.1, libnccl.so.2), under a version no program links against
+    private = {s for s, v in symbols.items() if v == "ORRERY_PRIVATE"}
+    assert private and all(s.startswith("orrery_private_") for s in private)
+    symbols = {s: v for s, v in symbols.items() if s not in private}
     rows = {c.symbol for c in CUDA + MPI}
     # the parser dropped no row (each row is one line starting with its macro)
     assert len(CUDA) == len(re.findall(r"^ORR_CUDA\(", (SHIM / "cudart" / "cuda_api.def").read_text(), re.MULTILINE))
@@ -61,6 +66,18 @@ def test_library_exports_every_row_and_every_function_of_the_real_runtime():
     # the rest are the refusal stubs: exactly libcudart.so.13's other functions, nothing else
     assert set(symbols) - rows == set(REAL) - rows
     assert set(symbols.values()) == {"libcudart.so.13"}
+
+
+def test_driver_library_exports_every_row_and_every_function_of_the_real_driver_unversioned():
+    symbols = exported("libcuda.so.1")
+    rows = {c.symbol for c in DRIVER}
+    assert len(DRIVER) == len(re.findall(r"^ORR_CU\(", (SHIM / "driver" / "driver_api.def").read_text(), re.MULTILINE))
+    assert set(symbols) == set(REAL_DRIVER) and rows < set(symbols)
+    # the real libcuda.so.1's symbols carry no version, and programs linked against it ask for none
+    assert set(symbols.values()) == {""}
+    # the list is cuda.h's: the macro-mapped names and the plain ones, per-thread variants too
+    assert {"cuMemAlloc", "cuMemAlloc_v2", "cuMemcpy", "cuMemcpy_ptds", "cuLaunchKernel_ptsz"} <= set(REAL_DRIVER)
+    assert len(REAL_DRIVER) == 672
 
 
 @pytest.mark.parametrize("name", [c.symbol for c in CUDA if c.policy == "REFUSE" and c.family == "generated"])

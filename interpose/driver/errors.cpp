@@ -1,0 +1,41 @@
+/* The names and texts of the error codes the driver stand-in returns. */
+#include "driver/driver.hpp"
+
+namespace {
+struct ErrorText {
+  CUresult code;
+  const char* name;
+  const char* text;
+};
+// Texts as the CUDA 13 driver gives them.
+const ErrorText kErrors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+// A code the stand-in never returns gets CUDA_ERROR_INVALID_VALUE and no text, as an unknown
+// code does from the real driver.
+CUresult lookup(CUresult e, const char** out, bool name) {
+  if (!out)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (const ErrorText& t : kErrors)
+    if (t.code == e) {
+      *out = name ? t.name : t.text;
+      return CUDA_SUCCESS;
+    }
+  *out = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+}  // namespace
+
+ORR_EXPORT CUresult cuGetErrorString(CUresult error, const char** text) { return lookup(error, text, false); }
+ORR_EXPORT CUresult cuGetErrorName(CUresult error, const char** name) { return lookup(error, name, true); }

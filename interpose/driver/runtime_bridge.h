@@ -1,0 +1,69 @@
+/* What the driver stand-in (libcuda.so.1) asks the runtime stand-in (libcudart.so.13), where
+ * the run's state lives: the ranks, their GPUs and current device, the memory registry. The
+ * functions are defined in runtime_bridge.cpp, built into libcudart.so.13 and exported under its
+ * version node ORRERY_PRIVATE, so the two libraries answer from one state (there is no second
+ * copy of the core in libcuda.so.1).
+ *
+ * Each takes the name of the driver call asking (`fn`): it finds the calling rank by it
+ * (rank_self) and names it if the call cannot be answered. Devices are numbered as the rank sees
+ * them (cudaSetDevice's numbers). Results are CUresult codes. */
+#ifndef ORRERY_RUNTIME_BRIDGE_H
+#define ORRERY_RUNTIME_BRIDGE_H
+
+#include "cudart/cuda_abi.h"
+#include "driver/cuda_driver_abi.h"
+
+#include <stdint.h>
+
+extern "C" {
+
+// Stops the run naming `fn`, as the runtime's refused calls do.
+[[noreturn]] void orrery_private_unsupported(const char* fn);
+// Stops the run with "fn: what".
+[[noreturn]] void orrery_private_fatal(const char* fn, const char* what);
+
+int orrery_private_device_count(const char* fn);
+int orrery_private_current_device(const char* fn);
+CUresult orrery_private_set_current_device(const char* fn, int device);
+// The description of one of the rank's devices; nullptr for a device it does not see.
+const cudaDeviceProp* orrery_private_device_prop(const char* fn, int device);
+// A cudaDevAttr / CU_DEVICE_ATTRIBUTE value; false for one the machine model does not describe.
+bool orrery_private_device_attribute(const char* fn, int attribute, int device, int* value);
+// As cudaDeviceSynchronize: waits for the current device's work.
+void orrery_private_synchronize(const char* fn);
+
+// What the runtime knows of a pointer.
+struct OrreryPointer {
+  int memory_type;     // 0 unknown to CUDA, CU_MEMORYTYPE_HOST (pinned), CU_MEMORYTYPE_DEVICE
+  int device;          // its device as the rank sees it (pinned memory: the device current then)
+  uintptr_t base;      // the allocation (or mapping) it is in
+  size_t size;
+  uint64_t buffer_id;  // unique per allocation in the run
+  bool mapped;         // a cuMemMap range
+};
+void orrery_private_pointer(const char* fn, const void* p, OrreryPointer* out);
+
+// Primary contexts: the rank's retain count of a device's (-1: no such device; releasing an
+// unretained one leaves it at 0 and returns -2), its flags, whether it is active.
+int orrery_private_primary_retain(const char* fn, int device, int delta);
+CUresult orrery_private_primary_state(const char* fn, int device, unsigned* flags, int* active);
+CUresult orrery_private_primary_set_flags(const char* fn, int device, unsigned flags);
+// Whether a context is current (-1 asks; 0 makes none current, as cuCtxSetCurrent(NULL); 1 binds).
+bool orrery_private_context_bound(const char* fn, int set);
+
+// Virtual memory management: physical allocations on a device, address reservations, mappings
+// (registered with the runtime's pointer registry once accessible, like cudaMalloc's memory).
+size_t orrery_private_vmm_granularity(void);
+CUresult orrery_private_vmm_create(const char* fn, int device, size_t size, CUmemGenericAllocationHandle* handle);
+CUresult orrery_private_vmm_release(const char* fn, CUmemGenericAllocationHandle handle);
+CUresult orrery_private_vmm_reserve(const char* fn, size_t size, size_t alignment, CUdeviceptr addr, CUdeviceptr* out);
+CUresult orrery_private_vmm_free(const char* fn, CUdeviceptr ptr, size_t size);
+CUresult orrery_private_vmm_map(const char* fn, CUdeviceptr ptr, size_t size, size_t offset,
+                                CUmemGenericAllocationHandle handle);
+CUresult orrery_private_vmm_unmap(const char* fn, CUdeviceptr ptr, size_t size);
+CUresult orrery_private_vmm_set_access(const char* fn, CUdeviceptr ptr, size_t size, int device, int flags);
+CUresult orrery_private_vmm_retain(const char* fn, const void* addr, CUmemGenericAllocationHandle* handle);
+CUresult orrery_private_vmm_properties(const char* fn, CUmemGenericAllocationHandle handle, int* device, size_t* size);
+}
+
+#endif

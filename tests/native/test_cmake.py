@@ -1,0 +1,142 @@
+"""CMake projects built for Orrery: the toolchain file the package installs (`orrery toolchain
+cmake`) builds a C + C++ + CUDA project using FindMPI and FindCUDAToolkit (tests/native/programs/
+cmake/, with position-independent code on, hence -fPIE and -pie) into a program that runs under
+`orrery run` against Orrery's runtime; and the wrappers compile -fPIE as -fPIC and drop -pie
+whoever asks for them, since SMPI loads a program as a shared object."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from conftest import HERE, needs_nvcc, orrery
+
+import orrery as orrery_package
+from orrery import _paths
+from orrery.run import build
+
+pytestmark = [pytest.mark.native, needs_nvcc]
+
+PROJECT = HERE / "native" / "programs" / "cmake"
+BIN = Path(sys.executable).parent  # the wrappers are installed beside Python
+SCALE, FILL = "scale(double*, double, int)", "fill(double*, double, int)"
+N = 1024  # doubles each rank copies in and out (main.cpp)
+
+
+@pytest.fixture(scope="module")
+def cmake_build(tmp_path_factory) -> Path:
+    """The project configured and built with the installed toolchain file, outside the checkout."""
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed")
+    d = tmp_path_factory.mktemp("cmake")
+    toolchain = orrery("toolchain", "cmake", check=True).stdout.strip()
+    for cmd in (
+        ["cmake", f"-DCMAKE_TOOLCHAIN_FILE={toolchain}", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", "-S", str(PROJECT),
+         "-B", str(d)],
+        ["cmake", "--build", str(d), "--verbose"],
+    ):  # fmt: skip
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        assert p.returncode == 0, f"{' '.join(cmd)}:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}"
+    return d
+
+
+def test_orrery_toolchain_cmake_prints_the_installed_toolchain_file():
+    p = orrery("toolchain", "cmake", check=True)
+    assert p.stdout == f"{Path(orrery_package.__file__).parent / 'cmake' / 'orrery.cmake'}\n"
+    assert "CMAKE_TOOLCHAIN_FILE" in Path(p.stdout.strip()).read_text()
+
+
+def test_cmake_compiles_cuda_with_orrery_nvcc_and_asks_for_pie(cmake_build):
+    """The trap is there: CMake asks for -fPIE (POSITION_INDEPENDENT_CODE on an executable's sources)
+    and compiles CUDA through orrery-nvcc, C and C++ through orrery-mpicc and orrery-mpicxx."""
+    commands = {
+        Path(c["file"]).name: c["command"] for c in json.loads((cmake_build / "compile_commands.json").read_text())
+    }
+    assert commands["scale.cu"].startswith(f"{BIN / 'orrery-nvcc'} ") and "-Xcompiler=-fPIE" in commands["scale.cu"]
+    assert commands["main.cpp"].startswith(f"{BIN / 'orrery-mpicxx'} ") and "-fPIE" in commands["main.cpp"]
+    assert commands["weights.c"].startswith(f"{BIN / 'orrery-mpicc'} ") and "-fPIE" in commands["weights.c"]
+    cache = (cmake_build / "CMakeCache.txt").read_text()
+    assert f"MPI_C_COMPILER:FILEPATH={BIN / 'orrery-mpicc'}\n" in cache
+    assert f"CUDA_cudart_LIBRARY:FILEPATH={_paths.lib_dir() / 'libcudart.so'}\n" in cache
+
+
+def test_cmake_built_program_needs_orrerys_runtime_as_a_shared_object(cmake_build):
+    program = cmake_build / "sample"
+    dynamic = subprocess.run(["readelf", "-d", "-l", str(program)], capture_output=True, text=True, check=True).stdout
+    assert "Shared library: [libcudart.so.13]" in dynamic
+    # a shared object SMPI can dlopen, not a position-independent executable (DF_1_PIE), which
+    # glibc refuses to load
+    assert "Elf file type is DYN (Shared object file)" in dynamic and "PIE" not in dynamic
+    # linked against Orrery's runtime (NVIDIA's has no MPI_* symbols; Orrery's times the MPI calls)
+    imported = subprocess.run(["nm", "-D", "--undefined-only", str(program)], capture_output=True, text=True).stdout
+    assert {"cudaMalloc@libcudart.so.13", "MPI_Reduce@libcudart.so.13"} <= {
+        line.split()[-1] for line in imported.splitlines()
+    }
+    # and it finds it where `orrery run` puts it
+    env = {**os.environ, "LD_LIBRARY_PATH": str(_paths.lib_dir())}
+    ldd = subprocess.run(["ldd", str(program)], capture_output=True, text=True, check=True, env=env).stdout
+    runtime = next(line for line in ldd.splitlines() if "libcudart.so.13" in line)
+    assert runtime.split("=>")[1].split()[0] == str(_paths.lib_dir() / "libcudart.so.13")
+
+
+def test_cmake_built_program_runs_under_orrery(cmake_build, run_program):
+    r = run_program(cmake_build / "sample", options=("--gpus-per-node", "3"))
+    assert r.returncode == 0, r.stderr
+    # weights.c's rank * rank + 1, summed over 3 ranks by main.cpp's MPI_Reduce
+    assert r.values() == {"ranks": 3, "weights": 1 + 2 + 5, "failures": 0}
+    ranks = r.results["ranks"]
+    assert [rank["kernels"][SCALE]["count"] for rank in ranks] == [1, 2, 3]  # rank + 1 launches each
+    assert [rank["kernels"][FILL]["count"] for rank in ranks] == [1, 1, 1]  # the static library's
+    assert [(rank["copies"]["H2D"]["count"], rank["copies"]["H2D"]["bytes"]) for rank in ranks] == [(1, 8 * N)] * 3
+    assert [(rank["copies"]["D2H"]["count"], rank["copies"]["D2H"]["bytes"]) for rank in ranks] == [(1, 8 * N)] * 3
+
+
+# -fPIE, as CMake and Makefiles pass it, and what the wrappers run instead
+PIE_FORMS = [
+    (["-Xcompiler", "-fPIE"], ["-Xcompiler", "-fPIC"]),
+    (["-Xcompiler=-fPIE"], ["-Xcompiler=-fPIC"]),
+    (["--compiler-options=-O2,-fpie"], ["--compiler-options=-O2,-fpic"]),
+    (["-Xcompiler", "-Wall,-fPIE,-g"], ["-Xcompiler", "-Wall,-fPIC,-g"]),
+    (["--compiler-options", "-fPIE"], ["--compiler-options", "-fPIC"]),
+]
+
+
+@pytest.mark.parametrize(("given", "run"), PIE_FORMS)
+def test_orrery_nvcc_compiles_fpie_as_fpic(monkeypatch, given, run):
+    commands = []
+    monkeypatch.setattr(build, "_run", lambda cmd: commands.append(cmd) or 0)
+    assert build.nvcc([*given, "-c", "x.cu", "-o", "x.o"]) == 0
+    (cmd,) = commands
+    assert cmd[-(len(run) + 4) :] == [*run, "-c", "x.cu", "-o", "x.o"]
+    assert not any("pie" in a.lower() for a in cmd)
+
+
+def _smpi_commands(monkeypatch) -> list[list[str]]:
+    commands: list[list[str]] = []
+
+    def run(cmd, **kwargs):
+        commands.append(cmd)
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(build, "subprocess", SimpleNamespace(run=run))
+    return commands
+
+
+def test_orrery_mpicc_compiles_fpie_as_fpic(monkeypatch):
+    commands = _smpi_commands(monkeypatch)
+    assert build.mpicc(["-O2", "-fPIE", "-c", "x.c"]) == 0
+    assert build.mpicc(["-fpie", "-c", "y.cpp"], cxx=True) == 0
+    assert [cmd[1:] for cmd in commands] == [["-O2", "-fPIC", "-c", "x.c"], ["-fpic", "-c", "y.cpp"]]
+
+
+def test_orrery_mpicxx_links_a_shared_object_when_asked_for_pie(monkeypatch):
+    commands = _smpi_commands(monkeypatch)
+    assert build.mpicc(["-pie", "x.o", "-o", "x"], cxx=True) == 0
+    (cmd,) = commands
+    assert "-pie" not in cmd and cmd[2:5] == ["x.o", "-o", "x"]
