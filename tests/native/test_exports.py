@@ -5,6 +5,7 @@ what the tables refuse, and answers each call's policy as the tables say."""
 from __future__ import annotations
 
 import importlib.util
+import platform
 import re
 import shutil
 import subprocess
@@ -42,8 +43,17 @@ def exported(library: str = "libcudart.so.13") -> dict[str, str]:
     return symbols
 
 
+def environment_exports() -> dict[str, str]:
+    """interpose/core/environment.cpp's getenv and its kin, name -> the glibc version its map gives."""
+    text = (SHIM / "core" / f"environment-{platform.machine()}.map").read_text()
+    nodes = re.findall(r"^(GLIBC_[\d.]+) \{ global: ([^}]*)\};", text, re.MULTILINE)
+    return {name: node for node, names in nodes for name in re.findall(r"\w+", names)}
+
+
 def test_library_exports_every_row_and_every_function_of_the_real_runtime():
     symbols = exported()
+    environment = environment_exports()
+    assert {name: symbols.pop(name, None) for name in environment} == environment
     # what the sibling stand-ins call (libcuda.so.1, libnccl.so.2), under a version no program links against
     private = {s for s, v in symbols.items() if v == "ORRERY_PRIVATE"}
     assert private and all(s.startswith("orrery_private_") for s in private)

@@ -1,0 +1,286 @@
+/* The launcher's environment of each rank: the variables mpirun, mpiexec, srun and torchrun set
+ * in every process they start (world rank and size, local rank and size, node), answered per
+ * rank by getenv, because every simulated rank lives in this one process with one environment.
+ *
+ * The program's getenv binds to this library's: SMPI dlopens each rank's copy of the program
+ * with RTLD_DEEPBIND, so the copy and the libraries it links look symbols up in the program's
+ * own dependency list, where libcudart.so.13 (linked last by the wrappers, before libc) comes
+ * first; environment-<arch>.map gives these definitions glibc's version names, which the
+ * program's references ask for. Code that looks symbols up in the global scope instead (the
+ * libraries smpimain loaded first, libgfortran among them; libraries the program dlopens)
+ * reaches them through the preloaded liborrery_smpi.so (environment_global.cpp), to which
+ * this library hands them when it loads.
+ *
+ * A launcher overwrites these names, so the simulated values win over the user's own. environ
+ * (one array for every rank) lists those whose value every rank shares (the sizes) and none of
+ * the others, so that what it shows always agrees with getenv. A rank's setenv, unsetenv or
+ * putenv of one of these names changes that rank's getenv only. Outside a rank (the maestro,
+ * SimGrid's actors, threads that are no actor) and outside `orrery run` (no ORRERY_RUN) every
+ * call is libc's. docs/running.md, "Device selection by local rank", lists the names. */
+#include "core/environment.hpp"
+#include "core/runtime.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace orrery {
+namespace {
+
+/* ---------------- libc's own functions ---------------- */
+
+template <class F>
+void resolve(F& f, const char* name) {
+  void* p = dlsym(RTLD_NEXT, name);
+  if (!p)  // RTLD_NEXT searches the scope of whichever program copy loaded this library first
+    if (void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD))
+      p = dlsym(libc, name);
+  if (!p) {  // not fatal(): it reads the environment itself
+    fprintf(stderr, "orrery: error: libc's %s not found\n", name);
+    _exit(70);
+  }
+  f = reinterpret_cast<F>(p);
+}
+
+const EnvironmentFunctions& libc() {
+  static const EnvironmentFunctions l = [] {
+    EnvironmentFunctions f{};
+    resolve(f.getenv, "getenv");
+    resolve(f.secure_getenv, "secure_getenv");
+    resolve(f.setenv, "setenv");
+    resolve(f.unsetenv, "unsetenv");
+    resolve(f.putenv, "putenv");
+    return f;
+  }();
+  return l;
+}
+
+/* ---------------- where each rank is ---------------- */
+
+struct Placement {
+  int rank = 0, size = 0;
+  int local_rank = 0, local_size = 0;  // among the ranks of its node, in rank order
+  int node = 0, nodes = 0;             // its node's number among the job's nodes, from 0
+  std::string tasks_per_node;          // Slurm's form: 3(x2),1
+};
+
+std::vector<Placement> place_ranks(const std::vector<RankPlace>& ranks) {
+  std::map<int64_t, int> per_node;  // ranks of each node (std::map: by node number)
+  for (const RankPlace& r : ranks)
+    per_node[r.node]++;
+  std::map<int64_t, int> ordinal, seen;
+  std::string tasks;
+  for (auto it = per_node.begin(); it != per_node.end();) {
+    auto run = it;
+    int repeat = 0;
+    for (; run != per_node.end() && run->second == it->second; ++run)
+      ordinal[run->first] = (int)ordinal.size(), repeat++;
+    tasks += (tasks.empty() ? "" : ",") + std::to_string(it->second) +
+             (repeat > 1 ? "(x" + std::to_string(repeat) + ")" : "");
+    it = run;
+  }
+  std::vector<Placement> out;
+  for (const RankPlace& r : ranks)
+    out.push_back(Placement{(int)out.size(), (int)ranks.size(), seen[r.node]++, per_node[r.node],
+                            ordinal[r.node], (int)per_node.size(), tasks});
+  return out;
+}
+
+/* ---------------- the names ---------------- */
+
+std::string world_rank(const Placement& p) { return std::to_string(p.rank); }
+std::string world_size(const Placement& p) { return std::to_string(p.size); }
+std::string local_rank(const Placement& p) { return std::to_string(p.local_rank); }
+std::string local_size(const Placement& p) { return std::to_string(p.local_size); }
+std::string node(const Placement& p) { return std::to_string(p.node); }
+std::string nodes(const Placement& p) { return std::to_string(p.nodes); }
+std::string tasks_per_node(const Placement& p) { return p.tasks_per_node; }
+
+struct Variable {
+  const char* name;
+  std::string (*value)(const Placement&);
+};
+
+// What each launcher sets, as its documentation names it (docs/running.md lists the sources).
+// Open MPI's node rank counts across every job on the node (one job here) and its universe is
+// the job's slots (the simulated machine's ranks).
+const Variable kVariables[] = {
+    {"OMPI_COMM_WORLD_RANK", world_rank},   {"OMPI_COMM_WORLD_SIZE", world_size},
+    {"OMPI_COMM_WORLD_LOCAL_RANK", local_rank}, {"OMPI_COMM_WORLD_LOCAL_SIZE", local_size},
+    {"OMPI_COMM_WORLD_NODE_RANK", local_rank}, {"OMPI_UNIVERSE_SIZE", world_size},
+    // MPICH's and Intel MPI's Hydra; Cray PMI and HPE PALS
+    {"PMI_RANK", world_rank},               {"PMI_SIZE", world_size},
+    {"MPI_LOCALRANKID", local_rank},        {"MPI_LOCALNRANKS", local_size},
+    {"PMI_LOCAL_RANK", local_rank},         {"PMI_LOCAL_SIZE", local_size},
+    {"PALS_RANKID", world_rank},            {"PALS_LOCAL_RANKID", local_rank},
+    {"PALS_NODEID", node},
+    // MVAPICH
+    {"MV2_COMM_WORLD_RANK", world_rank},    {"MV2_COMM_WORLD_SIZE", world_size},
+    {"MV2_COMM_WORLD_LOCAL_RANK", local_rank}, {"MV2_COMM_WORLD_LOCAL_SIZE", local_size},
+    // Slurm's srun
+    {"SLURM_PROCID", world_rank},           {"SLURM_NTASKS", world_size},
+    {"SLURM_NPROCS", world_size},           {"SLURM_STEP_NUM_TASKS", world_size},
+    {"SLURM_LOCALID", local_rank},          {"SLURM_NODEID", node},
+    {"SLURM_NNODES", nodes},                {"SLURM_JOB_NUM_NODES", nodes},
+    {"SLURM_STEP_NUM_NODES", nodes},        {"SLURM_TASKS_PER_NODE", tasks_per_node},
+    {"SLURM_STEP_TASKS_PER_NODE", tasks_per_node},
+    // torchrun (one worker group per node, one role)
+    {"RANK", world_rank},                   {"WORLD_SIZE", world_size},
+    {"LOCAL_RANK", local_rank},             {"LOCAL_WORLD_SIZE", local_size},
+    {"GROUP_RANK", node},                   {"GROUP_WORLD_SIZE", nodes},
+    {"ROLE_RANK", world_rank},              {"ROLE_WORLD_SIZE", world_size},
+};
+
+const Variable* variable(const char* name) {
+  for (const Variable& v : kVariables)
+    if (!strcmp(v.name, name))
+      return &v;
+  return nullptr;
+}
+
+/* ---------------- each rank's view ---------------- */
+
+// Under `orrery run`; elsewhere (a wrapper-built binary run by configure) nothing is answered.
+bool simulated() {
+  const char* run = libc().getenv("ORRERY_RUN");
+  return run && *run;
+}
+
+const std::vector<Placement>& placements() {
+  static const std::vector<Placement> p = place_ranks(run_description().ranks);
+  return p;
+}
+
+/* The rank whose code calls: an MPI rank's actor (SMPI names it by its rank) or its stream's
+ * (a host function); -1 for the maestro, SimGrid's other actors and threads that are no actor. */
+int calling_rank() {
+  if (sg4::Actor::is_maestro())
+    return -1;
+  const char* name = sg4::Actor::self()->get_cname();
+  char* end = nullptr;
+  long id = strtol(name, &end, 10);
+  if (end == name || *end) {
+    int stream_rank = -1;
+    id = sscanf(name, "stream-r%d-", &stream_rank) == 1 ? stream_rank : -1;
+  }
+  return id >= 0 && id < (long)placements().size() ? (int)id : -1;
+}
+
+std::deque<std::string>& kept() {  // every value handed out, never freed (as glibc's setenv)
+  static std::deque<std::string> k;
+  return k;
+}
+
+const char* keep(std::string value) { return kept().emplace_back(std::move(value)).c_str(); }
+
+/* The calling rank's value of a launcher name (nullptr: unset), which the rank may change; or
+ * nullptr for another name or outside a rank. */
+const char** rank_slot(const char* name) {
+  const Variable* v = variable(name);
+  if (!v || !simulated())
+    return nullptr;
+  int r = calling_rank();
+  if (r < 0)
+    return nullptr;
+  // by rank, then name: filled as the rank asks (16384 ranks x every name would be megabytes)
+  static std::map<int, std::map<std::string, const char*>> views;
+  auto [it, created] = views[r].try_emplace(v->name, nullptr);
+  if (created)
+    it->second = keep(v->value(placements()[r]));
+  return &it->second;
+}
+
+/* ---------------- the functions ---------------- */
+
+char* rank_getenv(const char* name) {
+  if (const char** slot = rank_slot(name))
+    return const_cast<char*>(*slot);
+  return libc().getenv(name);
+}
+
+char* rank_secure_getenv(const char* name) {
+  if (const char** slot = rank_slot(name))
+    return const_cast<char*>(*slot);
+  return libc().secure_getenv(name);
+}
+
+int rank_setenv(const char* name, const char* value, int replace) {
+  const char** slot = name ? rank_slot(name) : nullptr;  // libc answers EINVAL for a null name
+  if (!slot)
+    return libc().setenv(name, value, replace);
+  if (replace || !*slot)
+    *slot = keep(value);
+  return 0;
+}
+
+int rank_unsetenv(const char* name) {
+  const char** slot = rank_slot(name);
+  if (!slot)
+    return libc().unsetenv(name);
+  *slot = nullptr;
+  return 0;
+}
+
+// NAME=VALUE sets, NAME alone unsets (glibc's extension); the rank's copy, not the string itself
+int rank_putenv(char* string) {
+  const char* eq = strchr(string, '=');
+  std::string name = eq ? std::string(string, eq - string) : std::string(string);
+  const char** slot = rank_slot(name.c_str());
+  if (!slot)
+    return libc().putenv(string);
+  *slot = eq ? keep(eq + 1) : nullptr;
+  return 0;
+}
+
+const EnvironmentFunctions kRankFunctions{rank_getenv, rank_secure_getenv, rank_setenv, rank_unsetenv,
+                                          rank_putenv};
+
+decltype(&orrery_environment_register) global_register() {
+  using Register = decltype(&orrery_environment_register);
+  return reinterpret_cast<Register>(dlsym(RTLD_DEFAULT, "orrery_environment_register"));
+}
+
+/* Once, when the program's first copy loads this library, before any of its code runs:
+ * environ gets the values every rank shares and loses the others (a user's own, or the values
+ * of the job Orrery itself runs in, would disagree with the ranks' getenv), and the preloaded
+ * liborrery_smpi.so (environment_global.cpp) starts answering with these functions. */
+__attribute__((constructor)) void install_rank_environment() {
+  if (!simulated() || placements().empty())
+    return;
+  for (const Variable& v : kVariables) {
+    std::string first = v.value(placements().front());
+    bool shared = true;
+    for (const Placement& p : placements())
+      shared = shared && v.value(p) == first;
+    if (shared)
+      libc().setenv(v.name, first.c_str(), 1);
+    else
+      libc().unsetenv(v.name);
+  }
+  if (auto hand_over = global_register())
+    hand_over(&kRankFunctions);
+}
+
+// Should the last program copy unload this library, the preloaded one must not call into it.
+__attribute__((destructor)) void uninstall_rank_environment() {
+  if (auto hand_over = global_register())
+    hand_over(nullptr);
+}
+
+}  // namespace
+}  // namespace orrery
+
+ORR_EXPORT char* getenv(const char* name) noexcept { return orrery::rank_getenv(name); }
+ORR_EXPORT char* secure_getenv(const char* name) noexcept { return orrery::rank_secure_getenv(name); }
+ORR_EXPORT int setenv(const char* name, const char* value, int replace) noexcept {
+  return orrery::rank_setenv(name, value, replace);
+}
+ORR_EXPORT int unsetenv(const char* name) noexcept { return orrery::rank_unsetenv(name); }
+ORR_EXPORT int putenv(char* string) noexcept { return orrery::rank_putenv(string); }
