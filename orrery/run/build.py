@@ -248,11 +248,22 @@ def _preprocessed(arg: str) -> bool:
         return re.match(rb'# \d+ "', f.read(64)) is not None
 
 
+def _called_by_nvcc(args: list[str]) -> bool:
+    """Whether the real nvcc runs this wrapper as its host compiler (``nvcc -ccbin orrery-mpicxx``,
+    OSU's ``$(NVCC) -cuda -ccbin $(CXX)`` with NVCC the real nvcc): every host step nvcc runs
+    defines ``__CUDA_ARCH_LIST__``. SMPI's forced header must stay out of those steps (it turns
+    malloc into a macro before CUDA's headers); SMPI's mpi.h stays on the include path."""
+    return any(a.startswith("-D__CUDA_ARCH_LIST__") for a in args)
+
+
 def _smpi_compiler(exe: str, args: list[str]) -> int:
     """One of SMPI's compilers on a wrapper's command line: a link gets Orrery's runtime
     (link_args) and, when it makes a program, the entry point that lets the program run on its own
     (standalone_args)."""
     args = shared_object_args(args)
+    if _called_by_nvcc(args):
+        base = _tool(_SMPI_BASE_COMPILERS[Path(exe).name], "install gcc")
+        return _run([base, "-fPIC", f"-I{smpi_include_dir()}", *args])
     if args and all(a.startswith("-") and a != "-" for a in args):
         # A query without input (libtool's and configure's -v, -print-search-dirs, -dumpmachine):
         # smpicc would also link an empty a.out in the current folder; compile-only, it answers alone.

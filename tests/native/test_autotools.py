@@ -225,15 +225,20 @@ def test_a_library_linked_by_orrery_nvcc_gets_no_entry_point(tmp_path):
     assert _entry(tmp_path / "libk.so") == 0 and build.STANDALONE_ENTRY not in symbols
 
 
-def test_osus_kernel_rule_builds(tmp_path):
+@pytest.mark.parametrize("nvcc", ["orrery-nvcc", "nvcc"])
+def test_osus_kernel_rule_builds(tmp_path, nvcc):
     """OSU's Makefiles compile a .cu with ``$(NVCC) -cuda -ccbin $(CXX)`` into a preprocessed
     .cpp that ``$(CXX) -c`` compiles: smpicxx can be neither nvcc's host compiler nor the compiler
-    of that file (its forced header turns malloc into a macro before CUDA's headers)."""
-    (tmp_path / "k.cu").write_text("__global__ void scale_kernel(float* x) { x[0] *= 2; }\n")
+    of that file (its forced header turns malloc into a macro before CUDA's headers). With
+    NVCC=orrery-nvcc the -ccbin is dropped; with the real nvcc (OSU's Makefile.am sets NVCC =
+    nvcc), orrery-mpicxx knows it is nvcc's host compiler."""
+    (tmp_path / "k.cu").write_text("#include <mpi.h>\n__global__ void scale_kernel(float* x) { x[0] *= 2; }\n")
     cxx = str(BIN / "orrery-mpicxx")
-    subprocess.run(
-        [str(BIN / "orrery-nvcc"), "-cuda", "-ccbin", cxx, "--output-file", "k.cpp", "k.cu"], cwd=tmp_path, check=True
+    exe = str(BIN / nvcc) if nvcc.startswith("orrery") else (shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc")
+    p = subprocess.run(
+        [exe, "-cuda", "-ccbin", cxx, "--output-file", "k.cpp", "k.cu"], cwd=tmp_path, capture_output=True, text=True
     )
+    assert p.returncode == 0, p.stderr
     subprocess.run([cxx, "-c", "-o", "k.o", "k.cpp"], cwd=tmp_path, check=True)
     symbols = subprocess.run(["nm", "-C", "k.o"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     assert "scale_kernel(float*)" in symbols
