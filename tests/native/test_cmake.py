@@ -138,5 +138,6 @@ def test_orrery_mpicc_compiles_fpie_as_fpic(monkeypatch):
 def test_orrery_mpicxx_links_a_shared_object_when_asked_for_pie(monkeypatch):
     commands = _smpi_commands(monkeypatch)
     assert build.mpicc(["-pie", "x.o", "-o", "x"], cxx=True) == 0
-    (cmd,) = commands
+    entry, cmd = commands  # the program's entry point (autotools' run tests), then the link
+    assert str(Path(build.__file__).with_name("standalone_entry.c")) in entry
     assert "-pie" not in cmd and cmd[2:5] == ["x.o", "-o", "x"]
