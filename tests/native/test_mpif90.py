@@ -28,8 +28,9 @@ pytestmark = [
 
 BIN = Path(sys.executable).parent
 FORTRAN = HERE / "native" / "programs" / "fortran"
-# the MPI calls tracked by name that pair.f90 and its C twin pair.c make (MPI_Comm_rank has no row)
-PAIR_CALLS = {"MPI_Irecv", "MPI_Isend", "MPI_Waitall", "MPI_Allreduce"}
+# the MPI calls tracked by name that pair.f90 and its C twin pair.c make (MPI_Comm_rank has no row;
+# the MPI_Sendrecv that SMPI's MPI_Sendrecv_replace makes is part of that call)
+PAIR_CALLS = {"MPI_Irecv", "MPI_Isend", "MPI_Waitall", "MPI_Sendrecv_replace", "MPI_Allreduce"}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,7 @@ def test_fortran_mpi_calls_are_timed_like_c_ones(built, run_program, h100):
 
 def test_a_fortran_program_and_its_c_twin_have_the_same_mpi_entries(built, run_program):
     """pair.f90 and pair.c make the same calls (a non-blocking exchange completed by MPI_Waitall,
-    an MPI_Allreduce into another buffer and one with MPI_IN_PLACE): the same results, the same
+    an MPI_Sendrecv_replace, an MPI_Allreduce into another buffer and one with MPI_IN_PLACE): the same results, the same
     names, counts and bytes per rank, the same times, and the same communication time (a request
     tracked from its post to the MPI_Waitall that completes it)."""
     fortran, c = (run_program(built[p], options=("--gpus-per-node", "2")) for p in ("pair_f", "pair_c"))
@@ -100,12 +101,15 @@ def test_a_fortran_program_and_its_c_twin_have_the_same_mpi_entries(built, run_p
     assert (
         lines[0]
         == lines[1]
-        == ["rank 0 received 2.0 total 3.0 in place 3.0", "rank 1 received 1.0 total 3.0 in place 3.0"]
+        == ["rank 0 received 2.0 total 6.0 in place 6.0", "rank 1 received 1.0 total 6.0 in place 6.0"]
     )
     for f_rank, c_rank in zip(fortran.results["ranks"], c.results["ranks"], strict=True):
         assert set(f_rank["mpi"]) == set(c_rank["mpi"]) == PAIR_CALLS
-        # 1000 doubles each way; two reductions of 250 doubles
-        assert (f_rank["mpi"]["MPI_Isend"]["bytes"], f_rank["mpi"]["MPI_Allreduce"]["bytes"]) == (8000, 4000)
+        # 1000 doubles each way; 10 doubles sent and 10 received in place; two reductions of 250 doubles
+        bytes_of = {
+            name: f_rank["mpi"][name]["bytes"] for name in ("MPI_Isend", "MPI_Sendrecv_replace", "MPI_Allreduce")
+        }
+        assert bytes_of == {"MPI_Isend": 8000, "MPI_Sendrecv_replace": 160, "MPI_Allreduce": 4000}
         for name in PAIR_CALLS:
             f, cc = f_rank["mpi"][name], c_rank["mpi"][name]
             assert (f["count"], f["bytes"]) == (cc["count"], cc["bytes"]), name

@@ -15,8 +15,9 @@ int main(int argc, char** argv) {
   MPI_Irecv(theirs, 1000, MPI_DOUBLE, peer, 3, MPI_COMM_WORLD, &requests[0]);
   MPI_Isend(mine, 1000, MPI_DOUBLE, peer, 3, MPI_COMM_WORLD, &requests[1]);
   MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
+  MPI_Sendrecv_replace(mine, 10, MPI_DOUBLE, peer, 4, peer, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   for (int i = 0; i < 250; i++)
-    part[i] = theirs[999];
+    part[i] = theirs[999] + mine[0];
   MPI_Allreduce(part, total, 250, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, part, 250, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   printf("rank %d received %.1f total %.1f in place %.1f\n", rank, theirs[999], total[249], part[249]);

@@ -1,5 +1,6 @@
 ! The Fortran half of a pair of twins (pair.c is the C one; tests/native/test_mpif90.py compares
 ! their results.json): 2 ranks swap 1000 doubles with MPI_Irecv, MPI_Isend and MPI_Waitall, then
+! swap 10 more in place with MPI_Sendrecv_replace (which SMPI carries out with MPI_Sendrecv), then
 ! sum 250 doubles with MPI_Allreduce, into another buffer and in place (MPI_IN_PLACE).
 program pair
   use mpi
@@ -14,7 +15,8 @@ program pair
   call MPI_Irecv(theirs, 1000, MPI_DOUBLE_PRECISION, peer, 3, MPI_COMM_WORLD, requests(1), ierr)
   call MPI_Isend(mine, 1000, MPI_DOUBLE_PRECISION, peer, 3, MPI_COMM_WORLD, requests(2), ierr)
   call MPI_Waitall(2, requests, statuses, ierr)
-  part = theirs(1000)
+  call MPI_Sendrecv_replace(mine, 10, MPI_DOUBLE_PRECISION, peer, 4, peer, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+  part = theirs(1000) + mine(1)
   call MPI_Allreduce(part, total, 250, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierr)
   call MPI_Allreduce(MPI_IN_PLACE, part, 250, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierr)
   print '(A,I0,A,F4.1,A,F4.1,A,F4.1)', 'rank ', rank, ' received ', theirs(1000), ' total ', total(250), &
