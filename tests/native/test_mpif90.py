@@ -35,17 +35,14 @@ PAIR_CALLS = {"MPI_Irecv", "MPI_Isend", "MPI_Waitall", "MPI_Sendrecv_replace", "
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[str, Path]:
-    """ring.f90 and pair.f90 built by orrery-mpif90, pair.c by orrery-mpicc."""
+    """ring.f90, pair.f90 and abort.f90 built by orrery-mpif90, pair.c by orrery-mpicc."""
     d = tmp_path_factory.mktemp("fortran")
-    for src in ("ring.f90", "pair.f90", "pair.c"):
+    programs = {"ring": "ring.f90", "pair_f": "pair.f90", "abort": "abort.f90", "pair_c": "pair.c"}
+    for exe, src in programs.items():
         shutil.copy(FORTRAN / src, d)  # smpif90 writes its rewritten source beside the original
-    for exe, src, wrapper in (
-        ("ring", "ring.f90", "mpif90"),
-        ("pair_f", "pair.f90", "mpif90"),
-        ("pair_c", "pair.c", "mpicc"),
-    ):
-        subprocess.run([str(BIN / f"orrery-{wrapper}"), "-o", exe, src], cwd=d, check=True)
-    return {exe: d / exe for exe in ("ring", "pair_f", "pair_c")}
+        wrapper = "orrery-mpicc" if src.endswith(".c") else "orrery-mpif90"
+        subprocess.run([str(BIN / wrapper), "-o", exe, src], cwd=d, check=True)
+    return {exe: d / exe for exe in programs}
 
 
 def test_a_fortran_program_runs_on_the_simulated_ranks(built, run_program):
@@ -116,6 +113,16 @@ def test_a_fortran_program_and_its_c_twin_have_the_same_mpi_entries(built, run_p
             assert f["time_s"] == pytest.approx(cc["time_s"], rel=REL), name
         assert f_rank["comm_s"] == pytest.approx(c_rank["comm_s"], rel=REL) and f_rank["comm_s"] > 0
         assert f_rank["end_s"] == pytest.approx(c_rank["end_s"], rel=REL)
+
+
+def test_mpi_abort_from_fortran_ends_the_job_with_its_error_code(built, run_program):
+    """abort.f90: MPI_Init_thread makes both ranks known, and rank 1's MPI_Abort ends the job with
+    code 7 as a C rank's does (SMPI's own MPI_Abort ignores the code and leaves the other rank
+    waiting at its barrier)."""
+    r = run_program(built["abort"], options=("--gpus-per-node", "2"))
+    assert r.returncode == 7
+    assert r.results["status"] == "aborted" and [x["rank"] for x in r.results["ranks"]] == [0, 1]
+    assert "rank 1 called MPI_Abort with error code 7" in r.stderr
 
 
 def test_the_two_word_form_links_as_the_single_word_one(tmp_path):
