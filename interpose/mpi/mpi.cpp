@@ -6,6 +6,12 @@
  * timing, they apply the machine's per-path protocol (eager threshold,
  * software overheads, gaps between sends) and send blocking host-buffer calls
  * along host routes.
+ * Fortran programs reach them too: SMPI's Fortran bindings (mpi_send_ ...) convert their
+ * handles and call MPI_Send through libsimgrid's PLT, which resolves in the launcher's global
+ * scope, where `orrery run` preloads this library before libsimgrid (orrery/run/launch.py). Two
+ * of SMPI's own PMPI functions call a public entry point the same way: PMPI_Sendrecv_replace
+ * calls MPI_Sendrecv (forwarded untimed below: its caller times it) and PMPI_Init_thread
+ * calls MPI_Init (which only registers the rank, once).
  * Device buffers need no translation: messages sent from folded device memory
  * carry no data (memory.cpp's copy callback). */
 #include "core/runtime.hpp"
@@ -427,6 +433,8 @@ ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag
 
 ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
                             MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* st) {
+  if (rank_self("MPI_Sendrecv").in_mpi.name)  // PMPI_Sendrecv_replace's, inside its own scope
+    return PMPI_Sendrecv(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm, st);
   // both messages: the one sent and the one received; a deadlock names the receive's peer
   MpiScope scope("MPI_Sendrecv", message_bytes(scount, stype) + message_bytes(rcount, rtype), peer_of(src, comm),
                  tag_of(rtag));

@@ -228,8 +228,10 @@ def mpicxx(args: list[str]) -> int:
 
 def mpif90(args: list[str]) -> int:
     """mpif90 for Orrery: SimGrid's smpif90 (gfortran with SMPI's Fortran bindings), linked as
-    ``mpicc`` links. SMPI's Fortran bindings call SimGrid's own C functions, not the program's:
-    Orrery does not see (time, count) a Fortran program's MPI calls (docs/building.md)."""
+    ``mpicc`` links. SMPI's Fortran bindings convert their arguments and call MPI_Send and the
+    others through libsimgrid's global scope, where ``orrery run`` loads Orrery's runtime first
+    (launch.STAND_INS): a Fortran program's MPI calls are timed and counted by name as a C
+    program's (docs/building.md, Fortran)."""
     exe = _tool("smpif90", "install SimGrid with SMPI and gfortran (see the README's set-up command)")
     return _smpi_compiler(exe, args)
 

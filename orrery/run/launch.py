@@ -157,10 +157,11 @@ def _description(opts: RunOptions, out: Path, exe: Path) -> str:
 #: Stand-ins loaded into SMPI's launcher before the program, beside liborrery_smpi.so: the loader
 #: reuses a library already loaded under the soname a program asks for, so the program gets
 #: Orrery's NCCL whatever it was linked against (an RPATH to a real NCCL, which wins over
-#: LD_LIBRARY_PATH, or a dlopen of "libnccl.so.2"), in every rank's copy of it. The libcudart.so.13
-#: they bring comes after libsimgrid in the launcher's global scope, so SimGrid's own references to
-#: MPI_* still resolve to SimGrid's functions, not to the runtime's wrappers of them.
-STAND_INS = ("libnccl.so.2",)
+#: LD_LIBRARY_PATH, or a dlopen of "libnccl.so.2"), in every rank's copy of it. libcudart.so.13
+#: comes first, before libsimgrid in the launcher's global scope, where SimGrid's own references to
+#: MPI_* resolve: SMPI's Fortran bindings (mpi_send_ calls MPI_Send) then reach the runtime's
+#: wrappers, so a Fortran program's calls are timed as a C program's (interpose/mpi/mpi.cpp).
+STAND_INS = ("libcudart.so.13", "libnccl.so.2")
 
 
 def _preload(lib: Path) -> str:
