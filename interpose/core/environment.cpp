@@ -38,10 +38,10 @@ namespace {
 
 template <class F>
 void resolve(F& f, const char* name) {
-  void* p = dlsym(RTLD_NEXT, name);
-  if (!p)  // RTLD_NEXT searches the scope of whichever program copy loaded this library first
-    if (void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD))
-      p = dlsym(libc, name);
+  // libc's own, by its handle (RTLD_NEXT depends on where this library was loaded: preloaded by
+  // `orrery run`, or as a dependency of a program's copy)
+  void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  void* p = libc ? dlsym(libc, name) : nullptr;
   if (!p) {  // not fatal(): it reads the environment itself
     fprintf(stderr, "orrery: error: libc's %s not found\n", name);
     _exit(70);

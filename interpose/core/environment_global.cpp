@@ -22,7 +22,10 @@ using Functions = orrery::EnvironmentFunctions;
 
 template <class F>
 void resolve(F& f, const char* name) {
-  void* p = dlsym(RTLD_NEXT, name);
+  // libc's own, by its handle: RTLD_NEXT would find libcudart.so.13's, which `orrery run`
+  // preloads after this library
+  void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  void* p = libc ? dlsym(libc, name) : nullptr;
   if (!p) {
     fprintf(stderr, "orrery: error: libc's %s not found\n", name);
     _exit(70);
