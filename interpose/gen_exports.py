@@ -96,10 +96,11 @@ def rows(text: str, macros: tuple[str, ...], table: str) -> list[tuple[str, list
     return found
 
 
-def cuda_calls(src: Path) -> list[Call]:
-    path = src / "cudart" / "cuda_api.def"
+def table_calls(path: Path, macro: str) -> list[Call]:
+    """The rows of a stand-in's table whose rows are ``MACRO(name, return type, parameters,
+    arguments, family, policy)`` (cuda_api.def, driver_api.def, nccl_api.def)."""
     calls = []
-    for _, f in rows(path.read_text(), ("ORR_CUDA",), path.name):
+    for _, f in rows(path.read_text(), (macro,), path.name):
         if len(f) != 6:
             raise TableError(
                 f"{path.name}: {f[0]}: expected 6 fields (name, return type, parameters, "
@@ -107,6 +108,10 @@ def cuda_calls(src: Path) -> list[Call]:
             )
         calls.append(Call(f[0], f[1], f[2], f[3], f[4], f[5], path.name))
     return calls
+
+
+def cuda_calls(src: Path) -> list[Call]:
+    return table_calls(src / "cudart" / "cuda_api.def", "ORR_CUDA")
 
 
 def mpi_calls(src: Path) -> list[Call]:
@@ -259,16 +264,7 @@ def call_policy_sources(cuda: list[Call], mpi: list[Call], real: list[str]) -> t
 
 
 def nccl_calls(src: Path) -> list[Call]:
-    path = src / "nccl" / "nccl_api.def"
-    calls = []
-    for _, f in rows(path.read_text(), ("ORR_NCCL",), path.name):
-        if len(f) != 6:
-            raise TableError(
-                f"{path.name}: {f[0]}: expected 6 fields (name, return type, parameters, "
-                f"arguments, family, policy), got {len(f)}"
-            )
-        calls.append(Call(f[0], f[1], f[2], f[3], f[4], f[5], path.name))
-    return calls
+    return table_calls(src / "nccl" / "nccl_api.def", "ORR_NCCL")
 
 
 def real_nccl(src: Path) -> list[str]:
@@ -389,16 +385,7 @@ DRIVER_FAMILIES = ("device", "context", "memory", "vmm", "entry", "errors", "gen
 
 
 def driver_calls(src: Path) -> list[Call]:
-    path = src / "driver" / "driver_api.def"
-    calls = []
-    for _, f in rows(path.read_text(), ("ORR_CU",), path.name):
-        if len(f) != 6:
-            raise TableError(
-                f"{path.name}: {f[0]}: expected 6 fields (name, return type, parameters, "
-                f"arguments, family, policy), got {len(f)}"
-            )
-        calls.append(Call(f[0], f[1], f[2], f[3], f[4], f[5], path.name))
-    return calls
+    return table_calls(src / "driver" / "driver_api.def", "ORR_CU")
 
 
 def _listed(path: Path) -> list[str]:

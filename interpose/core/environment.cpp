@@ -34,33 +34,6 @@
 namespace orrery {
 namespace {
 
-/* ---------------- libc's own functions ---------------- */
-
-template <class F>
-void resolve(F& f, const char* name) {
-  // libc's own, by its handle (RTLD_NEXT depends on where this library was loaded: preloaded by
-  // `orrery run`, or as a dependency of a program's copy)
-  void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-  void* p = libc ? dlsym(libc, name) : nullptr;
-  if (!p) {  // not fatal(): it reads the environment itself
-    fprintf(stderr, "orrery: error: libc's %s not found\n", name);
-    _exit(70);
-  }
-  f = reinterpret_cast<F>(p);
-}
-
-const EnvironmentFunctions& libc() {
-  static const EnvironmentFunctions l = [] {
-    EnvironmentFunctions f{};
-    resolve(f.getenv, "getenv");
-    resolve(f.secure_getenv, "secure_getenv");
-    resolve(f.setenv, "setenv");
-    resolve(f.unsetenv, "unsetenv");
-    resolve(f.putenv, "putenv");
-    return f;
-  }();
-  return l;
-}
 
 /* ---------------- where each rank is ---------------- */
 
@@ -149,7 +122,7 @@ const Variable* variable(const char* name) {
 
 // Under `orrery run`; elsewhere (a wrapper-built binary run by configure) nothing is answered.
 bool simulated() {
-  const char* run = libc().getenv("ORRERY_RUN");
+  const char* run = libc_environment().getenv("ORRERY_RUN");
   return run && *run;
 }
 
@@ -202,19 +175,19 @@ const char** rank_slot(const char* name) {
 char* rank_getenv(const char* name) {
   if (const char** slot = rank_slot(name))
     return const_cast<char*>(*slot);
-  return libc().getenv(name);
+  return libc_environment().getenv(name);
 }
 
 char* rank_secure_getenv(const char* name) {
   if (const char** slot = rank_slot(name))
     return const_cast<char*>(*slot);
-  return libc().secure_getenv(name);
+  return libc_environment().secure_getenv(name);
 }
 
 int rank_setenv(const char* name, const char* value, int replace) {
   const char** slot = name ? rank_slot(name) : nullptr;  // libc answers EINVAL for a null name
   if (!slot)
-    return libc().setenv(name, value, replace);
+    return libc_environment().setenv(name, value, replace);
   if (replace || !*slot)
     *slot = keep(value);
   return 0;
@@ -223,7 +196,7 @@ int rank_setenv(const char* name, const char* value, int replace) {
 int rank_unsetenv(const char* name) {
   const char** slot = rank_slot(name);
   if (!slot)
-    return libc().unsetenv(name);
+    return libc_environment().unsetenv(name);
   *slot = nullptr;
   return 0;
 }
@@ -234,7 +207,7 @@ int rank_putenv(char* string) {
   std::string name = eq ? std::string(string, eq - string) : std::string(string);
   const char** slot = rank_slot(name.c_str());
   if (!slot)
-    return libc().putenv(string);
+    return libc_environment().putenv(string);
   *slot = eq ? keep(eq + 1) : nullptr;
   return 0;
 }
@@ -260,9 +233,9 @@ __attribute__((constructor)) void install_rank_environment() {
     for (const Placement& p : placements())
       shared = shared && v.value(p) == first;
     if (shared)
-      libc().setenv(v.name, first.c_str(), 1);
+      libc_environment().setenv(v.name, first.c_str(), 1);
     else
-      libc().unsetenv(v.name);
+      libc_environment().unsetenv(v.name);
   }
   if (auto hand_over = global_register())
     hand_over(&kRankFunctions);

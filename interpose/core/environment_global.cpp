@@ -20,35 +20,9 @@ namespace {
 
 using Functions = orrery::EnvironmentFunctions;
 
-template <class F>
-void resolve(F& f, const char* name) {
-  // libc's own, by its handle: RTLD_NEXT would find libcudart.so.13's, which `orrery run`
-  // preloads after this library
-  void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-  void* p = libc ? dlsym(libc, name) : nullptr;
-  if (!p) {
-    fprintf(stderr, "orrery: error: libc's %s not found\n", name);
-    _exit(70);
-  }
-  f = reinterpret_cast<F>(p);
-}
-
-const Functions& libc() {
-  static const Functions l = [] {
-    Functions f{};
-    resolve(f.getenv, "getenv");
-    resolve(f.secure_getenv, "secure_getenv");
-    resolve(f.setenv, "setenv");
-    resolve(f.unsetenv, "unsetenv");
-    resolve(f.putenv, "putenv");
-    return f;
-  }();
-  return l;
-}
-
 const Functions* g_ranks = nullptr;  // libcudart.so.13's, once it has loaded
 
-const Functions& active() { return g_ranks ? *g_ranks : libc(); }
+const Functions& active() { return g_ranks ? *g_ranks : orrery::libc_environment(); }
 
 }  // namespace
 
