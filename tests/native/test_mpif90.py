@@ -2,7 +2,7 @@
 MPI calls timed and counted by name as a C program's. SMPI's Fortran bindings (mpi_send_ ...)
 convert their handles and call MPI_Send through libsimgrid's global scope, where `orrery run`
 preloads Orrery's runtime before libsimgrid: the calls take the C wrappers' path, protocol and
-request tracking included (docs/building-notes-fortran.md)."""
+request tracking included (docs/building.md#fortran)."""
 
 from __future__ import annotations
 
