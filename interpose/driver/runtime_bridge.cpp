@@ -279,21 +279,29 @@ ORR_EXPORT CUresult orrery_private_vmm_map(const char* fn, CUdeviceptr ptr, size
   return CUDA_SUCCESS;
 }
 
-ORR_EXPORT CUresult orrery_private_vmm_unmap(const char* fn, CUdeviceptr ptr, size_t size) {
-  Rank& r = rank_self(fn);
+// The mappings that make up [ptr, ptr + size) exactly, one after the other: [first, last), or
+// (end, end) when the range is not whole mappings.
+static std::pair<std::map<uintptr_t, Mapping>::iterator, std::map<uintptr_t, Mapping>::iterator> whole_mappings(
+    uintptr_t ptr, size_t size) {
   auto& maps = vmm().mappings;
   auto first = maps.find(ptr);
-  if (first == maps.end() || !physical_of(r, first->second.handle))
-    return CUDA_ERROR_INVALID_VALUE;
-  // [ptr, ptr + size) must be whole mappings, one after the other
   uintptr_t at = ptr;
   auto it = first;
   for (; it != maps.end() && at < ptr + size; ++it) {
     if (it->first != at)
-      return CUDA_ERROR_INVALID_VALUE;
+      return {maps.end(), maps.end()};
     at += it->second.size;
   }
-  if (at != ptr + size)
+  if (first == maps.end() || at != ptr + size)
+    return {maps.end(), maps.end()};
+  return {first, it};
+}
+
+ORR_EXPORT CUresult orrery_private_vmm_unmap(const char* fn, CUdeviceptr ptr, size_t size) {
+  Rank& r = rank_self(fn);
+  auto& maps = vmm().mappings;
+  auto [first, it] = whole_mappings(ptr, size);
+  if (first == maps.end() || !physical_of(r, first->second.handle))
     return CUDA_ERROR_INVALID_VALUE;
   // CUDA unmaps only once the device is done with the range, as cudaFree does.
   trace::CudaCall call(r, fn);
@@ -316,16 +324,8 @@ ORR_EXPORT CUresult orrery_private_vmm_set_access(const char* fn, CUdeviceptr pt
   Rank& r = rank_self(fn);
   if (!device_of(r, device))
     return CUDA_ERROR_INVALID_DEVICE;
-  auto& maps = vmm().mappings;
-  auto first = maps.find(ptr);
-  uintptr_t at = ptr;
-  auto it = first;
-  for (; it != maps.end() && at < ptr + size; ++it) {
-    if (it->first != at)
-      return CUDA_ERROR_INVALID_VALUE;
-    at += it->second.size;
-  }
-  if (first == maps.end() || at != ptr + size)
+  auto [first, it] = whole_mappings(ptr, size);
+  if (first == vmm().mappings.end())
     return CUDA_ERROR_INVALID_VALUE;
   for (auto m = first; m != it; ++m) {
     const Physical& ph = vmm().physical.at(m->second.handle);
