@@ -83,6 +83,14 @@ class RunOutcome:
     stdout: str | None = None
 
 
+def program_file(program: str) -> Path | None:
+    """The file a program name means, as given or found on PATH (None: neither)."""
+    if Path(program).is_file():
+        return Path(program)
+    found = shutil.which(program)
+    return Path(found) if found else None
+
+
 def _check(opts: RunOptions) -> Path:
     if opts.mode != "skeleton":
         raise InputError("--mode", None, opts.mode, "skeleton (Twin mode is not implemented yet)")
@@ -94,12 +102,9 @@ def _check(opts: RunOptions) -> Path:
         raise InputError("link_series", None, True, "link_accounting on: the series comes from the accounting")
     if not opts.program or not opts.program[0]:
         raise InputError("orrery run", None, "", "a program after '--'")
-    exe = Path(opts.program[0])
-    if not exe.is_file():
-        found = shutil.which(opts.program[0])
-        if not found:
-            raise InputError("orrery run", None, opts.program[0], "an existing program built with Orrery's wrappers")
-        exe = Path(found)
+    exe = program_file(opts.program[0])
+    if exe is None:
+        raise InputError("orrery run", None, opts.program[0], "an existing program built with Orrery's wrappers")
     head = exe.read_bytes()
     if b"libcudart.so.13" not in head and b"__cudaRegisterFatBinary" in head:
         raise InputError(

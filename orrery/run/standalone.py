@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 import tempfile
 import threading
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from ..api import simulate
 from ..errors import InputError, OrreryError
+from .launch import program_file
 from .results import EXIT_BAD_INPUT, EXIT_ORRERY_ERROR
 
 #: The machine a program started on its own runs on (`orrery run`'s default), one node, one GPU, one rank.
@@ -90,12 +90,6 @@ class _Stdout:
             os.close(real)
 
 
-def _resolved(program: str) -> Path:
-    """The program's path as `orrery run` gives it to smpirun (launch.py)."""
-    found = program if Path(program).is_file() else shutil.which(program)
-    return Path(found or program).resolve()
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
@@ -110,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     with tempfile.TemporaryDirectory(prefix="orrery-standalone-") as tmp:
         out = Path(tmp).resolve()
-        stdout = _Stdout(_resolved(program), out / "platform.xml")
+        stdout = _Stdout((program_file(program) or Path(program)).resolve(), out / "platform.xml")
         try:
             with stdout.filtered():
                 res = simulate(
