@@ -102,9 +102,11 @@ def _name(item: list[str]) -> str:
     return item[0].split("=", 1)[0]
 
 
-#: Host compilers nvcc cannot use (``-ccbin $(CXX)`` with CXX=orrery-mpicxx, as OSU's Makefiles
+#: Host compilers orrery-nvcc drops (``-ccbin $(CXX)`` with CXX=orrery-mpicxx, as OSU's Makefiles
 #: write): smpicxx force-includes a header that turns malloc into a macro, which CUDA's headers do
-#: not survive. nvcc keeps its own host compiler; SMPI's mpi.h is on its include path already.
+#: not survive, and the wrappers would only hand nvcc's host steps to the plain compiler again
+#: (_called_by_nvcc, for the real nvcc), at a Python start-up each. nvcc keeps its own host
+#: compiler; SMPI's mpi.h is on its include path already.
 _SMPI_HOST_COMPILERS = {"orrery-mpicxx", "orrery-mpicc", "orrery", "smpicxx", "smpicc"}
 
 
