@@ -29,6 +29,24 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q ".[test,calibration,whatif]"
 
+# NCCL's public header, for NCCL programs built for Orrery (tests, calibration/bench/nccl_sweep):
+# the nvidia-nccl-cu13 wheel's include/nccl.h, kept in .venv/nccl/include; the rest of the wheel
+# (its libnccl.so.2, which Orrery's stand-in replaces) is not kept
+nccl_header=.venv/nccl/include/nccl.h
+if [[ ! -f $nccl_header ]]; then
+  tmp=$(mktemp -d)
+  .venv/bin/python -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "nvidia-nccl-cu13==2.30.7"
+  .venv/bin/python - "$tmp" "$nccl_header" <<'PY'
+import pathlib, sys, zipfile
+wheel = next(pathlib.Path(sys.argv[1]).glob("*.whl"))
+out = pathlib.Path(sys.argv[2])
+out.parent.mkdir(parents=True, exist_ok=True)
+with zipfile.ZipFile(wheel) as z:
+    out.write_bytes(z.read("nvidia/nccl/include/nccl.h"))
+PY
+  rm -rf "$tmp"
+fi
+
 if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
   echo "setup: warning: nvcc not found. Building CUDA programs for Orrery needs the CUDA toolkit's" >&2
   echo "       compiler (no GPU, no driver): NVIDIA's cuda-toolkit packages or Debian's nvidia-cuda-toolkit." >&2
