@@ -186,3 +186,22 @@ def test_the_nccl_frame_lists_each_rank_s_operations(run_program, programs, monk
         [1, "ncclReduceScatter Ring/Simple", 3, 3 * 4096],
     ]
     assert "ncclReduceScatter Ring/Simple" in r.stdout  # the summary's NCCL lines
+
+
+def test_the_report_breaks_nccl_time_out_by_operation_and_algorithm(run_program, programs, tmp_path, monkeypatch):
+    pinned(monkeypatch, "Ring", "Simple")
+    r = run_program(programs["nccl_calls"], "coll", "allreduce", "65536", "2", options=one_node(2))
+    assert r.returncode == 0, r.stderr
+    from orrery import load, report
+
+    res = load(r.out)
+    rep = report.build(res)
+    per_rank = [res.ranks[k].nccl["ncclAllReduce Ring/Simple"] for k in range(2)]
+    assert rep.nccl[["operation", "algorithm", "count", "bytes"]].values.tolist() == [
+        ["ncclAllReduce", "Ring/Simple", 4, 65536]
+    ]
+    assert rep.nccl["total_s"].iloc[0] == pytest.approx(math.fsum(t.time_s for t in per_rank), rel=1e-12)
+    written = report.write(rep, tmp_path / "rep", formats=("svg",))
+    assert (tmp_path / "rep" / "nccl_operations.csv") in written
+    body = (tmp_path / "rep" / "report.md").read_text()
+    assert "## NCCL operations" in body and "| ncclAllReduce | Ring/Simple |" in body.replace("  ", " ")
