@@ -174,7 +174,7 @@ def build_bench(repo: Path | None = None, nccl: bool = False) -> Path:
                     str(dest),
                     f"NVCC={orrery} nvcc",
                     f"MPICXX={orrery} mpicxx",
-                    *((f"NCCL_HOME={home}", "all") if home else ("mpi",)),
+                    *((f"NCCL_HOME={home}",) if home else ()),
                 ],
                 stdout=subprocess.DEVNULL,
                 check=False,
