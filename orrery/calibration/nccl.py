@@ -57,9 +57,27 @@ def latency_keys(m: machines.Machine) -> list[str]:
     return [f"nccl.{f}" for f in type(m.nccl).model_fields if f.startswith("base_latency_")]
 
 
-def efficiency_keys(m: machines.Machine) -> list[str]:
-    """The machine's efficiency keys (per link class, and NVLS's)."""
-    return [f"nccl.{f}" for f in type(m.nccl).model_fields if "efficiency" in f]
+def efficiency_keys(m: machines.Machine, multi_node: bool) -> list[str]:
+    """The machine's efficiency keys (per link class, and NVLS's) that sweeps on it can depend
+    on: the network's only with sweeps across nodes, PCIe's only where no NVLink joins the GPUs,
+    NVLS's only on an NVSwitch. A probe of any other would be a round of runs for nothing."""
+    out = []
+    for f in type(m.nccl).model_fields:
+        if "efficiency" not in f:
+            continue
+        if (
+            (f == "efficiency_net" and not multi_node)
+            or (f == "efficiency_pcie" and m.nvlink.topology != "none")
+            or (f == "efficiency_nvlink" and m.nvlink.topology == "none")
+            or (f == "nvls_efficiency" and m.nvlink.topology != "nvswitch")
+        ):
+            continue
+        out.append(f"nccl.{f}")
+    return out
+
+
+def all_keys(m: machines.Machine) -> list[str]:
+    return [f"nccl.{f}" for f in type(m.nccl).model_fields]
 
 
 def value(m: machines.Machine, key: str) -> float:
@@ -117,8 +135,9 @@ def fit(machine_name: str, repo: Path | None, pairs, overrides: dict) -> dict:
     fitted_pairs = [(sw, pts) for sw, pts in pairs if sw.fit and sw.kind[0] == "nccl_time"]
     validate.build_bench(repo, nccl=True)
     m = merge.candidate(machine_name, overrides)
-    lat_keys, eff_keys = latency_keys(m), efficiency_keys(m)
-    start = {k: value(m, k) for k in lat_keys + eff_keys}
+    lat_keys = latency_keys(m)
+    eff_keys = efficiency_keys(m, any(sw.nodes > 1 for sw, _ in fitted_pairs))
+    start = {k: value(m, k) for k in all_keys(m)}
     points = [Point(sw.name, s, sweeps.to_si(sw.unit, v)) for sw, pts in fitted_pairs for s, v in pts]
 
     def on(keys: dict[str, float]):
@@ -165,7 +184,7 @@ def fit(machine_name: str, repo: Path | None, pairs, overrides: dict) -> dict:
     return {
         "method": "simulator in the loop: probes of each key, then a weighted L1 solve (orrery/calibration/nccl.py)",
         "fitted": changed,
-        "left": {k: start[k] for k in lat_keys + eff_keys if k not in changed},
+        "left": {k: start[k] for k in all_keys(m) if k not in changed},
         "rounds": rounds,
         "choices": {f"{p.sweep} @ {p.size}": p.latency_key.removeprefix("nccl.base_latency_") or "?" for p in points},
     }

@@ -168,3 +168,51 @@ def test_nccl_fit_report_names_each_range_of_sizes_with_its_algorithm_and_protoc
     assert lines[2] == "    b: 8 B nvls_simple"
     assert lines[3].endswith("50.0%, 4.0%")
     assert lines[4] == "    fitted: nccl.base_latency_ring_ll = 2.5e-05"
+
+
+def test_fit_finds_the_choice_per_size_and_recovers_the_keys_of_a_simulator(monkeypatch):
+    """nccl.fit on a stand-in simulator whose time per call is the chosen algorithm/protocol's base
+    latency plus the bytes at the efficiency of its link class (NVLS at nvls_efficiency): the
+    probes find which key each size depends on, and the fitted keys reproduce the measurements."""
+    bandwidth = 400e9
+    true = {
+        "nccl.base_latency_ring_ll": 30e-6,
+        "nccl.base_latency_ring_ll128": 40e-6,
+        "nccl.base_latency_nvls_simple": 12e-6,
+        "nccl.efficiency_nvlink": 0.7,
+        "nccl.nvls_efficiency": 0.6,
+    }
+
+    def choice(size: int) -> tuple[str, str]:
+        if size < 65536:
+            return "nccl.base_latency_ring_ll", "nccl.efficiency_nvlink"
+        if size < 4 << 20:
+            return "nccl.base_latency_ring_ll128", "nccl.efficiency_nvlink"
+        return "nccl.base_latency_nvls_simple", "nccl.nvls_efficiency"
+
+    def simulated(keys, size: int) -> float:
+        latency, efficiency = choice(size)
+        return keys(latency) + size / (bandwidth * keys(efficiency))
+
+    sizes = [2**k for k in range(3, 31, 3)]
+    sweep = by_name("allreduce out-of-place, 8 x H100 SXM5, -g 8 (Voltage Park)")
+    measured = [(s, simulated(true.__getitem__, s) * 1e6) for s in sizes]
+    runs = []
+
+    def fake(repo, m, pairs):
+        runs.append(m)
+        # nccl_sweep prints 2 decimals of a microsecond
+        return {
+            (sw.name, s): round(simulated(lambda k: nccl.value(m, k), s) * 1e6, 2) * 1e-6
+            for sw, pts in pairs
+            for s, _ in pts
+        }
+
+    monkeypatch.setattr(nccl, "simulate_all", fake)
+    monkeypatch.setattr(nccl.validate, "build_bench", lambda repo, nccl=False: None)
+    overrides: dict = {}
+    found = nccl.fit("dgx-h100", None, [(sweep, measured)], overrides)
+    assert found["choices"] == {f"{sweep.name} @ {s}": choice(s)[0].removeprefix("nccl.base_latency_") for s in sizes}
+    assert overrides == pytest.approx(true, rel=2e-3)
+    assert set(found["fitted"]) == set(true) and "nccl.efficiency_net" in found["left"]
+    assert found["rounds"][0]["mean_abs_error"] > 0.1 and min(r["mean_abs_error"] for r in found["rounds"]) < 1e-3
