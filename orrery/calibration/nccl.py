@@ -229,8 +229,8 @@ def _solve(
     x = solved.x
     out = dict(keys)
     for j, k in enumerate(used_lat):
-        out[k] = round(max(keys[k] + x[j], 0.0), 9)  # to the nanosecond: the fit is not finer
+        out[k] = round(max(float(keys[k] + x[j]), 0.0), 9)  # to the nanosecond: the fit is not finer
     for j, k in enumerate(used_eff):
-        out[k] = round(min(1.0, 1 / x[len(used_lat) + j]), 4)
+        out[k] = round(min(1.0, 1 / float(x[len(used_lat) + j])), 4)
     assert all(math.isfinite(v) for v in out.values())
     return out
