@@ -198,8 +198,17 @@ def nccl_fit_lines(found: dict) -> list[str]:
                 runs.append([size, size, choice])
         lines.append(f"    {sweep}: " + ", ".join(f"{a}-{b} B {c}" if a != b else f"{a} B {c}" for a, b, c in runs))
     lines.append(
-        "    mean |error| of the fitted sweeps per round (start, then each solve): "
-        + ", ".join(f"{100 * r['mean_abs_error']:.1f}%" for r in found["rounds"])
+        "    score (the worst of each fitted sweep's mean |error| / 5 % and mean of its worst 10 % / 15 %; 1 or less: "
+        "within the targets) per round "
+        "(start, then each solve): " + ", ".join(f"{r['score']:.3f}" for r in found["rounds"] if "score" in r)
+    )
+    lines.append(
+        "    the targets' own figures (the worst of each fitted sweep's median / 5 % and 95th percentile / "
+        "15 %) per round, then per refining step: "
+        + ", ".join(
+            f"{r['targets']:.3f}" + (f" ({r['refining']} = {r['keys'][r['refining']]})" if "refining" in r else "")
+            for r in found["rounds"]
+        )
     )
     lines.append("    fitted: " + ", ".join(f"{k} = {toml_value(v)}" for k, v in found["fitted"].items()))
     if found["left"]:

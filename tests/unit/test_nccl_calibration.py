@@ -159,15 +159,20 @@ def test_nccl_fit_report_names_each_range_of_sizes_with_its_algorithm_and_protoc
             "a @ 64": "?",
             "b @ 8": "nvls_simple",
         },
-        "rounds": [{"mean_abs_error": 0.5}, {"mean_abs_error": 0.04}],
+        "rounds": [
+            {"score": 0.5, "targets": 0.4},
+            {"score": 0.04, "targets": 0.03},
+            {"targets": 0.02, "refining": "k", "keys": {"k": 0.9}},
+        ],
         "fitted": {"nccl.base_latency_ring_ll": 2.5e-05},
         "left": {"nccl.efficiency_net": 1.0},
     }
     lines = report.nccl_fit_lines(found)
     assert lines[1] == "    a: 8-16 B ring_ll, 32 B ring_ll128, 64 B ?"
     assert lines[2] == "    b: 8 B nvls_simple"
-    assert lines[3].endswith("50.0%, 4.0%")
-    assert lines[4] == "    fitted: nccl.base_latency_ring_ll = 2.5e-05"
+    assert lines[3].endswith("0.500, 0.040")
+    assert lines[4].endswith(": 0.400, 0.030, 0.020 (k = 0.9)")
+    assert lines[5] == "    fitted: nccl.base_latency_ring_ll = 2.5e-05"
 
 
 def test_fit_finds_the_choice_per_size_and_recovers_the_keys_of_a_simulator(monkeypatch):
@@ -215,4 +220,4 @@ def test_fit_finds_the_choice_per_size_and_recovers_the_keys_of_a_simulator(monk
     assert found["choices"] == {f"{sweep.name} @ {s}": choice(s)[0].removeprefix("nccl.base_latency_") for s in sizes}
     assert overrides == pytest.approx(true, rel=2e-3)
     assert set(found["fitted"]) == set(true) and "nccl.efficiency_net" in found["left"]
-    assert found["rounds"][0]["mean_abs_error"] > 0.1 and min(r["mean_abs_error"] for r in found["rounds"]) < 1e-3
+    assert found["rounds"][0]["targets"] > 1 and min(r["targets"] for r in found["rounds"]) < 0.02
