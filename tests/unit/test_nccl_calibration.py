@@ -221,3 +221,28 @@ def test_fit_finds_the_choice_per_size_and_recovers_the_keys_of_a_simulator(monk
     assert overrides == pytest.approx(true, rel=2e-3)
     assert set(found["fitted"]) == set(true) and "nccl.efficiency_net" in found["left"]
     assert found["rounds"][0]["targets"] > 1 and min(r["targets"] for r in found["rounds"]) < 0.02
+
+
+def test_dgx_h100_ships_its_committed_nccl_calibration():
+    """dgx-h100's [nccl] keys are calibration/dgx-h100-nccl's (sync_builtin.py), value for value,
+    each fitted key's source naming it; the keys it did not fit keep NCCL's defaults."""
+    import json
+    from pathlib import Path
+
+    from orrery import machines as machine
+    from orrery.machines import description
+
+    committed = Path(__file__).resolve().parents[2] / "calibration" / "dgx-h100-nccl" / "calibration.json"
+    cal = json.loads(committed.read_text())
+    assert cal["machine"] == "dgx-h100" and cal["command"] == "orrery calibrate --machine dgx-h100 --sweeps nccl"
+    m = machine.load("dgx-h100")
+    fitted = cal["overrides"]
+    assert fitted and set(fitted) <= {f"nccl.{k}" for k in type(m.nccl).model_fields}
+    defaults = description.Nccl()
+    for key in type(m.nccl).model_fields:
+        shipped = getattr(m.nccl, key)
+        if f"nccl.{key}" in fitted:
+            assert shipped == pytest.approx(fitted[f"nccl.{key}"], rel=1e-12)
+            assert m.sources[f"nccl.{key}"].startswith("fitted: calibration/dgx-h100-nccl/calibration.json")
+        else:
+            assert shipped == pytest.approx(getattr(defaults, key), rel=1e-12)
