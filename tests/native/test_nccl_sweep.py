@@ -102,3 +102,27 @@ def test_a_base_latency_moves_every_printed_time_by_itself(nccl_sweep, tmp_path)
             assert after[placement][size] - before[placement][size] == pytest.approx(5.0, abs=0.011)
     calls = ranks[0]["nccl"][name]["count"]
     assert later[0]["nccl"][name]["time_s"] - ranks[0]["nccl"][name]["time_s"] == pytest.approx(calls * 5e-6, rel=1e-6)
+
+
+def test_the_committed_nccl_calibration_is_what_the_simulator_gives_now(nccl_sweep, monkeypatch):
+    """calibration/dgx-h100-nccl's closed loop on Voltage Park's out-of-place allreduce (one run of
+    nccl_sweep at its 31 sizes), simulated again on the calibrated machine: the same times, so
+    the committed figures (within the targets) are current. The closed loop's own path
+    (validate.compare), with the nccl_sweep built here from the same sources."""
+    from conftest import REPO
+
+    from orrery.calibration import merge, sweeps
+
+    folder = REPO / "calibration" / "dgx-h100-nccl"
+    cal = json.loads((folder / "calibration.json").read_text())
+    committed = json.loads((folder / "closed-loop" / "validation.json").read_text())["sweeps"]
+    (sweep,) = [
+        s
+        for s in sweeps.sweeps_for("dgx-h100", "nccl")
+        if s.name.startswith("nccl-tests allreduce out-of-place, 8 x H100 SXM5")
+    ]
+    (was,) = [r for r in committed if r["name"] == sweep.name]
+    monkeypatch.setattr(validate, "build_bench", lambda repo=None, nccl=False: nccl_sweep.parent)
+    now = validate.compare(None, merge.candidate("dgx-h100", cal["overrides"]), sweep, sweeps.measured_points(sweep))
+    assert now.sizes == was["sizes"] and now.simulated == pytest.approx(was["simulated"], rel=1e-9)
+    assert now.median_abs_error <= sweeps.MEDIAN_TOLERANCE and now.p95_abs_error <= sweeps.P95_TOLERANCE
