@@ -14,8 +14,9 @@ out-of-place and in-place from one run):
 
 1. base: the keys so far;
 2. latency probe: each base latency raised by its own step, ``(k + 1) x PROBE_STEP`` for the
-   k-th key: the shift of each size's time says which key (which algorithm and protocol NCCL
-   ran that size with) it depends on, and how much (1 where the latency adds once per call);
+   k-th key: a size whose time moved by one key's step (to a quarter step) depends on that key,
+   once per call: the algorithm and protocol NCCL ran that size with; a size whose time moved
+   otherwise is left to the efficiencies;
 3. efficiency probes: each efficiency key lowered by PROBE_FACTOR, one at a time: each size's
    time as ``a + b / efficiency``;
 4. solve: the keys minimising ``score`` (per fitted sweep, its mean |error|, a bound of its
@@ -175,7 +176,8 @@ def targets(points: list[Point], times: dict[tuple[str, int], float]) -> float:
 def fit(machine_name: str, repo: Path | None, pairs, overrides: dict) -> dict:
     """The [nccl] keys fitted on the NCCL sweeps of `pairs` marked fit, on the machine with
     `overrides` so far (updated with the fitted keys). Returns what the report shows: the
-    probes' findings per size, each round's mean |error|, the keys fitted and those left."""
+    probes' findings per size, each round's score and targets' figures, the keys fitted and
+    those left."""
     fitted_pairs = [(sw, pts) for sw, pts in pairs if sw.fit and sw.kind[0] == "nccl_time"]
     validate.build_bench(repo, nccl=True)
     m = merge.candidate(machine_name, overrides)
