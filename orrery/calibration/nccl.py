@@ -183,7 +183,11 @@ def fit(machine_name: str, repo: Path | None, pairs, overrides: dict) -> dict:
     m = merge.candidate(machine_name, overrides)
     lat_keys = latency_keys(m)
     eff_keys = efficiency_keys(m, any(sw.nodes > 1 for sw, _ in fitted_pairs))
-    start = {k: value(m, k) for k in all_keys(m)}
+    # from NCCL's constants (the schema's defaults), not the description's values, which may be an
+    # earlier calibration's (sync_builtin): the same command gives the same keys, whatever the
+    # built-in carries; keys the set's description or --set give stay theirs
+    defaults = type(m.nccl)()
+    start = {k: float(overrides.get(k, getattr(defaults, k.removeprefix("nccl.")))) for k in all_keys(m)}
     points = [Point(sw.name, s, sweeps.to_si(sw.unit, v)) for sw, pts in fitted_pairs for s, v in pts]
 
     def on(keys: dict[str, float]):

@@ -213,7 +213,7 @@ def nccl_fit_lines(found: dict) -> list[str]:
     lines.append("    fitted: " + ", ".join(f"{k} = {toml_value(v)}" for k, v in found["fitted"].items()))
     if found["left"]:
         lines.append(
-            "    left as described (no fitted sweep depends on them, or could): "
+            "    left at NCCL's constants (no fitted sweep depends on them, or could): "
             + ", ".join(f"{k} = {toml_value(v)}" for k, v in found["left"].items())
         )
     return lines

@@ -220,6 +220,10 @@ def test_fit_finds_the_choice_per_size_and_recovers_the_keys_of_a_simulator(monk
     assert found["choices"] == {f"{sweep.name} @ {s}": choice(s)[0].removeprefix("nccl.base_latency_") for s in sizes}
     assert overrides == pytest.approx(true, rel=2e-3)
     assert set(found["fitted"]) == set(true) and "nccl.efficiency_net" in found["left"]
+    # it starts from NCCL's constants, not from the built-in's (calibrated) values
+    from orrery.machines import description
+
+    assert found["rounds"][0]["keys"] == {f"nccl.{k}": v for k, v in description.Nccl().model_dump().items()}
     assert found["rounds"][0]["targets"] > 1 and min(r["targets"] for r in found["rounds"]) < 0.02
 
 
