@@ -12,7 +12,7 @@
  *
  * What is approximated (docs/nccl.md says more): channels are not simulated one by one (the
  * platform's link between a GPU and its NVSwitch, or its NIC, is the sum of NCCL's channels on
- * it), a pipeline is cut into at most kMaxChunks chunks, a tree is NCCL's chain within a node
+ * it), a pipeline streams each hop's data on as its first chunk lands, a tree is NCCL's chain within a node
  * under one binary tree between nodes (NCCL runs two, each with half of the data), NVLS is the
  * load it puts on each GPU's NVLink (its reduction and multicast in the switch are not hosts of
  * the platform), and reductions cost no time of their own. */
@@ -24,7 +24,6 @@
 namespace orrery::nccl {
 
 namespace {
-constexpr int kMaxChunks = 128;
 
 struct Transfer {
   int from = 0, to = 0;    // clique ranks
@@ -32,6 +31,11 @@ struct Transfer {
   int lane = 0;
   std::vector<int> deps;   // transfers it waits for
   double efficiency = -1;  // -1: the link class's
+  // A pipelined transfer streams what it forwards: it starts `fill` seconds after its upstream
+  // started (the first chunk's arrival), and ends no earlier than the transfers of `after`.
+  int follows = -1;
+  double fill = 0;
+  std::vector<int> after;
 };
 
 struct Schedule {
@@ -63,9 +67,19 @@ double step_data(int proto) {
   }
 }
 
-int chunks_for(double bytes, const Choice& ch) {
-  double unit = step_data(ch.proto) * std::max(ch.nchannels, 1);
-  return (int)std::clamp(std::ceil(bytes / unit), 1.0, (double)kMaxChunks);
+/* How long after a pipelined transfer starts its first chunk has arrived downstream: the route's
+ * latency and one chunk at the route's bandwidth. LL and LL128 forward each 8-byte or 128-byte
+ * line as it lands (their flags say it is there): their chunk is one line; Simple forwards a
+ * channel's step. */
+double first_chunk(const Gpu& a, const Gpu& b, double bytes, const Choice& ch) {
+  std::vector<sg4::Link*> links;
+  double latency = 0;
+  a.copy_engine->route_to(b.copy_engine, links, &latency);
+  double bandwidth = INFINITY;
+  for (const sg4::Link* l : links)
+    bandwidth = std::min(bandwidth, l->get_bandwidth());
+  double chunk = ch.proto == kLL ? 16.0 : ch.proto == kLL128 ? 128.0 : step_data(ch.proto);
+  return latency + std::min(chunk, bytes) * wire_factor(ch.proto) / bandwidth;
 }
 
 std::string key(int algo, int proto) {
@@ -107,8 +121,9 @@ double efficiency_of(int hw) {
   return it == m.efficiency.end() ? 1.0 : it->second;
 }
 
-struct Done {  // a transfer's completion, which later ones wait for
-  bool done = false;
+struct Done {  // a transfer's start and completion, which later ones wait for
+  bool started = false, done = false;
+  double start_s = 0;
   sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
 };
 
@@ -131,6 +146,12 @@ void run(const Clique& c, const Schedule& sched, int algo, int proto) {
         const Transfer& t = sched.transfers[i];
         for (int d : t.deps)
           wait_until((*done)[d].cv, [done, d] { return (*done)[d].done; });
+        if (int up = t.follows; up >= 0) {
+          wait_until((*done)[up].cv, [done, up] { return (*done)[up].started; });
+          double at = (*done)[up].start_s + t.fill;
+          if (at - now() > 1e-12)
+            sg4::this_actor::sleep_for(at - now());
+        }
         const Gpu& a = *c.members[t.from]->gpu;
         const Gpu& b = *c.members[t.to]->gpu;
         int hw = hw_between(a, b);
@@ -141,11 +162,17 @@ void run(const Clique& c, const Schedule& sched, int algo, int proto) {
           double wait = lat - route_latency(a.copy_engine, b.copy_engine);
           if (wait > 1e-12)
             sg4::this_actor::sleep_for(wait);
+          (*done)[i].started = true;
+          (*done)[i].start_s = now();
+          (*done)[i].cv->notify_all();
           double eff = t.efficiency > 0 ? t.efficiency : efficiency_of(hw);
           double moved = std::ceil(t.bytes * wire_factor(proto) / eff);
           if (moved > 0)
             sg4::Comm::sendto(a.copy_engine, b.copy_engine, (uint64_t)moved);
         }
+        for (int d : t.after)
+          wait_until((*done)[d].cv, [done, d] { return (*done)[d].done; });
+        (*done)[i].started = true;
         (*done)[i].done = true;
         (*done)[i].cv->notify_all();
       }
@@ -209,24 +236,27 @@ void ring(Schedule& s, const Clique& c, int nchannels, int steps, double chunk) 
   }
 }
 
-/* A pipeline along a chain (positions 0..n-1 of `order`), `k` chunks of `bytes / k`, its lanes
- * from `lane0` on. */
-void chain(Schedule& s, const std::vector<int>& order, double bytes, int k, int lane0) {
-  int n = (int)order.size();
-  std::vector<int> prev(k, -1);
-  for (int p = 0; p + 1 < n; p++)
-    for (int j = 0; j < k; j++) {
-      std::vector<int> deps;
-      if (prev[j] >= 0)
-        deps.push_back(prev[j]);
-      prev[j] = s.add(order[p], order[p + 1], bytes / k, lane0 + p, deps);
+/* A pipeline along a chain (positions 0..n-1 of `order`): each hop streams the whole share on to
+ * the next as it arrives, its lanes from `lane0` on. */
+void chain(Schedule& s, const Clique& c, const std::vector<int>& order, double bytes, const Choice& ch, int lane0) {
+  int prev = -1;
+  for (size_t p = 0; p + 1 < order.size(); p++) {
+    int t = s.add(order[p], order[p + 1], bytes, lane0 + (int)p);
+    if (prev >= 0) {
+      Transfer& tr = s.transfers[t];
+      const Transfer& up = s.transfers[prev];
+      tr.follows = prev;
+      tr.fill = first_chunk(*c.members[up.from]->gpu, *c.members[up.to]->gpu, bytes, ch);
+      tr.after = {prev};
     }
+    prev = t;
+  }
 }
 
 /* NCCL's tree for an allreduce: within each node a chain of its members (the first is the
- * node's head), the heads under a binary tree of the nodes; chunks reduced up to the root and
- * broadcast back down, pipelined. */
-void tree_allreduce(Schedule& s, const Clique& c, double bytes, int k) {
+ * node's head), the heads under a binary tree of the nodes; the data streamed up to the root,
+ * reduced on the way, and streamed back down from it. */
+void tree_allreduce(Schedule& s, const Clique& c, double bytes, const Choice& ch) {
   int n = c.nranks;
   std::vector<int> parent(n, -1);
   std::map<int, std::vector<int>> by_node;
@@ -244,37 +274,44 @@ void tree_allreduce(Schedule& s, const Clique& c, double bytes, int k) {
   int root = -1;
   for (int i = 0; i < n; i++)
     parent[i] < 0 ? (void)(root = i) : children[parent[i]].push_back(i);
-  // lanes: member i's up edge is lane i, its down edges lane n + i
-  std::vector<std::vector<int>> up(n, std::vector<int>(k, -1)), down(n, std::vector<int>(k, -1));
   std::vector<int> order;  // members, children before parents
   std::function<void(int)> post = [&](int v) {
-    for (int ch : children[v])
-      post(ch);
+    for (int ch_ : children[v])
+      post(ch_);
     order.push_back(v);
   };
   post(root);
-  for (int j = 0; j < k; j++) {
-    for (int v : order) {
-      if (v == root)
-        continue;
-      std::vector<int> deps;
-      for (int ch : children[v])
-        deps.push_back(up[ch][j]);
-      up[v][j] = s.add(v, parent[v], bytes / k, v, deps);
-    }
+  auto streams = [&](int t, const std::vector<int>& upstream) {
+    if (upstream.empty())
+      return;
+    Transfer& tr = s.transfers[t];
+    const Transfer& up = s.transfers[upstream[0]];
+    tr.follows = upstream[0];
+    tr.fill = first_chunk(*c.members[up.from]->gpu, *c.members[up.to]->gpu, bytes, ch);
+    tr.after = upstream;
+  };
+  // lanes: member v's up edge is lane v, its down edge lane n + v
+  std::vector<int> up(n, -1), down(n, -1);
+  for (int v : order) {
+    if (v == root)
+      continue;
+    up[v] = s.add(v, parent[v], bytes, v);
+    std::vector<int> from_children;
+    for (int k : children[v])
+      from_children.push_back(up[k]);
+    streams(up[v], from_children);
   }
-  for (int j = 0; j < k; j++) {
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
-      int v = *it;
-      for (int ch : children[v]) {
-        std::vector<int> deps;
-        if (v == root)
-          for (int cc : children[root])
-            deps.push_back(up[cc][j]);
-        else
-          deps.push_back(down[v][j]);
-        down[ch][j] = s.add(v, ch, bytes / k, n + v, deps);
-      }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    int v = *it;
+    for (int k : children[v]) {
+      down[k] = s.add(v, k, bytes, n + k);
+      std::vector<int> upstream;
+      if (v == root)
+        for (int r : children[root])
+          upstream.push_back(up[r]);
+      else
+        upstream.push_back(down[v]);
+      streams(down[k], upstream);
     }
   }
 }
@@ -318,12 +355,12 @@ void execute_collective(const Clique& c, const Work& w, const Choice& ch) {
           for (int p = 0; p < n; p++)
             order.push_back(o[(at + (w.func == kBroadcast ? p : p + 1)) % n]);
           double share = S / orders.size();
-          chain(s, order, share, chunks_for(share, ch), (int)r * n);
+          chain(s, c, order, share, ch, (int)r * n);
         }
       }
       break;
     case kTree:
-      tree_allreduce(s, c, S, chunks_for(S, ch));
+      tree_allreduce(s, c, S, ch);
       break;
     case kNvls:
     case kNvlsTree: {

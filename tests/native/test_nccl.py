@@ -83,11 +83,17 @@ def test_ll_puts_a_flag_beside_every_8_bytes_and_its_step_is_the_route_s_latency
     assert t["time_s"] == pytest.approx(expected, rel=1e-9)
 
 
-def test_broadcast_is_pipelined_along_the_chain_in_512_kib_chunks_per_channel(run_program, programs, dgx, monkeypatch):
+def test_broadcast_streams_along_the_chain_each_hop_starting_once_a_512_kib_chunk_landed(
+    run_program, programs, dgx, monkeypatch
+):
     pinned(monkeypatch, "Ring", "Simple", channels=1)
-    size = 2 << 20  # 4 chunks of Simple's 512 KiB step: 4 + (4 - 2) pipeline steps
+    size = 2 << 20
     r = run_program(programs["nccl_calls"], "coll", "broadcast", str(size), options=one_node(4))
-    expected = dgx.nccl.base_latency_ring_simple + 6 * nvlink_step(dgx, 512 << 10, RING_SIMPLE_NVLINK)
+    # 3 hops: each starts its bytes its step latency after its upstream's first chunk (Simple: one
+    # channel step, 512 KiB) arrived; the last one then moves the whole buffer
+    chunk = (512 << 10) / dgx.nvlink_pair_bandwidth
+    whole = math.ceil(size / dgx.nccl.efficiency_nvlink) / dgx.nvlink_pair_bandwidth
+    expected = dgx.nccl.base_latency_ring_simple + 3 * RING_SIMPLE_NVLINK + 2 * chunk + whole
     for rank in range(4):
         assert nccl_entry(r, rank, "ncclBroadcast Ring/Simple")["time_s"] == pytest.approx(expected, rel=1e-9)
 
