@@ -16,13 +16,14 @@
  * the others, so that what it shows always agrees with getenv. A rank's setenv, unsetenv or
  * putenv of one of these names changes that rank's getenv only. Outside a rank (the maestro,
  * SimGrid's actors, threads that are no actor) and outside `orrery run` (no ORRERY_RUN) every
- * call is libc's. docs/running.md, "Device selection by local rank", lists the names. */
+ * call is libc's. gethostname answers the rank's node's name the same way. docs/running.md, "Device selection by local rank", lists the names. */
 #include "core/environment.hpp"
 #include "core/runtime.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -212,6 +213,26 @@ int rank_putenv(char* string) {
   return 0;
 }
 
+/* Each rank's host name: that of its node, as the platform names it (n0, n1, ...), since every
+ * rank lives on this one host. Programs find the ranks sharing a node by their host names
+ * (nccl-tests' local rank, from a hash of gethostname), and pick their GPU from it. */
+int rank_gethostname(char* name, size_t len) {
+  static const auto libc = reinterpret_cast<int (*)(char*, size_t)>(
+      dlsym(dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD), "gethostname"));
+  int r = simulated() ? calling_rank() : -1;
+  if (r < 0)
+    return libc(name, len);
+  std::string host = "n" + std::to_string(placements()[r].node);
+  if (host.size() >= len) {  // as glibc: truncated, ENAMETOOLONG
+    if (len)
+      memcpy(name, host.data(), len);
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  memcpy(name, host.c_str(), host.size() + 1);
+  return 0;
+}
+
 const EnvironmentFunctions kRankFunctions{rank_getenv, rank_secure_getenv, rank_setenv, rank_unsetenv,
                                           rank_putenv};
 
@@ -257,3 +278,4 @@ ORR_EXPORT int setenv(const char* name, const char* value, int replace) noexcept
 }
 ORR_EXPORT int unsetenv(const char* name) noexcept { return orrery::rank_unsetenv(name); }
 ORR_EXPORT int putenv(char* string) noexcept { return orrery::rank_putenv(string); }
+ORR_EXPORT int gethostname(char* name, size_t len) noexcept { return orrery::rank_gethostname(name, len); }
