@@ -201,18 +201,24 @@ def nvcc(args: list[str]) -> int:
 
 # A real cluster's link line names the real CUDA runtime; Orrery's stands in for it.
 REAL_RUNTIME = {"-lcudart", "-lcudart_static"}
+#: A real MPI's libraries (Open MPI, MPICH, Intel MPI, IBM Spectrum MPI; C, C++ and Fortran), as
+#: a Makefile names them (nccl-tests: ``-L$(MPI_HOME)/lib -lmpi``): SMPI's compilers link SimGrid's
+#: MPI, and a real libmpi.so beside it would answer the program's MPI calls outside the simulation.
+REAL_MPI = {"-lmpi", "-lmpi_cxx", "-lmpicxx", "-lmpich", "-lmpichcxx", "-lmpi_ibm", "-lmpifort", "-lmpi_mpifh",
+            "-lmpi_usempif08", "-lmpi_usempi_ignore_tkr", "-lmpichf90"}  # fmt: skip
 
 
 def link_args(args: list[str]) -> list[str]:
     """A program's own link arguments, linked against Orrery's runtime: its directory is
-    searched first (before a ``-L$CUDA_HOME/lib64`` the Makefile names) and ``-lcudart``
-    or ``-lcudart_static`` become Orrery's shared runtime. The runtime is linked even into a
-    program that makes no CUDA call: it also times the program's MPI calls and writes the run's
-    report, and a linker dropping it as unneeded (--as-needed) would leave a pure-MPI program
-    with neither."""
+    searched first (before a ``-L$CUDA_HOME/lib64`` or ``-L$NCCL_HOME/lib`` the Makefile names,
+    so that ``-lnccl`` and ``-lcuda`` find Orrery's stand-ins) and ``-lcudart`` or
+    ``-lcudart_static`` become Orrery's shared runtime; a real MPI's libraries (REAL_MPI) are
+    dropped, SMPI's compilers linking SimGrid's. The runtime is linked even into a program that
+    makes no CUDA call: it also times the program's MPI calls and writes the run's report, and a
+    linker dropping it as unneeded (--as-needed) would leave a pure-MPI program with neither."""
     return [
         f"-L{lib_dir()}",
-        *(a for a in args if a not in REAL_RUNTIME),
+        *(a for a in args if a not in REAL_RUNTIME and a not in REAL_MPI),
         "-Wl,--push-state,--no-as-needed",
         "-lcudart",
         "-Wl,--pop-state",
