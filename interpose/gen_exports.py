@@ -46,10 +46,10 @@ MPI_GENERATED = {
 }
 MPI_FAMILIES = ("point_to_point", "persistent", "completion", "probe", "lifecycle", *MPI_GENERATED.values())
 DOC_COMMAND = "python interpose/gen_exports.py --doc docs/supported-calls.md"
-# Issue 19 adds the families of the NCCL calls it simulates (nccl/<family>.cpp).
-NCCL_FAMILIES = ("generated",)
+# The families of the NCCL calls the stand-in simulates (nccl/<family>.cpp).
+NCCL_FAMILIES = ("communicators", "groups", "collectives", "generated")
 # Why every NCCL function without a row of its own stops the run (orrery_private_refuse's reason).
-NCCL_REFUSAL = "NCCL is not simulated yet"
+NCCL_REFUSAL = "Orrery's NCCL simulates the calls docs/supported-calls.md lists, not this one"
 
 
 class TableError(ValueError):
@@ -205,9 +205,10 @@ def version_script(cuda: list[Call], mpi: list[Call], real: list[str]) -> str:
 
 
 # What the sibling stand-ins (libcuda.so.1, libnccl.so.2) call in libcudart.so.13, where the run's
-# state lives: functions named orrery_private_*, in a version node of their own so that no program
-# links them by accident.
-PRIVATE_NODE = "ORRERY_PRIVATE {\n  global:\n    orrery_private_*;\n};\n"
+# state lives: functions named orrery_private_*, and the core's C++ interface (core/runtime.hpp,
+# ranks.hpp, fatal.hpp: libnccl.so.2's collectives are the core's stream operations), in a version
+# node of their own so that no program links them by accident.
+PRIVATE_NODE = 'ORRERY_PRIVATE {\n  global:\n    orrery_private_*;\n    extern "C++" {\n      orrery::*;\n    };\n};\n'
 
 
 def policies(cuda: list[Call], mpi: list[Call], real: list[str]) -> dict[str, str]:

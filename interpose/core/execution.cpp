@@ -146,6 +146,9 @@ void execute(Stream* s, Op& op) {
     case Op::HostFn:
       op.fn(op.fn_data);
       break;
+    case Op::Collective:
+      op.run(s);
+      break;
   }
   if (trace::on())
     trace::op_end(s, op, t0);

@@ -4,12 +4,14 @@
 #ifndef ORRERY_FATAL_HPP
 #define ORRERY_FATAL_HPP
 
+#pragma GCC visibility push(default)
 namespace orrery {
 
 [[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 [[noreturn]] void unsupported(const char* function);
 
 }  // namespace orrery
+#pragma GCC visibility pop
 
 /* For the sibling stand-ins (libnccl.so.2, libcuda.so.1), which link against libcudart.so.13 and
  * share its state: stops the run as orrery::unsupported does, naming the function and saying why

@@ -63,7 +63,7 @@ void on_deadlock() { end_run("deadlock", -1, 0); }
 /* Work that takes the GPU time; event records and waits alone complete as soon as their stream
  * runs, which a rank ending at once may not have let it do. */
 bool is_work(const Op& op) {
-  return op.kind == Op::Kernel || op.kind == Op::Memset || op.kind == Op::HostFn ||
+  return op.kind == Op::Kernel || op.kind == Op::Memset || op.kind == Op::HostFn || op.kind == Op::Collective ||
          (op.kind == Op::Copy && op.bytes > 0);
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 
+#pragma GCC visibility push(default)
 namespace orrery {
 
 std::map<long, std::unique_ptr<Rank>>& ranks();  // by actor pid
@@ -16,5 +17,6 @@ sg4::MutexPtr& sim_mutex();                       // created with the first rank
 int current_rank_id();
 
 }  // namespace orrery
+#pragma GCC visibility pop
 
 #endif

@@ -30,6 +30,7 @@ static std::string describe(const Op& op) {
     case Op::Record: return "event record";
     case Op::Wait: return "event wait";
     case Op::HostFn: return "host function";
+    case Op::Collective: return op.name;
   }
   return "?";
 }
@@ -95,6 +96,7 @@ void write_report() {
     rows("kernel", r->stats.kernels);
     rows("copy", r->stats.copies);
     rows("mpi", r->stats.mpi);
+    rows("nccl", r->stats.nccl);
     rows("uncosted", r->stats.uncosted);
     fprintf(f, "%d\trank\thost_api\t0\t0\t%.17g\n", r->id, r->stats.host_api_s);
     fprintf(f, "%d\trank\tgpu_wait\t0\t0\t%.17g\n", r->id, r->stats.gpu_wait_s);

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,6 +36,10 @@
 
 namespace sg4 = simgrid::s4u;
 
+/* The core's interface is exported from libcudart.so.13 under its private version node
+ * ORRERY_PRIVATE (gen_exports.py's PRIVATE_NODE), for libnccl.so.2, whose collectives are stream
+ * operations of this core; no program links against that node. */
+#pragma GCC visibility push(default)
 namespace orrery {
 
 /* ---- the run's description (written by `orrery run` as run.json, read once; its types are
@@ -128,7 +133,9 @@ struct Event {
 
 
 struct Op {
-  enum Kind { Kernel, Copy, Memset, Record, Wait, HostFn } kind;
+  // Collective: an operation of a sibling stand-in (libnccl.so.2's collectives and point-to-point
+  // transfers), which `run` executes in the stream's actor and accounts for itself.
+  enum Kind { Kernel, Copy, Memset, Record, Wait, HostFn, Collective } kind;
   explicit Op(Kind k) : kind(k) {}
   std::vector<Dependency> deps;
   std::string name;           // kernel name
@@ -144,6 +151,7 @@ struct Op {
   Event* event = nullptr;
   cudaHostFn_t fn = nullptr;
   void* fn_data = nullptr;
+  std::function<void(Stream*)> run;  // a Collective's execution
 };
 
 struct Stream {
@@ -171,6 +179,7 @@ struct Stats {
   std::map<std::string, Tally> kernels;  // device time per kernel name
   std::map<std::string, Tally> copies;   // device time per copy kind
   std::map<std::string, Tally> mpi;      // host time per MPI call
+  std::map<std::string, Tally> nccl;     // device time per NCCL call and algorithm/protocol
   std::map<std::string, Tally> uncosted; // kernels that got the default cost
   double host_api_s = 0;   // modelled CUDA API overheads on the host
   double gpu_wait_s = 0;   // host blocked until device work completed
@@ -295,5 +304,6 @@ void install_message_copy();  // skip the data of MPI messages sent from folded 
 void apply_d2h_fill(void* dst, uint64_t width, uint64_t pitch, uint64_t rows);
 
 }  // namespace orrery
+#pragma GCC visibility pop
 
 #endif

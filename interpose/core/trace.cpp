@@ -101,6 +101,7 @@ const char* category(const Op& op) {
     case Op::Copy: return "copy";
     case Op::Memset: return "memset";
     case Op::HostFn: return "host_fn";
+    case Op::Collective: return "nccl";
     default: return nullptr;  // records and waits: no slice of their own
   }
 }
@@ -113,6 +114,7 @@ std::string op_name(const Op& op) {
     case Op::HostFn: return "host function";
     case Op::Record: return "event record";
     case Op::Wait: return "event wait";
+    case Op::Collective: return op.name;
   }
   return "?";
 }

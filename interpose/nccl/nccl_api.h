@@ -4,6 +4,9 @@
 #ifndef ORRERY_NCCL_API_H
 #define ORRERY_NCCL_API_H
 
+#include "cudart/cuda_abi.h"
+#include "nccl/nccl_abi.h"
+
 #define ORR_NCCL_EXPORT extern "C" __attribute__((visibility("default")))
 
 #define ORR_NCCL(name, ret, params, args, family, policy) extern "C" ret name params;

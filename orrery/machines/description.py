@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Mapping, Sequence, Set
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -471,6 +471,67 @@ class Collectives(_Measured):
     )
 
 
+#: NCCL's default constants, the [nccl] section's defaults (NVIDIA/nccl src/graph/tuning.cc at
+#: commit 5067397c: ncclTunerConstantsDefaults.baseLatencies, nvlsEfficiency for Hopper).
+NCCL_BASE_LATENCY_US = {
+    "tree_ll": 6.8,
+    "tree_ll128": 14.0,
+    "tree_simple": 8.4,
+    "ring_ll": 6.6,
+    "ring_ll128": 14.0,
+    "ring_simple": 8.4,
+    "nvls_simple": 0.0,
+    "nvls_tree_simple": 0.0,
+    "pat_simple": 8.0,
+}
+NCCL_NVLS_EFFICIENCY = 0.85
+Fraction = Annotated[float, Field(strict=False, gt=0, le=1)]
+
+
+def _nccl_latency(combination: str) -> Any:
+    algo, proto = combination.rsplit("_", 1)
+    return Field(
+        NCCL_BASE_LATENCY_US[combination] * 1e-6,
+        description=(
+            f"Fixed time of one NCCL {algo.replace('_', ' ')} collective with protocol {proto}, beyond its steps' "
+            "transfers on the platform's routes (default NCCL's baseLatencies)."
+        ),
+    )
+
+
+class Nccl(_Section):
+    """What a simulated NCCL collective takes beyond the platform's routes. Flat keys, one per
+    algorithm and protocol NCCL uses (``base_latency_<algo>_<proto>``), so that each has its own
+    source and ``--set``. NCCL's choice of algorithm and protocol does not read them: it follows
+    NCCL's own tuning model with NCCL's constants (interpose/nccl/tuning.cpp)."""
+
+    base_latency_tree_ll: Time = _nccl_latency("tree_ll")
+    base_latency_tree_ll128: Time = _nccl_latency("tree_ll128")
+    base_latency_tree_simple: Time = _nccl_latency("tree_simple")
+    base_latency_ring_ll: Time = _nccl_latency("ring_ll")
+    base_latency_ring_ll128: Time = _nccl_latency("ring_ll128")
+    base_latency_ring_simple: Time = _nccl_latency("ring_simple")
+    base_latency_nvls_simple: Time = _nccl_latency("nvls_simple")
+    base_latency_nvls_tree_simple: Time = _nccl_latency("nvls_tree_simple")
+    base_latency_pat_simple: Time = _nccl_latency("pat_simple")
+    efficiency_nvlink: Fraction = Field(
+        1.0, description="Fraction of an NVLink route's bandwidth NCCL's transfers get (1: all of it)."
+    )
+    efficiency_pcie: Fraction = Field(1.0, description="The same for PCIe routes.")
+    efficiency_net: Fraction = Field(1.0, description="The same for routes through the NICs and the fabric.")
+    nvls_efficiency: Fraction = Field(
+        NCCL_NVLS_EFFICIENCY,
+        description=(
+            "Fraction of the NVLink bandwidth an NVLS (NVSwitch multicast) collective gets (default NCCL's "
+            "nvlsEfficiency for Hopper)."
+        ),
+    )
+
+    def base_latencies(self) -> dict[str, float]:
+        """Seconds by `<algo>_<proto>` (the run description's nccl.base_latency_s)."""
+        return {c: getattr(self, f"base_latency_{c}") for c in NCCL_BASE_LATENCY_US}
+
+
 class Machine(_Section):
     name: Name = Field(description="The machine's name (a built-in's is its file's).")
     description: str = Field(description="One line, shown by `orrery machine list`.")
@@ -486,6 +547,7 @@ class Machine(_Section):
     fabric: Fabric = Field(description="The network between the nodes' NICs.")
     gpudirect: GpuDirect = Field(description="Whether NICs reach GPU memory (GPUDirect RDMA).")
     mpi: Mpi = Field(description="The MPI library's protocol and costs.")
+    nccl: Nccl = Field(Nccl(), description="What NCCL's collectives take beyond the platform's routes.")
     copies: Copies = Field(Copies(), description="Measured copy models (optional; written by `orrery calibrate`).")
     messages: Messages = Field(
         Messages(), description=("Measured message models (optional; written by `orrery calibrate`).")

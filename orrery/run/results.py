@@ -77,6 +77,10 @@ class RankResult:
     kernels: dict[str, Tally] = field(default_factory=dict)
     copies: dict[str, Tally] = field(default_factory=dict)
     mpi: dict[str, Tally] = field(default_factory=dict)
+    # NCCL operations by call and NCCL's algorithm/protocol ("ncclAllReduce Ring/LL128"): count,
+    # bytes per rank, device time on their streams (from the stream reaching each to its end)
+    nccl: dict[str, Tally] = field(default_factory=dict)
+    nccl_s: float = 0.0  # their device time, summed
 
 
 @dataclass
@@ -157,7 +161,8 @@ class Results:
         """A table of the run as a pandas DataFrame: ``ranks`` (one row per rank, its times and
         the time each engine of its GPU was busy, ``engine_<name>_s``), ``kernels`` (rank,
         kernel, count, time_s), ``mpi`` (rank, call, count, time_s, bytes), ``copies`` (rank,
-        kind, count, time_s, bytes), ``links`` (link, kind, capacity_Bps, bytes, busy_s, and
+        kind, count, time_s, bytes), ``nccl`` (rank, operation: the NCCL call and its
+        algorithm/protocol, count, time_s, bytes), ``links`` (link, kind, capacity_Bps, bytes, busy_s, and
         over the makespan busy_fraction and utilisation, bytes / (capacity x makespan)). Times
         are simulated seconds."""
         import pandas as pd
@@ -167,10 +172,10 @@ class Results:
         if kind == "ranks":
             rows = []
             for r in self.ranks:
-                row = {k: v for k, v in asdict(r).items() if k not in ("engines", "kernels", "copies", "mpi")}
+                row = {k: v for k, v in asdict(r).items() if k not in _PER_NAME}
                 row.update({f"engine_{e}_s": t for e, t in sorted(r.engines.items())})
                 rows.append(row)
-            columns = [f.name for f in fields(RankResult) if f.name not in ("engines", "kernels", "copies", "mpi")]
+            columns = [f.name for f in fields(RankResult) if f.name not in _PER_NAME]
             frame = pd.DataFrame(rows, columns=columns + sorted({c for row in rows for c in row} - set(columns)))
             return frame
         if kind == "links":
@@ -182,7 +187,7 @@ class Results:
             frame["busy_fraction"] = frame["busy_s"] / span if span > 0 else 0.0
             frame["utilisation"] = frame["bytes"] / (frame["capacity_Bps"] * span) if span > 0 else 0.0
             return frame
-        label = {"kernels": "kernel", "mpi": "call", "copies": "kind"}[kind]
+        label = {"kernels": "kernel", "mpi": "call", "copies": "kind", "nccl": "operation"}[kind]
         rows = [
             {"rank": r.rank, label: name, "count": t.count, "time_s": t.time_s, "bytes": t.bytes}
             for r in self.ranks
@@ -193,7 +198,8 @@ class Results:
 
 
 #: What Results.to_frame gives
-FRAME_KINDS = ("ranks", "kernels", "mpi", "copies", "links")
+FRAME_KINDS = ("ranks", "kernels", "mpi", "copies", "nccl", "links")
+_PER_NAME = ("engines", "kernels", "copies", "mpi", "nccl")  # RankResult's tables, not columns
 _LOCAL_FIELDS = ("out", "stdout")
 
 
@@ -428,7 +434,8 @@ def _results(rows: list[dict], run: dict) -> Results:
             makespan = t.time_s
             continue
         d = per_rank.setdefault(
-            rank, {"kernel": {}, "copy": {}, "mpi": {}, "rank": {}, "engine": {}, "overlap": {}, "host": "?"}
+            rank,
+            {"kernel": {}, "copy": {}, "mpi": {}, "nccl": {}, "rank": {}, "engine": {}, "overlap": {}, "host": "?"},
         )
         if cat == "placement":
             d["host"] = name
@@ -467,6 +474,8 @@ def _results(rows: list[dict], run: dict) -> Results:
                 kernels={k: Tally(v.count, v.time_s) for k, v in d["kernel"].items()},
                 copies=d["copy"],
                 mpi=d["mpi"],
+                nccl=d["nccl"],
+                nccl_s=math.fsum(t.time_s for t in d["nccl"].values()),
             )
         )
     return Results("completed", None, makespan, ranks, dict(sorted(uncosted.items())), {**run, "exit_code": 0})
@@ -550,6 +559,18 @@ def summary(results: Results) -> str:
             f"{_time(link.busy_s)} busy ({busy} of the run), {100 * used:.1f}% of its "
             f"{_bytes(link.capacity_Bps)}/s over the run"
         )
+    nccl: dict[str, list[Tally]] = {}
+    for r in results.ranks:
+        for name, t in r.nccl.items():
+            nccl.setdefault(name, []).append(t)
+    if nccl:
+        lines.append("NCCL operations (per rank: calls, bytes per call, device time; mean over the ranks that made them):")
+        for name, ts in sorted(nccl.items()):
+            calls = math.fsum(t.count for t in ts) / len(ts)
+            per_call = math.fsum(t.bytes for t in ts) / math.fsum(t.count for t in ts)
+            lines.append(
+                f"  {name:<32} {calls:>8g} calls  {_bytes(per_call):>10}  {_fmt(math.fsum(t.time_s for t in ts) / len(ts))}"
+            )
     for line in results.physics_violations:
         lines.append(f"warning: physically impossible, a bug of Orrery (please report it): {line}")
     mixed = [r for r in results.ranks if r.mixed_placement_calls]

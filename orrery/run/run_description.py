@@ -98,6 +98,51 @@ def _segments(model) -> list[dict[str, Any]]:
     return [{"up_to": s.up_to, "latency_s": s.latency, "bandwidth": s.bandwidth} for s in model or []]
 
 
+#: PCIe per-lane rate by generation in NCCL's units (x 100 Mb/s; topo.cc's table of link speeds):
+#: a link's bandwidth is lanes x rate / 80 GB/s.
+_NCCL_PCIE_LANE = {1: 15, 2: 30, 3: 60, 4: 120, 5: 240, 6: 480}
+
+
+def _nccl_nvlink_gbps(sm: int) -> float:
+    """NVLink bandwidth per link, GB/s, as NCCL's topology counts it (NVIDIA/nccl src/graph/topo.h
+    @5067397c, ncclTopoNVLinkBw: SM100/SM90/SM86/SM80/SM70/SM60_NVLINK_BW)."""
+    if sm == 86:
+        return 12.0
+    for least, gbps in ((100, 40.1), (90, 20.6), (80, 20.0), (70, 20.0), (60, 18.0)):
+        if sm >= least:
+            return gbps
+    return 20.0
+
+
+def nccl_model(machine: Machine) -> dict[str, Any]:
+    """The run description's nccl field: the [nccl] keys, and what NCCL's topology detection
+    would see of one node (what its tuning model reads; the execution uses the platform's routes)."""
+    m = machine
+    major, minor = m.gpu.compute_capability.split(".")
+    sm = int(major) * 10 + int(minor)
+    pcie = m.pcie.lanes * _NCCL_PCIE_LANE.get(m.pcie.generation, 60) / 80.0 * 1e9
+    topology = m.nvlink.topology
+    if topology == "nvswitch":
+        intra = (m.nvlink.links_per_gpu or 0) * _nccl_nvlink_gbps(sm) * 1e9
+    elif topology == "mesh":
+        intra = (m.nvlink.links_per_pair or 0) * (m.node.gpus - 1) * _nccl_nvlink_gbps(sm) * 1e9
+    else:
+        intra = pcie
+    nic = m.nic.bandwidth  # bytes/s; NCCL reads a NIC's rate in Mb/s and counts Mb/s / 8000 GB/s: the same
+    inter = min(nic, pcie) * m.nic.per_node / m.node.gpus
+    n = m.nccl
+    return {
+        "base_latency_s": n.base_latencies(),
+        "efficiency": {"nvlink": n.efficiency_nvlink, "pcie": n.efficiency_pcie, "net": n.efficiency_net},
+        "nvls_efficiency": n.nvls_efficiency,
+        "sm": sm,
+        "intra_nvlink": topology != "none",
+        "nvswitch": topology == "nvswitch",
+        "intra_bandwidth": intra,
+        "inter_bandwidth": inter,
+    }
+
+
 def describe(
     machine: Machine,
     layout: platform.Layout,
@@ -159,6 +204,7 @@ def describe(
                 if model is not None
             },
         },
+        nccl=nccl_model(m),
         staging=None
         if m.gpudirect.rdma
         else {

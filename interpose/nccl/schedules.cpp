@@ -1,0 +1,423 @@
+/* Each NCCL algorithm as transfers on the platform. A schedule is a list of transfers between the
+ * members' GPUs, each with the transfers it waits for (the data it forwards or reduces) and a
+ * lane: the transfers of one lane run one after another, like the steps of one NCCL channel
+ * worker, and lanes run at once. A transfer first waits for its dependencies, then for the
+ * step's latency beyond its route's own (NCCL's per-step hardware latency of the algorithm and
+ * protocol on its link class, tuning.cpp), then moves its bytes as the protocol puts them on the
+ * wire (LL: 8 bytes of flags per 8 of data; LL128: 8 per 120; Simple: none), divided by the
+ * link class's efficiency (machine keys nccl.efficiency.*, nvls_efficiency), between the GPUs'
+ * copy-engine hosts (the GPU's side of its links; no MPI message factors apply there), so that
+ * they contend with every other transfer on those links. A collective starts with its base
+ * latency (nccl.base_latency.*, once) and ends when its last transfer arrived.
+ *
+ * What is approximated (docs/nccl.md says more): channels are not simulated one by one (the
+ * platform's link between a GPU and its NVSwitch, or its NIC, is the sum of NCCL's channels on
+ * it), a pipeline is cut into at most kMaxChunks chunks, a tree is NCCL's chain within a node
+ * under one binary tree between nodes (NCCL runs two, each with half of the data), NVLS is the
+ * load it puts on each GPU's NVLink (its reduction and multicast in the switch are not hosts of
+ * the platform), and reductions cost no time of their own. */
+#include "nccl/engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace orrery::nccl {
+
+namespace {
+constexpr int kMaxChunks = 128;
+
+struct Transfer {
+  int from = 0, to = 0;    // clique ranks
+  double bytes = 0;        // data bytes
+  int lane = 0;
+  std::vector<int> deps;   // transfers it waits for
+  double efficiency = -1;  // -1: the link class's
+};
+
+struct Schedule {
+  std::vector<Transfer> transfers;
+  int lanes = 0;
+  int add(int from, int to, double bytes, int lane, std::vector<int> deps = {}) {
+    transfers.push_back({from, to, bytes, lane, std::move(deps), -1});
+    lanes = std::max(lanes, lane + 1);
+    return (int)transfers.size() - 1;
+  }
+};
+
+double wire_factor(int proto) {
+  switch (proto) {
+    case kLL: return 2.0;            // 8-byte flag per 8-byte datum
+    case kLL128: return 128.0 / 120.0;  // 8-byte flag per 120 bytes
+    default: return 1.0;
+  }
+}
+
+// The data one pipeline step of a channel carries, by protocol (NCCL's default buffer of the
+// protocol over its NCCL_STEPS = 8 slots: Simple 4 MiB, LL 512 KiB of 16-byte lines holding 8
+// data bytes, LL128 640 threads x 120 x 8 bytes; src/include/device.h, commit 5067397c).
+double step_data(int proto) {
+  switch (proto) {
+    case kLL: return 524288.0 / 8 / 2;
+    case kLL128: return 120.0 * 640 * 8 * 8 / 8 * 120 / 128;
+    default: return 4194304.0 / 8;
+  }
+}
+
+int chunks_for(double bytes, const Choice& ch) {
+  double unit = step_data(ch.proto) * std::max(ch.nchannels, 1);
+  return (int)std::clamp(std::ceil(bytes / unit), 1.0, (double)kMaxChunks);
+}
+
+std::string key(int algo, int proto) {
+  std::string a = algo == kNvlsTree ? "nvls_tree" : algo_name(algo);
+  std::string k = a + "_" + proto_name(proto);
+  std::transform(k.begin(), k.end(), k.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return k;
+}
+
+double base_latency(int algo, int proto) {
+  const NcclModel& m = run_description().nccl;
+  auto it = m.base_latency_s.find(key(algo, proto));
+  if (it == m.base_latency_s.end())
+    fatal("NCCL: the machine has no nccl.base_latency for %s/%s (key %s)", algo_name(algo), proto_name(proto),
+          key(algo, proto).c_str());
+  return it->second;
+}
+
+double route_latency(sg4::Host* a, sg4::Host* b) {
+  static std::map<std::pair<sg4::Host*, sg4::Host*>, double> cache;
+  auto [it, fresh] = cache.try_emplace({a, b}, 0.0);
+  if (fresh) {
+    std::vector<sg4::Link*> links;
+    a->route_to(b, links, &it->second);
+  }
+  return it->second;
+}
+
+int hw_between(const Gpu& a, const Gpu& b) {
+  if (a.node != b.node)
+    return kHwNet;
+  return run_description().nccl.intra_nvlink ? kHwNvlink : kHwPci;
+}
+
+double efficiency_of(int hw) {
+  const NcclModel& m = run_description().nccl;
+  const char* name = hw == kHwNet ? "net" : hw == kHwPci ? "pcie" : "nvlink";
+  auto it = m.efficiency.find(name);
+  return it == m.efficiency.end() ? 1.0 : it->second;
+}
+
+struct Done {  // a transfer's completion, which later ones wait for
+  bool done = false;
+  sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
+};
+
+/* Runs a schedule: one actor per lane, each taking its transfers in order; returns when all
+ * lanes are done. */
+void run(const Clique& c, const Schedule& sched, int algo, int proto) {
+  std::vector<std::vector<int>> lanes(sched.lanes);
+  for (int i = 0; i < (int)sched.transfers.size(); i++)
+    lanes[sched.transfers[i].lane].push_back(i);
+  auto done = std::make_shared<std::vector<Done>>(sched.transfers.size());
+  auto left = std::make_shared<int>(0);
+  auto finished = sg4::ConditionVariable::create();
+  for (auto& lane : lanes) {
+    if (lane.empty())
+      continue;
+    ++*left;
+    const Gpu* g = c.members[sched.transfers[lane[0]].from]->gpu;
+    sg4::Actor::create("nccl-lane", g->host, [&c, &sched, lane, done, left, finished, algo, proto] {
+      for (int i : lane) {
+        const Transfer& t = sched.transfers[i];
+        for (int d : t.deps)
+          wait_until((*done)[d].cv, [done, d] { return (*done)[d].done; });
+        const Gpu& a = *c.members[t.from]->gpu;
+        const Gpu& b = *c.members[t.to]->gpu;
+        int hw = hw_between(a, b);
+        double lat = c.tuner->step_latency_s(algo, proto, hw);
+        if (&a == &b) {
+          sg4::this_actor::sleep_for(lat + t.bytes / a.d2d_bandwidth);
+        } else {
+          double wait = lat - route_latency(a.copy_engine, b.copy_engine);
+          if (wait > 1e-12)
+            sg4::this_actor::sleep_for(wait);
+          double eff = t.efficiency > 0 ? t.efficiency : efficiency_of(hw);
+          double moved = std::ceil(t.bytes * wire_factor(proto) / eff);
+          if (moved > 0)
+            sg4::Comm::sendto(a.copy_engine, b.copy_engine, (uint64_t)moved);
+        }
+        (*done)[i].done = true;
+        (*done)[i].cv->notify_all();
+      }
+      if (--*left == 0)
+        finished->notify_all();
+    });
+  }
+  wait_until(finished, [left] { return *left == 0; });
+}
+
+/* The rings NCCL's channels form: within one node a single ring in clique order is enough (the
+ * platform's link between a GPU and its NVSwitch carries every channel); between nodes each
+ * channel's ring leaves a node through another GPU, and so another rail's NIC, as NCCL's rings
+ * do: ring r enters node k at its local GPU (r - k) mod local GPUs and leaves it from the GPU
+ * before that one, which the next node's ring enters through, on the same rail. */
+std::vector<std::vector<int>> ring_orders(const Clique& c, int nchannels) {
+  std::vector<int> all(c.nranks);
+  for (int i = 0; i < c.nranks; i++)
+    all[i] = i;
+  if (c.nnodes == 1)
+    return {all};
+  std::map<int, std::vector<int>> by_node;
+  for (int i = 0; i < c.nranks; i++)
+    by_node[c.members[i]->gpu->node].push_back(i);
+  size_t local = 0;
+  for (auto& [node, ms] : by_node)
+    local = std::max(local, ms.size());
+  int rings = std::max(1, std::min(nchannels, (int)local));
+  std::vector<std::vector<int>> orders(rings);
+  for (int r = 0; r < rings; r++) {
+    int k = 0;
+    for (auto& [node, ms] : by_node) {
+      int m = (int)ms.size();
+      int first = ((r - k) % m + m) % m;
+      for (int j = 0; j < m; j++)
+        orders[r].push_back(ms[(first + j) % m]);
+      k++;
+    }
+  }
+  return orders;
+}
+
+/* Rings: `steps` steps, each member sending `chunk` bytes (shared by the rings) to the next of
+ * each ring, each step after the data it forwards arrived. */
+void ring(Schedule& s, const Clique& c, int nchannels, int steps, double chunk) {
+  auto orders = ring_orders(c, nchannels);
+  int n = c.nranks;
+  for (size_t r = 0; r < orders.size(); r++) {
+    const std::vector<int>& o = orders[r];
+    std::vector<int> prev(n, -1);
+    for (int step = 0; step < steps; step++) {
+      std::vector<int> now(n);
+      for (int p = 0; p < n; p++) {
+        std::vector<int> deps;
+        if (prev[(p + n - 1) % n] >= 0)
+          deps.push_back(prev[(p + n - 1) % n]);
+        now[p] = s.add(o[p], o[(p + 1) % n], chunk / orders.size(), (int)r * n + p, deps);
+      }
+      prev = now;
+    }
+  }
+}
+
+/* A pipeline along a chain (positions 0..n-1 of `order`), `k` chunks of `bytes / k`, its lanes
+ * from `lane0` on. */
+void chain(Schedule& s, const std::vector<int>& order, double bytes, int k, int lane0) {
+  int n = (int)order.size();
+  std::vector<int> prev(k, -1);
+  for (int p = 0; p + 1 < n; p++)
+    for (int j = 0; j < k; j++) {
+      std::vector<int> deps;
+      if (prev[j] >= 0)
+        deps.push_back(prev[j]);
+      prev[j] = s.add(order[p], order[p + 1], bytes / k, lane0 + p, deps);
+    }
+}
+
+/* NCCL's tree for an allreduce: within each node a chain of its members (the first is the
+ * node's head), the heads under a binary tree of the nodes; chunks reduced up to the root and
+ * broadcast back down, pipelined. */
+void tree_allreduce(Schedule& s, const Clique& c, double bytes, int k) {
+  int n = c.nranks;
+  std::vector<int> parent(n, -1);
+  std::map<int, std::vector<int>> by_node;
+  for (int i = 0; i < n; i++)
+    by_node[c.members[i]->gpu->node].push_back(i);
+  std::vector<int> heads;
+  for (auto& [node, ms] : by_node) {
+    heads.push_back(ms[0]);
+    for (size_t l = 1; l < ms.size(); l++)
+      parent[ms[l]] = ms[l - 1];
+  }
+  for (size_t q = 1; q < heads.size(); q++)
+    parent[heads[q]] = heads[(q - 1) / 2];
+  std::vector<std::vector<int>> children(n);
+  int root = -1;
+  for (int i = 0; i < n; i++)
+    parent[i] < 0 ? (void)(root = i) : children[parent[i]].push_back(i);
+  // lanes: member i's up edge is lane i, its down edges lane n + i
+  std::vector<std::vector<int>> up(n, std::vector<int>(k, -1)), down(n, std::vector<int>(k, -1));
+  std::vector<int> order;  // members, children before parents
+  std::function<void(int)> post = [&](int v) {
+    for (int ch : children[v])
+      post(ch);
+    order.push_back(v);
+  };
+  post(root);
+  for (int j = 0; j < k; j++) {
+    for (int v : order) {
+      if (v == root)
+        continue;
+      std::vector<int> deps;
+      for (int ch : children[v])
+        deps.push_back(up[ch][j]);
+      up[v][j] = s.add(v, parent[v], bytes / k, v, deps);
+    }
+  }
+  for (int j = 0; j < k; j++) {
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      int v = *it;
+      for (int ch : children[v]) {
+        std::vector<int> deps;
+        if (v == root)
+          for (int cc : children[root])
+            deps.push_back(up[cc][j]);
+        else
+          deps.push_back(down[v][j]);
+        down[ch][j] = s.add(v, ch, bytes / k, n + v, deps);
+      }
+    }
+  }
+}
+
+/* NVLS within a node: each GPU's NVLink carries, in each direction, what the switch's reduction
+ * and multicast need of it (an allreduce: the buffer in, its reduced share out, then its share in
+ * and the buffer out, pipelined: S (1 + 1/n) each way); as one transfer per GPU to the next,
+ * which loads every link as much. */
+void nvls_allreduce(Schedule& s, const std::vector<int>& members, double bytes, double efficiency, int lane0) {
+  int n = (int)members.size();
+  for (int i = 0; i < n; i++) {
+    int t = s.add(members[i], members[(i + 1) % n], bytes * (1.0 + 1.0 / n), lane0 + i);
+    s.transfers[t].efficiency = efficiency;
+  }
+}
+}  // namespace
+
+void execute_collective(const Clique& c, const Work& w, const Choice& ch) {
+  int n = c.nranks;
+  double wait = base_latency(ch.algo, ch.proto);
+  if (wait > 0)
+    sg4::this_actor::sleep_for(wait);
+  if (n == 1)
+    return;  // a communicator of one: NCCL copies the buffer locally at most
+  double S = (double)w.bytes;
+  double nvls_eff = run_description().nccl.nvls_efficiency;
+  Schedule s;
+  switch (ch.algo) {
+    case kRing:
+      if (w.func == kAllReduce)
+        ring(s, c, ch.nchannels, 2 * (n - 1), S / n);
+      else if (w.func == kAllGather || w.func == kReduceScatter)
+        ring(s, c, ch.nchannels, n - 1, S);
+      else {
+        // a chain along each ring: a broadcast from the root, a reduce to it
+        auto orders = ring_orders(c, ch.nchannels);
+        for (size_t r = 0; r < orders.size(); r++) {
+          const std::vector<int>& o = orders[r];
+          int at = (int)(std::find(o.begin(), o.end(), w.root) - o.begin());
+          std::vector<int> order;
+          for (int p = 0; p < n; p++)
+            order.push_back(o[(at + (w.func == kBroadcast ? p : p + 1)) % n]);
+          double share = S / orders.size();
+          chain(s, order, share, chunks_for(share, ch), (int)r * n);
+        }
+      }
+      break;
+    case kTree:
+      tree_allreduce(s, c, S, chunks_for(S, ch));
+      break;
+    case kNvls:
+    case kNvlsTree: {
+      std::map<int, std::vector<int>> by_node;
+      for (int i = 0; i < n; i++)
+        by_node[c.members[i]->gpu->node].push_back(i);
+      if (w.func == kAllReduce) {
+        int lane = 0;
+        for (auto& [node, ms] : by_node) {
+          nvls_allreduce(s, ms, S, nvls_eff, lane);
+          lane += (int)ms.size();
+        }
+        if (by_node.size() > 1) {
+          // between nodes, each GPU's share (S / local GPUs) reduced with the same GPU of the
+          // other nodes: a ring over them, on its rail
+          size_t local = by_node.begin()->second.size();
+          for (size_t l = 0; l < local; l++) {
+            std::vector<int> rail;
+            for (auto& [node, ms] : by_node)
+              if (l < ms.size())
+                rail.push_back(ms[l]);
+            int m = (int)rail.size();
+            std::vector<int> prev(m, -1);
+            for (int step = 0; step < 2 * (m - 1); step++) {
+              std::vector<int> cur(m);
+              for (int i = 0; i < m; i++) {
+                std::vector<int> deps;
+                if (prev[(i + m - 1) % m] >= 0)
+                  deps.push_back(prev[(i + m - 1) % m]);
+                cur[i] = s.add(rail[i], rail[(i + 1) % m], S / local / m, lane + i, deps);
+              }
+              prev = cur;
+            }
+            lane += m;
+          }
+        }
+      } else {
+        // allgather, reduce-scatter: every GPU's share to (or from) every other, through the switch
+        int lane = 0;
+        for (int i = 0; i < n; i++)
+          for (int j = 0; j < n; j++)
+            if (i != j) {
+              int t = s.add(i, j, S, lane++);
+              s.transfers[t].efficiency = nvls_eff;
+            }
+      }
+      break;
+    }
+    case kPat: {
+      bool power_of_two = (n & (n - 1)) == 0;
+      if (!power_of_two) {
+        ring(s, c, ch.nchannels, n - 1, S);
+        break;
+      }
+      // recursive doubling (allgather) or halving (reduce-scatter): log2 n steps
+      std::vector<int> prev(n, -1);
+      int steps = 0;
+      while ((1 << steps) < n)
+        steps++;
+      for (int k = 0; k < steps; k++) {
+        std::vector<int> cur(n);
+        double blocks = w.func == kAllGather ? (double)(1 << k) : (double)(n >> (k + 1));
+        for (int i = 0; i < n; i++) {
+          int peer = i ^ (1 << k);
+          std::vector<int> deps;
+          if (prev[peer] >= 0)
+            deps.push_back(prev[peer]);
+          cur[i] = s.add(i, peer, blocks * S, i, deps);
+        }
+        prev = cur;
+      }
+      break;
+    }
+    default:
+      fatal("%s: NCCL's tuning chose %s, which needs network offload (SHARP) that the machine does not have",
+            w.call, algo_name(ch.algo));
+  }
+  run(c, s, ch.algo, ch.proto);
+}
+
+void execute_part(const Clique& c, const Part& p) {
+  const Gpu& a = *c.members[p.from]->gpu;
+  const Gpu& b = *c.members[p.to]->gpu;
+  if (&a == &b) {  // to itself: a copy in the GPU's memory
+    sg4::this_actor::sleep_for(a.d2d_latency_s + (double)p.bytes / a.d2d_bandwidth);
+    return;
+  }
+  int hw = hw_between(a, b);
+  double wait = c.tuner->step_latency_s(kRing, kSimple, hw) - route_latency(a.copy_engine, b.copy_engine);
+  if (wait > 1e-12)
+    sg4::this_actor::sleep_for(wait);
+  double moved = std::ceil((double)p.bytes / efficiency_of(hw));
+  if (moved > 0)
+    sg4::Comm::sendto(a.copy_engine, b.copy_engine, (uint64_t)moved);
+}
+
+}  // namespace orrery::nccl
