@@ -2,10 +2,12 @@
 
     orrery calibrate --machine gh200-slingshot --out calibration/gh200-slingshot
     .venv/bin/python calibration/sync_builtin.py gh200-slingshot
+    orrery calibrate --machine dgx-h100 --sweeps nccl --out calibration/dgx-h100-nccl
+    .venv/bin/python calibration/sync_builtin.py dgx-h100-nccl
 
-rewrites orrery/machines/builtin/NAME.toml so that it ships calibrated: every scalar
-override of calibration/NAME/calibration.json replaces the parameter's value
-in its section, the measured models (copies, messages, gaps, collectives)
+rewrites orrery/machines/builtin/MACHINE.toml (the calibration's machine) so that it ships
+calibrated: every scalar override of calibration/NAME/calibration.json replaces the
+parameter's value in its section, the measured models (copies, messages, gaps, collectives)
 are written between the file's BEGIN/END markers, each such parameter's
 source names the calibration (where it does not already), and the source of
 a measured model the calibration no longer has is removed. Values are written
@@ -30,9 +32,12 @@ END = "# END measured models"
 
 
 def sync(name: str, repo: Path = REPO) -> str:
+    """calibration/NAME into the built-in description of the machine it calibrates (its
+    calibration.json's `machine`, NAME where it has none): dgx-h100-nccl into dgx-h100.toml."""
     cal_path = repo / "calibration" / name / "calibration.json"
-    toml_path = repo / "orrery" / "machines" / "builtin" / f"{name}.toml"
-    overrides = json.loads(cal_path.read_text())["overrides"]
+    cal = json.loads(cal_path.read_text())
+    toml_path = repo / "orrery" / "machines" / "builtin" / f"{cal.get('machine', name)}.toml"
+    overrides = cal["overrides"]
     text = toml_path.read_text()
     cited = f"fitted: calibration/{name}/calibration.json (orrery calibrate; inputs and residuals there)"
     models: dict[str, list[str]] = {}
@@ -70,6 +75,8 @@ def sync(name: str, repo: Path = REPO) -> str:
     generated = f"{BEGIN}\n{block}\n{END}\n"
     if BEGIN in text:
         text = text[: text.index(BEGIN)] + generated + text[text.index(END) + len(END) + 1 :]
+    elif not models:
+        pass  # scalars only (an NCCL calibration's): no block of measured models to start
     else:
         text = text.replace("\n[sources]\n", f"\n{generated}\n[sources]\n")
     toml_path.write_text(text)

@@ -1,9 +1,10 @@
 """A run's report: tables and figures of where its simulated time went (``orrery report RUN_DIR``).
 
-Five sections, each a table (pandas) built from the run's ``results.json`` (orrery.load,
+Six sections, each a table (pandas) built from the run's ``results.json`` (orrery.load,
 Results.to_frame): time by category per rank (or per group of ranks beyond GROUP_LIMIT), the
 slowest ranks and why (what makes each later than the median rank, in words), top kernels,
-communication hidden and exposed, busiest links. ``build()`` gives them as a :class:`Report`,
+communication hidden and exposed, NCCL operations by algorithm and protocol (when the program
+called NCCL), busiest links. ``build()`` gives them as a :class:`Report`,
 ``text()`` as Markdown, the ``plot_*`` functions each as a matplotlib Figure, ``write()`` puts
 report.md, one CSV per table and the figures (PNG and SVG, byte-identical for the same run) in
 a folder. A run that did not complete is reported too, its failure first.
@@ -62,6 +63,7 @@ OUTPUTS = (
     "top_kernels.csv",
     "communication.csv",
     "communication_groups.csv",
+    "nccl_operations.csv",
     "links.csv",
     *(f"{fig}.{ext}" for fig in ("time_by_category", "top_kernels", "communication", "links") for ext in FORMATS),
 )
@@ -104,6 +106,9 @@ class Report:
     hidden_fraction: float | None
     #: every link direction, highest utilisation first (Results.to_frame("links"))
     links: pd.DataFrame
+    #: every NCCL operation over all ranks, most device time first: operation (the call), algorithm
+    #: (NCCL's algorithm/protocol, or p2p/Simple), count, bytes (per call), total_s, mean_s, share
+    nccl: pd.DataFrame
 
 
 def load(run_dir: str | os.PathLike) -> Results:
@@ -158,6 +163,7 @@ def build(results: Results, top: int = TOP, run_dir: Path | None = None) -> Repo
         communication_groups=comm_groups,
         hidden_fraction=hidden,
         links=links,
+        nccl=_nccl(ranks),
     )
 
 
@@ -289,6 +295,40 @@ def _kernels(ranks: list[RankResult]) -> pd.DataFrame:
         for name in sorted(totals, key=lambda n: (-totals[n], n))
     ]
     return pd.DataFrame(rows, columns=["kernel", "total_s", "count", "mean_s", "share"])
+
+
+NCCL_COLUMNS = ("operation", "algorithm", "count", "bytes", "total_s", "mean_s", "share")
+
+
+def _nccl(ranks: list[RankResult]) -> pd.DataFrame:
+    import pandas as pd
+
+    totals: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    sizes: dict[str, int] = {}
+    for r in ranks:
+        for name, tally in r.nccl.items():
+            totals.setdefault(name, []).append(tally.time_s)
+            counts[name] = counts.get(name, 0) + tally.count
+            sizes[name] = sizes.get(name, 0) + tally.bytes
+    total = {name: math.fsum(t) for name, t in totals.items()}
+    overall = math.fsum(total.values())
+    rows = []
+    for name in sorted(total, key=lambda n: (-total[n], n)):
+        call, _, algorithm = name.partition(" ")
+        n = counts[name]
+        rows.append(
+            {
+                "operation": call,
+                "algorithm": algorithm,
+                "count": n,
+                "bytes": sizes[name] / n if n else 0.0,
+                "total_s": total[name],
+                "mean_s": total[name] / n if n else 0.0,
+                "share": total[name] / overall if overall > 0 else 0.0,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(NCCL_COLUMNS))
 
 
 def fmt_time(seconds: float) -> str:
@@ -451,6 +491,29 @@ def text(rep: Report, figures: Sequence[str] = ()) -> str:
         lines += _table(heads, rows)
         lines.append("")
         figure("communication", "communication hidden and exposed")
+
+    if not rep.nccl.empty:
+        lines += ["## NCCL operations", ""]
+        lines.append(
+            f"{len(rep.nccl)} NCCL operations by NCCL's algorithm and protocol; device time on their "
+            "streams (from the stream reaching the operation to its last transfer) summed over ranks, most first."
+        )
+        lines.append("")
+        rows = [
+            [
+                n["operation"],
+                n["algorithm"],
+                n["count"],
+                _fmt_bytes(n["bytes"]),
+                fmt_time(n["total_s"]),
+                fmt_time(n["mean_s"]),
+                _percent(n["share"]),
+            ]
+            for n in rep.nccl.to_dict("records")
+        ]
+        heads = ["operation", "algorithm", "count", "bytes per call", "total", "mean", "share"]
+        lines += _table(heads, rows, [False, False, True, True, True, True, True])
+        lines.append("")
 
     lines += ["## Busiest links", ""]
     if rep.links.empty:
@@ -643,6 +706,8 @@ def write(rep: Report, out: Path, formats: Sequence[str] = FORMATS) -> list[Path
         "communication.csv": rep.communication,
         "links.csv": rep.links,
     }
+    if not rep.nccl.empty:
+        tables["nccl_operations.csv"] = rep.nccl
     if rep.groups is not None:
         tables["time_by_category_groups.csv"] = rep.groups
     if rep.communication_groups is not None:

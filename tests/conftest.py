@@ -74,12 +74,20 @@ def assert_same_calibration(produced, committed, path: str = "") -> None:
         assert produced == committed, path
 
 
+#: NCCL's public header (the nvidia-nccl-cu13 wheel's), extracted by scripts/setup.sh
+NCCL_INCLUDE = HERE.parent / ".venv" / "nccl" / "include"
+
+
 def build(source: Path, dest: Path) -> Path:
     """Compile a .cu program with `orrery nvcc` and link it with `orrery mpicxx` (the driver API's
-    programs, driver_*.cu, with `-lcuda`, as programs using it are linked)."""
+    programs, driver_*.cu, with `-lcuda`, as programs using it are linked; NCCL's, nccl_*.cu, with
+    `-lnccl`)."""
     obj = dest.with_suffix(".o")
-    orrery("nvcc", "-std=c++17", "-c", str(source), "-o", str(obj), check=True)
-    libs = ["-lcuda"] if source.stem.startswith("driver_") else []
+    # NCCL programs, nccl_*.cu, against NCCL's real header (scripts/setup.sh puts it there), with -lnccl
+    nccl = source.stem.startswith("nccl_")
+    include = [f"-I{NCCL_INCLUDE}"] if nccl else []
+    orrery("nvcc", "-std=c++17", *include, "-c", str(source), "-o", str(obj), check=True)
+    libs = ["-lcuda"] if source.stem.startswith("driver_") else ["-lnccl"] if nccl else []
     orrery("mpicxx", str(obj), "-o", str(dest), *libs, check=True)
     return dest
 

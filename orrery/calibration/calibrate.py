@@ -44,7 +44,7 @@ import numpy as np
 
 from .. import progress
 from ..errors import InputError
-from . import derive, fit, measurements, merge, report, search, sweeps, validate
+from . import derive, fit, measurements, merge, nccl, report, search, sweeps, validate
 
 log = logging.getLogger(__name__)
 FITTED_METRICS = ("latency", "bandwidth", "bibw", "copy_bandwidth")  # the sweeps fitted latency + size / bandwidth
@@ -138,6 +138,7 @@ def calibrate(
         )
     fits = []
     collectives = []
+    nccl_sweeps = []  # fitted by nccl.fit, after the MPI choices
     api: dict[str, float] = {}  # measured host costs of API calls: the machine's overheads, as they are
     for sweep, points in pairs:
         if not sweep.fit:
@@ -148,6 +149,9 @@ def calibrate(
             continue
         if sweep.kind[0] == "collective_latency":
             collectives.append((sweep, points))
+            continue
+        if sweep.kind[0] == "nccl_time":
+            nccl_sweeps.append((sweep, points))
             continue
         if len(points) < fit.FEW_POINTS:
             skipped.append(f"{sweep.name}: {len(points)} size(s), too few for a fit: compared in the closed loop")
@@ -214,6 +218,10 @@ def calibrate(
                     "median_abs_error": result.median_abs_error,
                     "p95_abs_error": result.p95_abs_error,
                 }
+    nccl_fit = {}
+    if nccl_sweeps:
+        log.info("fitting NCCL's keys on %d sweeps, simulator in the loop", len(nccl_sweeps))
+        nccl_fit = nccl.fit(machine_name, repo, nccl_sweeps, overrides)
     cal = {
         "orrery_calibration": merge.FORMAT_VERSION,
         "machine": m.name,
@@ -234,6 +242,7 @@ def calibrate(
         "collective_selector_trials": trials,
         "collective_selector_uncorrectable": uncorrectable,
         "collectives_before_correction": uncorrected,
+        **({"nccl_fit": nccl_fit} if nccl_fit else {}),
         "overrides": overrides,
     }
     return cal, pairs
@@ -242,9 +251,16 @@ def calibrate(
 def closed_loop(machine_name: str, cal: dict, pairs, repo: Path | None = None) -> list[validate.SweepResult]:
     """The closed loop: every sweep of the calibration simulated again on the calibrated machine."""
     calibrated = merge.candidate(machine_name, cal["overrides"])
+    # NCCL sweeps together: one run of nccl_sweep gives both placements
+    ncclruns = [(sw, pts) for sw, pts in pairs if sw.kind[0] == "nccl_time"]
+    nccl_times = nccl.simulate_all(repo, calibrated, ncclruns) if ncclruns else {}
     results = []
     for sweep, points in progress.bar(pairs, desc="closed loop", unit="sweep"):
-        results.append(validate.compare(repo, calibrated, sweep, points))
+        if sweep.kind[0] == "nccl_time":
+            simulated = {s: sweeps.from_si(sweep.unit, nccl_times[(sweep.name, s)]) for s, _ in points}
+            results.append(validate.result(sweep, points, simulated))
+        else:
+            results.append(validate.compare(repo, calibrated, sweep, points))
         log.info("closed loop, %s: %s", sweep.name, validate.errors_line(results[-1]))
     return results
 

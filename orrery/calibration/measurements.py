@@ -14,7 +14,7 @@ recognised by their content:
 - NVIDIA nvbandwidth output (one point per testcase: the median over its
   GPU matrix, at the buffer size the output states or nvbandwidth's default
   64 MiB);
-- nccl-tests output (out-of-place time per size);
+- nccl-tests output (out-of-place time per size; ``nccl_tests_table`` both placements);
 - BabelStream output (one point per kernel, at the array size it reports).
 
 Bad input stops with an error naming the file and line: unknown format,
@@ -325,20 +325,31 @@ def _nvbandwidth(path: Path, text: str) -> list[Series]:
     return out
 
 
-def _nccl_tests(path: Path, text: str) -> list[Series]:
+NCCL_PLACEMENTS = ("out-of-place", "in-place")
+
+
+def nccl_tests_table(path: Path, text: str) -> dict[str, Series]:
+    """nccl-tests' table (also calibration/bench/nccl_sweep's): a series of time per size for
+    each placement it prints, out-of-place and in-place (path), values in seconds. A row is
+    size count type redop root, then time algbw busbw #wrong per placement; the in-place series
+    is left out where no row has its columns (the table cut after out-of-place)."""
     name = re.search(r"^#\s*Collective test starting:\s*(\S+)", text, re.M)
-    s = Series(
-        str(path), f"nccl-tests {name.group(1) if name else ''}".strip(), "collective_latency", "", "D", unit="us"
-    )
+    benchmark = f"nccl-tests {name.group(1) if name else ''}".strip()
+    table = {p: Series(str(path), benchmark, "collective_latency", p, "D", unit="us") for p in NCCL_PLACEMENTS}
     for i, ln in enumerate(text.splitlines(), start=1):
         parts = ln.split()
         if ln.startswith("#") or len(parts) < 8 or not parts[0].isdigit():
             continue
-        # size count type redop root | out-of-place: time algbw busbw #wrong | in-place ...
-        s.add(int(parts[0]), _number(parts[5], str(path), i, "time"), "us", i)
-    if not s.sizes:
+        table["out-of-place"].add(int(parts[0]), _number(parts[5], str(path), i, "time"), "us", i)
+        if len(parts) >= 12:
+            table["in-place"].add(int(parts[0]), _number(parts[9], str(path), i, "in-place time"), "us", i)
+    if not table["out-of-place"].sizes:
         raise InputError(str(path), None, "no result rows", "nccl-tests output")
-    return [s]
+    return {p: s for p, s in table.items() if s.sizes}
+
+
+def _nccl_tests(path: Path, text: str) -> list[Series]:
+    return [nccl_tests_table(path, text)["out-of-place"]]
 
 
 def _babelstream(path: Path, text: str) -> list[Series]:

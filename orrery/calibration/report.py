@@ -95,6 +95,7 @@ TERMS = {
     "bibw": "point-to-point",
     "collective_latency": "collectives",
     "api_time": "API overheads",
+    "nccl_time": "NCCL collectives",
 }
 
 
@@ -154,6 +155,8 @@ def calibration_report(cal: dict, closed_loop: list[SweepResult], kinds: Sequenc
             f"{100 * before['median_abs_error']:.1f}%, 95th percentile {100 * before['p95_abs_error']:.1f}% "
             "(the point-to-point model alone)"
         )
+    if cal.get("nccl_fit"):
+        lines += nccl_fit_lines(cal["nccl_fit"])
     for item in cal.get("not_fitted", []):
         lines.append(f"  not fitted: {item}")
     lines.append("overrides:")
@@ -175,6 +178,45 @@ def calibration_report(cal: dict, closed_loop: list[SweepResult], kinds: Sequenc
                 f"(tolerance {100 * P95_TOLERANCE:.0f}%)" + (f": {r.note}" if r.note else "")
             )
     return "\n".join(lines)
+
+
+def nccl_fit_lines(found: dict) -> list[str]:
+    """What orrery.calibration.nccl.fit found: per fitted sweep the algorithm and protocol each
+    range of sizes ran with (from the latency probe), each round's mean |error|, the keys fitted
+    and those no fitted sweep depends on."""
+    lines = [f"  NCCL keys, {found['method']}:"]
+    by_sweep: dict[str, list[tuple[int, str]]] = {}
+    for where, choice in found["choices"].items():
+        sweep, size = where.rsplit(" @ ", 1)
+        by_sweep.setdefault(sweep, []).append((int(size), choice))
+    for sweep, sizes in by_sweep.items():
+        runs: list[list] = []
+        for size, choice in sorted(sizes):
+            if runs and runs[-1][2] == choice:
+                runs[-1][1] = size
+            else:
+                runs.append([size, size, choice])
+        lines.append(f"    {sweep}: " + ", ".join(f"{a}-{b} B {c}" if a != b else f"{a} B {c}" for a, b, c in runs))
+    lines.append(
+        "    score (the worst of each fitted sweep's mean |error| / 5 % and mean of its worst 10 % / 15 %; 1 or less: "
+        "within the targets) per round "
+        "(start, then each solve): " + ", ".join(f"{r['score']:.3f}" for r in found["rounds"] if "score" in r)
+    )
+    lines.append(
+        "    the targets' own figures (the worst of each fitted sweep's median / 5 % and 95th percentile / "
+        "15 %) per round, then per refining step: "
+        + ", ".join(
+            f"{r['targets']:.3f}" + (f" ({r['refining']} = {r['keys'][r['refining']]})" if "refining" in r else "")
+            for r in found["rounds"]
+        )
+    )
+    lines.append("    fitted: " + ", ".join(f"{k} = {toml_value(v)}" for k, v in found["fitted"].items()))
+    if found["left"]:
+        lines.append(
+            "    left at NCCL's constants (no fitted sweep depends on them, or could): "
+            + ", ".join(f"{k} = {toml_value(v)}" for k, v in found["left"].items())
+        )
+    return lines
 
 
 #: The term of the simulation a sweep judges, by its metric: finer than TERMS (point-to-point

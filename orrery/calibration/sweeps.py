@@ -26,6 +26,21 @@ system and MPI stack each (``default`` is the set used without ``--sweeps``)::
     fit = false                                  # compared after calibration, not a fit input (note says why)
     note = "..."
 
+NCCL sweeps (nccl-tests rows, reproduced by calibration/bench/nccl_sweep) have ``metric =
+"nccl_time"``, the collective as nccl-tests names it for ``path`` (allreduce, allgather,
+broadcast, reducescatter, reduce, alltoall) and its placement for ``buffers`` (out-of-place,
+in-place), the value in ``us`` (time_us), and say how the run was laid out::
+
+    gpus_per_process = 8                         # nccl-tests -g: one process drives 8 GPUs
+    env = {NCCL_ALGO = "NVLS"}                   # NCCL's environment as measured (optional)
+    sizes_from = 8                               # smaller sizes are left out (nccl-tests' 0 B rows)
+    value_from = "busbw"                         # the row gives busbw only: its time is derived (below)
+
+``value_from = "busbw"`` takes ``value_column``'s bus bandwidth (GB/s) and derives the time
+nccl-tests would have printed beside it: time = size x factor / busbw, with nccl-tests' bus
+factor of the collective on the sweep's ranks (``NCCL_BUS_FACTOR``); rows whose busbw rounds
+to 0 are left out.
+
 The metric, path and buffers (a sweep's ``kind``) say which benchmark reproduces it
 (``reproduction``) and what the fits turn it into (orrery.calibration.derive). Measured files
 given with ``orrery calibrate --input`` become sweeps the same way (``sweep_for``).
@@ -76,14 +91,42 @@ class Sweep:
     note: str = ""
     kind: tuple[str, str, str] = ("", "", "")  # metric, path, buffers: what the fits turn into parameters
     fit: bool = True  # False: compared after calibration, not a fit input (note says why)
+    ranks_per_node: int | None = None  # processes per node (None: one per GPU)
+    env: tuple[tuple[str, str], ...] = ()  # the program's environment beyond Orrery's (NCCL_ALGO, ...)
+    sizes_from: int = 0  # measured sizes below this are left out
+    value_from: str = ""  # "busbw": the time is derived from value_column's bus bandwidth (GB/s)
+
+    @property
+    def gpus(self) -> int:
+        """The GPUs of the run: an NCCL communicator's ranks, however many processes drive them."""
+        return self.nodes * self.gpus_per_node
+
+
+#: nccl-tests' bus bandwidth factor per collective on n ranks: busbw = algbw x factor (its
+#: doc/PERFORMANCE.md), algbw = size / time
+NCCL_BUS_FACTOR = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
 
 
 _OSU_TEST = {"latency": "latency", "bandwidth": "bw", "bibw": "bibw"}  # fitted metric -> osu_p2p's test
 
 
-def reproduction(metric: str, path: str, buffers: str, iterations: int) -> tuple[tuple[str, ...], dict[str, int]]:
+def reproduction(
+    metric: str, path: str, buffers: str, iterations: int, gpus_per_process: int = 1
+) -> tuple[tuple[str, ...], dict[str, int]]:
     """The calibration/bench command (sizes follow as -l) and layout that reproduce a sweep of
-    this kind (metric, path, buffers); a collective's layout is the sweep's own."""
+    this kind (metric, path, buffers); a collective's layout is the sweep's own. An NCCL sweep's
+    nccl_sweep prints both placements; `gpus_per_process` is its -g."""
+    if metric == "nccl_time":
+        if path not in NCCL_BUS_FACTOR:
+            raise ValueError(f"nccl_sweep runs no collective {path}")
+        return ("nccl_sweep", path, "-g", str(gpus_per_process), "-n", str(iterations), "-w", "1"), {}
     i = ("-i", str(iterations))
     if metric in _OSU_TEST:
         program = (
@@ -107,8 +150,11 @@ def reproduction(metric: str, path: str, buffers: str, iterations: int) -> tuple
 
 def _sweep(entry: dict) -> Sweep:
     kind = (entry["metric"], entry["path"], entry["buffers"])
-    program, layout = reproduction(*kind, entry["iterations"])
+    per_process = entry.get("gpus_per_process", 1)
+    program, layout = reproduction(*kind, entry["iterations"], per_process)
     layout.update({k: entry[k] for k in ("nodes", "gpus_per_node") if k in entry})
+    if kind[0] == "nccl_time":
+        layout["ranks_per_node"] = layout.get("gpus_per_node", 1) // per_process
     return Sweep(
         entry["name"],
         entry["file"],
@@ -121,6 +167,9 @@ def _sweep(entry: dict) -> Sweep:
         note=entry.get("note", ""),
         kind=kind,
         fit=entry.get("fit", True),
+        env=tuple(sorted(entry.get("env", {}).items())),
+        sizes_from=entry.get("sizes_from", 0),
+        value_from=entry.get("value_from", ""),
         **layout,
     )
 
@@ -228,7 +277,15 @@ def measured_points(sweep: Sweep, repo: Path | None = None) -> list[tuple[int, f
     points: dict[int, float] = {}
     for r in rows:
         size = int(float(r[sweep.size_column]))
-        points.setdefault(size, float(r[sweep.value_column]) * sweep.measured_scale)  # first run of a size
+        if size < sweep.sizes_from:
+            continue
+        value = float(r[sweep.value_column])
+        if sweep.value_from == "busbw":
+            if value <= 0:
+                continue  # a bus bandwidth printed as 0.00: no time to derive
+            algbw = value / NCCL_BUS_FACTOR[sweep.kind[1]](sweep.gpus)  # GB/s
+            value = from_si(sweep.unit, size / (algbw * 1e9))
+        points.setdefault(size, value * sweep.measured_scale)  # first run of a size
     if not points:
         raise OrreryError(f"{path}: no rows match the sweep '{sweep.name}' ({dict(sweep.select)})")
     return sorted(points.items())
@@ -340,6 +397,7 @@ def sweep_for(
         note=note,
         kind=(metric, path, buffers),
         fit=fit,
-        **where,
+        nodes=where.get("nodes", 1),
+        gpus_per_node=where.get("gpus_per_node", 1),
     )
     return sweep, [(s, from_si(unit, v)) for s, v in zip(series.sizes, series.values)]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import csv
 import logging
+import os
 import shutil
 import statistics
 import subprocess
@@ -32,7 +33,7 @@ from ..errors import BuildError, OrreryError
 from ..machines import platform
 from ..run.costs import Costs
 from ..run.launch import RunOptions, run
-from . import merge, sweeps
+from . import measurements, merge, sweeps
 from .sweeps import Sweep
 
 log = logging.getLogger(__name__)
@@ -59,15 +60,36 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def simulate(repo: Path | None, m: machines.Machine, sweep: Sweep, sizes: list[int], out: Path) -> dict[int, float]:
-    layout = platform.Layout.for_machine(m, sweep.nodes, sweep.gpus_per_node)
-    program = [str(build_bench(repo) / sweep.program[0]), *sweep.program[1:], "-l", ",".join(map(str, sizes))]
-    outcome = run(RunOptions(machine=m, layout=layout, program=program, out=out, costs=Costs({}), capture_output=True))
+def run_bench(repo: Path | None, m: machines.Machine, sweep: Sweep, sizes: list[int], out: Path) -> str:
+    """The sweep's microbenchmark run on the simulated machine at these sizes: its output."""
+    layout = platform.Layout.for_machine(m, sweep.nodes, sweep.gpus_per_node, sweep.ranks_per_node)
+    bench = build_bench(repo, nccl=sweep.kind[0] == "nccl_time")
+    program = [str(bench / sweep.program[0]), *sweep.program[1:], "-l", ",".join(map(str, sizes))]
+    outcome = run(
+        RunOptions(
+            machine=m,
+            layout=layout,
+            program=program,
+            out=out,
+            costs=Costs({}),
+            capture_output=True,
+            env=dict(sweep.env),
+        )
+    )
     if outcome.exit_code:
         raise OrreryError(f"{sweep.program[0]} exited with status {outcome.exit_code} on {m.name}")
-    stdout = outcome.stdout
-    assert stdout is not None  # capture_output=True
+    assert outcome.stdout is not None  # capture_output=True
+    return outcome.stdout
+
+
+def simulate(repo: Path | None, m: machines.Machine, sweep: Sweep, sizes: list[int], out: Path) -> dict[int, float]:
+    """The sweep's simulated values per size, in its unit."""
+    stdout = run_bench(repo, m, sweep, sizes, out)
     values = {}
+    if sweep.kind[0] == "nccl_time":  # nccl-tests' table, one placement's times
+        table = measurements.nccl_tests_table(Path(sweep.program[0]), stdout)
+        placed = table[sweep.kind[2]]
+        return {size: sweeps.from_si(sweep.unit, t) for size, t in zip(placed.sizes, placed.values)}
     if sweep.kind[0] == "api_time":  # api_overheads prints the measurement CSV
         text = stdout[stdout.index("benchmark,metric") :]
         for row in csv.DictReader(text.splitlines()):
@@ -115,11 +137,27 @@ _built: dict[Path, Path] = {}
 _building = threading.Lock()
 
 
-def build_bench(repo: Path | None = None) -> Path:
+def nccl_home() -> Path | None:
+    """Where NCCL's public header is for building nccl_sweep: $NCCL_HOME, else the one
+    scripts/setup.sh keeps in the environment (.venv/nccl); None where neither has include/nccl.h."""
+    for home in (os.environ.get("NCCL_HOME"), str(Path(sys.prefix) / "nccl")):
+        if home and (Path(home) / "include" / "nccl.h").is_file():
+            return Path(home)
+    return None
+
+
+def build_bench(repo: Path | None = None, nccl: bool = False) -> Path:
     """calibration/bench (installed with the package, or `repo`'s) built with Orrery's wrappers,
     once per process, in a temporary folder removed at exit (nothing is written beside the
-    sources, which may be read-only); returns the folder with the programs."""
+    sources, which may be read-only); returns the folder with the programs. nccl_sweep is built
+    too where NCCL's header is found (nccl_home), and `nccl` says it must be."""
     src = sweeps.bench_dir(repo).resolve()
+    home = nccl_home()
+    if nccl and home is None:
+        raise BuildError(
+            "calibration/bench/nccl_sweep needs NCCL's header (include/nccl.h): set NCCL_HOME to an NCCL "
+            f"installation, or run scripts/setup.sh, which keeps the wheel's header in {Path(sys.prefix) / 'nccl'}"
+        )
     with _building:
         if src not in _built:
             dest = Path(tempfile.mkdtemp(prefix="orrery-bench-"))
@@ -129,7 +167,15 @@ def build_bench(repo: Path | None = None) -> Path:
                 shutil.copy2(f, dest / f.name)
             orrery = str(Path(sys.executable).parent / "orrery")
             made = subprocess.run(
-                ["make", "-s", "-C", str(dest), f"NVCC={orrery} nvcc", f"MPICXX={orrery} mpicxx"],
+                [
+                    "make",
+                    "-s",
+                    "-C",
+                    str(dest),
+                    f"NVCC={orrery} nvcc",
+                    f"MPICXX={orrery} mpicxx",
+                    *((f"NCCL_HOME={home}",) if home else ()),
+                ],
                 stdout=subprocess.DEVNULL,
                 check=False,
             )
@@ -147,6 +193,12 @@ def compare(repo: Path | None, m: machines.Machine, sweep: Sweep, points: list[t
     sizes = [s for s, _ in points]
     with tempfile.TemporaryDirectory(prefix="orrery-validate-") as runs:
         simulated = simulate(repo, m, sweep, sizes, Path(runs))
+    return result(sweep, points, simulated)
+
+
+def result(sweep: Sweep, points: list[tuple[int, float]], simulated: Mapping[int, float]) -> SweepResult:
+    """A sweep's measured points and its simulated values (size -> value in its unit) lined up."""
+    sizes = [s for s, _ in points]
     measured = [v for _, v in points]
     sim = [simulated[s] for s in sizes]
     errors = [(s - v) / v for s, v in zip(sim, measured)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,6 +75,9 @@ class RunOptions:
     overrides: tuple[str, ...] = ()
     capture_output: bool = False  # keep the program's stdout in RunOutcome instead of passing it through
     trace: TraceOptions | None = None  # record a timeline trace (trace.json, docs/trace.md)
+    # the program's environment beyond this process's (e.g. NCCL_ALGO for a calibration sweep
+    # measured with it)
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -228,7 +232,7 @@ def run(opts: RunOptions) -> RunOutcome:
     ]
     cmd += [f"--log={c}" for c in SMPI_LOG]
     cmd += [str(exe), *opts.program[1:]]
-    env = dict(os.environ)
+    env = {**os.environ, **opts.env}
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(lib), env.get("LD_LIBRARY_PATH")) if p)
     env["ORRERY_RUN"] = str(out / "run.json")
     env["ORRERY_ERROR_FILE"] = str(out / "error.txt")

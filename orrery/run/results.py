@@ -564,7 +564,9 @@ def summary(results: Results) -> str:
         for name, t in r.nccl.items():
             nccl.setdefault(name, []).append(t)
     if nccl:
-        lines.append("NCCL operations (per rank: calls, bytes per call, device time; mean over the ranks that made them):")
+        lines.append(
+            "NCCL operations (per rank: calls, bytes per call, device time; mean over the ranks that made them):"
+        )
         for name, ts in sorted(nccl.items()):
             calls = math.fsum(t.count for t in ts) / len(ts)
             per_call = math.fsum(t.bytes for t in ts) / math.fsum(t.count for t in ts)

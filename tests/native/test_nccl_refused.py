@@ -1,5 +1,6 @@
-"""NCCL programs refused by name (issue 18, item 6): Orrery's libnccl.so.2 (interpose/nccl/) wins
-over the NCCL a program was linked against, and its first NCCL call stops the run naming it.
+"""Orrery's libnccl.so.2 (interpose/nccl/) wins over the NCCL a program was linked against (issue
+18, item 6): its calls are simulated (issue 19; tests/native/test_nccl.py times them), and a call
+it does not simulate stops the run naming it.
 
 The real NCCL (the nvidia-nccl-cu13 wheel, about 300 MB) is too big for the tests' set-up, so the
 programs here are built against a test double made by the test: a header with NCCL's types and
@@ -27,12 +28,16 @@ _spec = importlib.util.spec_from_file_location("gen_exports", SHIM / "gen_export
 gen = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gen)
 
-REFUSAL = "orrery: error: the program called {}, which Orrery does not simulate (actor 0): NCCL is not simulated yet"
+REFUSAL = (
+    "orrery: error: the program called {}, which Orrery does not simulate (actor 0): "
+    "Orrery's NCCL simulates the calls docs/supported-calls.md lists, not this one"
+)
 
 DOUBLE_H = r"""
 /* Test double of NCCL's nccl.h: the types and calls of NCCL 2.x that nccl_calls.cpp uses. */
 #ifndef NCCL_H_
 #define NCCL_H_
+#include <stddef.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -43,6 +48,7 @@ typedef enum { ncclSuccess = 0 } ncclResult_t;
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
 ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle);
 #ifdef __cplusplus
 }
 #endif
@@ -90,6 +96,10 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
     comm[i] = 0;
   return ncclSuccess;
 }
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  bootstrap("ncclCommRegister");
+  return ncclSuccess;
+}
 """
 
 PROGRAM = r"""
@@ -97,6 +107,7 @@ PROGRAM = r"""
 //   uniqueid  rank 0 makes the unique id and broadcasts it through MPI, each rank joins
 //   initall   one process initialises a communicator over two GPUs
 //   dlopen    NCCL loaded at run time by its soname, as frameworks do
+//   register  a communicator, then a call Orrery's NCCL does not simulate (ncclCommRegister)
 //   none      NCCL linked, never called: says which library its functions are in
 #include "nccl.h"
 #include <mpi.h>
@@ -117,6 +128,11 @@ int main(int argc, char** argv) {
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     ncclComm_t comm;
     ncclCommInitRank(&comm, size, id, rank);
+  } else if (!strcmp(mode, "register")) {
+    ncclComm_t comms[2];
+    ncclCommInitAll(comms, 2, nullptr);
+    void* handle;
+    ncclCommRegister(comms[0], nullptr, 0, &handle);
   } else if (!strcmp(mode, "initall")) {
     ncclComm_t comms[2];
     int devices[2] = {0, 1};
@@ -213,7 +229,8 @@ def test_orrery_s_nccl_exports_every_function_of_the_real_one_unversioned_throug
     # unversioned (no @), as the real library's
     assert sorted(line.split()[-1] for line in out.splitlines()) == sorted(real)
     assert len(real) == 193 and "ncclGetUniqueId" in real and "pncclAllReduce" in real
-    assert gen.nccl_calls(SHIM) == []  # no row simulates a call yet (issue 19)
+    rows = {c.symbol for c in gen.nccl_calls(SHIM)}
+    assert {"ncclGetUniqueId", "ncclCommInitRank", "ncclAllReduce", "ncclGroupEnd", "ncclSend"} <= rows <= set(real)
     section = dynamic_section(lib / "libnccl.so.2")
     assert "Library soname: [libnccl.so.2]" in section and "Shared library: [libcudart.so.13]" in section
     # the link name `-lnccl` finds (the wheel installs it as a copy): what it links is libnccl.so.2
@@ -234,7 +251,17 @@ def strace_usable() -> str | None:
     return None  # not installed, or no ptrace in this container
 
 
-def test_the_unique_id_s_call_stops_the_run_naming_it_and_opens_no_socket(run_program, nccl, marker, tmp_path):
+def assert_simulated(r, mode: str, marker: Path, ranks: int) -> None:
+    """Completed through Orrery's NCCL: the double never entered, every rank's line printed."""
+    assert r.returncode == 0, r.stderr
+    lines = sorted(line for line in r.stdout.splitlines() if line.startswith("nccl_calls:"))
+    total = ranks * (ranks + 1) // 2
+    assert lines == [f"nccl_calls: rank {k} {mode} sum {total}" for k in range(ranks)]
+    assert r.results["status"] == "completed"
+    assert not marker.exists(), marker.read_text()
+
+
+def test_the_unique_id_through_mpi_makes_a_communicator_and_opens_no_socket(run_program, nccl, marker, tmp_path):
     strace = strace_usable()
     if strace is None:
         r = run_program(nccl["by_file"], "uniqueid", options=("--gpus-per-node", "2"))
@@ -244,20 +271,25 @@ def test_the_unique_id_s_call_stops_the_run_naming_it_and_opens_no_socket(run_pr
         cmd += ["--gpus-per-node", "2", "--out", str(out), "--", str(nccl["by_file"]), "uniqueid"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         r = Run(proc.returncode, proc.stdout, proc.stderr, out)
-    assert_refused(r, "ncclGetUniqueId", marker)
+    assert_simulated(r, "uniqueid", marker, 2)
     if strace:
         sockets = [line for line in log.read_text().splitlines() if "socket(" in line]
         assert not [s for s in sockets if "AF_INET" in s], sockets
 
 
-def test_a_communicator_over_all_gpus_stops_at_its_first_call_linked_with_l_nccl(run_program, nccl, marker):
+def test_a_communicator_over_all_gpus_linked_with_l_nccl_is_orrery_s(run_program, nccl, marker):
     r = run_program(nccl["by_l"], "initall", options=("--gpus-per-node", "2", "--ranks-per-node", "1"))
-    assert_refused(r, "ncclCommInitAll", marker)
+    assert_simulated(r, "initall", marker, 1)
 
 
 def test_nccl_opened_by_its_soname_at_run_time_is_orrery_s(run_program, nccl, marker):
     r = run_program(nccl["by_file"], "dlopen", options=("--gpus-per-node", "1"))
-    assert_refused(r, "ncclGetUniqueId", marker)
+    assert_simulated(r, "dlopen", marker, 1)
+
+
+def test_a_call_orrery_s_nccl_does_not_simulate_stops_the_run_naming_it(run_program, nccl, marker):
+    r = run_program(nccl["by_file"], "register", options=("--gpus-per-node", "2", "--ranks-per-node", "1"))
+    assert_refused(r, "ncclCommRegister", marker)
 
 
 def test_a_program_linking_nccl_without_calling_it_runs_normally(run_program, nccl, marker):
@@ -287,18 +319,20 @@ def nccl_tables(tmp_path) -> Path:
 def test_a_refused_row_gets_its_signature_and_leaves_the_stubs(nccl_tables, tmp_path):
     # the shape issue 19's rows take: a generated REFUSE row is written with its signature, and
     # the stubs and the version script still cover every other function once
-    row = "ORR_NCCL(ncclGetVersion, int, (int* version), (version), generated, REFUSE)\n"
+    row = "ORR_NCCL(ncclCommDeregister, int, (void* handle), (handle), generated, REFUSE)\n"
     with (nccl_tables / "nccl" / "nccl_api.def").open("a") as f:
         f.write(row)
     out = tmp_path / "generated"
     gen.write_nccl_build(nccl_tables, out)
     stubs = (out / "nccl_stubs.cpp").read_text()
     assert (
-        'ORR_NCCL_EXPORT int ncclGetVersion(int* version) { orrery_private_refuse("ncclGetVersion", kRefusal); }\n'
+        'ORR_NCCL_EXPORT int ncclCommDeregister(void* handle) { orrery_private_refuse("ncclCommDeregister", kRefusal); }\n'
         in stubs
     )
-    assert " ncclGetVersion(void)" not in stubs
-    assert stubs.count("orrery_private_refuse(") == 193
+    assert " ncclCommDeregister(void)" not in stubs
+    # one refusal per function without a simulated row
+    simulated = [c for c in gen.nccl_calls(SHIM) if c.policy != "REFUSE"]
+    assert stubs.count("orrery_private_refuse(") == 193 - len(simulated)
     exported = [line.strip().rstrip(";") for line in (out / "libnccl.map").read_text().splitlines()[2:-2]]
     assert sorted(exported) == sorted(gen.real_nccl(SHIM))
     if shutil.which("g++"):  # the row's declaration (nccl_api.h) and its body agree
@@ -314,12 +348,12 @@ def test_a_refused_row_gets_its_signature_and_leaves_the_stubs(nccl_tables, tmp_
             "nccl_api.def: ncclSimulateEverything is not a function libnccl.so.2 exports (nccl2_symbols.txt)",
         ),
         (
-            "ORR_NCCL(ncclGetVersion, int, (int* version), (version), generated, SIMULATE)",
-            "nccl_api.def: ncclGetVersion: a generated body can only refuse (policy REFUSE)",
+            "ORR_NCCL(ncclCommDeregister, int, (void* handle), (handle), generated, SIMULATE)",
+            "nccl_api.def: ncclCommDeregister: a generated body can only refuse (policy REFUSE)",
         ),
         (
-            "ORR_NCCL(ncclAllReduce, int, (void), (), collective, SIMULATE)",
-            "nccl_api.def: ncclAllReduce: family 'collective', expected one of generated",
+            "ORR_NCCL(ncclCommDeregister, int, (void* handle), (handle), collective, SIMULATE)",
+            "nccl_api.def: ncclCommDeregister: family 'collective', expected one of communicators, groups, collectives, generated",
         ),
     ],
 )

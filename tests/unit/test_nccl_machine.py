@@ -28,6 +28,10 @@ def test_every_builtin_has_nccls_defaults_with_sources(name):
     m = machine.load(name)
     keys = {f"nccl.{k}" for k in type(m.nccl).model_fields}
     assert keys <= set(m.sources)
+    if name == "dgx-h100":
+        # it ships the keys fitted on the shared nccl-tests sweeps instead: calibration/dgx-h100-nccl,
+        # checked by tests/unit/test_nccl_calibration.py
+        return
     assert m.nccl.base_latencies() == pytest.approx({k: v * 1e-6 for k, v in NCCL_BASE_US.items()})
     assert (m.nccl.efficiency_nvlink, m.nccl.efficiency_pcie, m.nccl.efficiency_net) == (1.0, 1.0, 1.0)
     assert m.nccl.nvls_efficiency == 0.85

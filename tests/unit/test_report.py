@@ -48,6 +48,8 @@ def rank(n: int, host: float, mpi: dict, gpu_wait: float, kernels: dict, comm: f
         "kernels": kernels,
         "copies": {"H2D": tally(1, 0.2, 1 << 20)},
         "mpi": mpi,
+        "nccl": {},
+        "nccl_s": 0.0,
     }
 
 

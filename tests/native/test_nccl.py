@@ -1,0 +1,207 @@
+"""NCCL simulated (issue 19): a program written for the tests (programs/nccl_calls.cu, built against
+NCCL's real header) on dgx-h100, its NCCL times derived by hand from the model docs/nccl.md states:
+a collective takes its base latency (nccl.base_latency_<algo>_<proto>), then its schedule's
+transfers, each after the data it forwards, waiting NCCL's per-step latency of its link class
+(NCCL's hwLatencies: Ring/Simple 3.4 us on NVLink and 14 us on the network, Ring/LL 0.6 us on
+NVLink) or its route's own latency if longer, and moving its bytes (x2 for LL) divided by the link's
+efficiency at the route's bottleneck bandwidth. NCCL_ALGO / NCCL_PROTO / NCCL_*_NCHANNELS pin the
+choice, as a user would, so that the derivations need not redo NCCL's tuning (test_nccl_tuning.py
+checks the choices)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from orrery import machines
+
+pytestmark = pytest.mark.native
+
+US = 1e-6
+RING_SIMPLE_NVLINK, RING_SIMPLE_NET, RING_LL_NVLINK = 3.4 * US, 14.0 * US, 0.6 * US  # NCCL tuning.cc hwLatencies
+
+
+@pytest.fixture(scope="module")
+def dgx():
+    return machines.load("dgx-h100")
+
+
+def nvlink_step(m, data: float, step_latency: float, wire: float = 1.0) -> float:
+    """One transfer between two GPUs of a node: the step's latency (at least the route's: two
+    NVLink hops through the NVSwitch), then the bytes at the GPU's NVLink bandwidth."""
+    route = m.nvlink.latency
+    moved = math.ceil(data * wire / m.nccl.efficiency_nvlink)
+    return max(step_latency, route) + moved / m.nvlink_pair_bandwidth
+
+
+def net_step(m, data: float) -> float:
+    moved = math.ceil(data / m.nccl.efficiency_net)
+    return RING_SIMPLE_NET + moved / min(m.nic.bandwidth, m.pcie.bandwidth)
+
+
+def nccl_entry(run, rank: int, name: str):
+    assert run.returncode == 0, run.stderr
+    entries = run.results["ranks"][rank]["nccl"]
+    assert list(entries) == [name], entries
+    return entries[name]
+
+
+def pinned(monkeypatch, algo: str, proto: str, channels: int | None = None) -> None:
+    monkeypatch.setenv("NCCL_ALGO", algo)
+    monkeypatch.setenv("NCCL_PROTO", proto)
+    if channels:
+        monkeypatch.setenv("NCCL_MIN_NCHANNELS", str(channels))
+        monkeypatch.setenv("NCCL_MAX_NCHANNELS", str(channels))
+
+
+def one_node(gpus: int) -> tuple[str, ...]:
+    return ("--machine", "dgx-h100", "--gpus-per-node", str(gpus), "--ranks-per-node", str(gpus))
+
+
+def test_ring_allreduce_is_its_base_latency_and_2n_minus_2_steps_of_a_chunk(run_program, programs, dgx, monkeypatch):
+    pinned(monkeypatch, "Ring", "Simple")
+    size = 4 << 20
+    r = run_program(programs["nccl_calls"], "coll", "allreduce", str(size), options=one_node(4))
+    expected = dgx.nccl.base_latency_ring_simple + 6 * nvlink_step(dgx, size / 4, RING_SIMPLE_NVLINK)
+    for rank in range(4):
+        t = nccl_entry(r, rank, "ncclAllReduce Ring/Simple")
+        assert (t["count"], t["bytes"]) == (1, size)
+        assert t["time_s"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_ll_puts_a_flag_beside_every_8_bytes_and_its_step_is_the_route_s_latency(
+    run_program, programs, dgx, monkeypatch
+):
+    pinned(monkeypatch, "Ring", "LL")
+    size = 64 << 10
+    r = run_program(programs["nccl_calls"], "coll", "allgather", str(size), options=one_node(4))
+    # allgather: n - 1 steps, each of one rank's share; LL's 0.6 us step is below the route's 1 us
+    expected = dgx.nccl.base_latency_ring_ll + 3 * nvlink_step(dgx, size, RING_LL_NVLINK, wire=2.0)
+    t = nccl_entry(r, 0, "ncclAllGather Ring/LL")
+    assert t["time_s"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_broadcast_is_pipelined_along_the_chain_in_512_kib_chunks_per_channel(run_program, programs, dgx, monkeypatch):
+    pinned(monkeypatch, "Ring", "Simple", channels=1)
+    size = 2 << 20  # 4 chunks of Simple's 512 KiB step: 4 + (4 - 2) pipeline steps
+    r = run_program(programs["nccl_calls"], "coll", "broadcast", str(size), options=one_node(4))
+    expected = dgx.nccl.base_latency_ring_simple + 6 * nvlink_step(dgx, 512 << 10, RING_SIMPLE_NVLINK)
+    for rank in range(4):
+        assert nccl_entry(r, rank, "ncclBroadcast Ring/Simple")["time_s"] == pytest.approx(expected, rel=1e-9)
+
+
+def ring_finish(durations: list[float], steps: int) -> float:
+    """When the last transfer of a ring arrives: position p's step s starts once its own step s-1
+    and its predecessor's step s-1 (the data it forwards) are done; each takes durations[p]."""
+    n = len(durations)
+    done = [0.0] * n
+    for _ in range(steps):
+        done = [max(done[p], done[(p - 1) % n]) + durations[p] for p in range(n)]
+    return max(done)
+
+
+def test_a_ring_across_two_nodes_waits_for_its_network_hops(run_program, programs, dgx, monkeypatch):
+    pinned(monkeypatch, "Ring", "Simple", channels=1)
+    size = 1 << 20
+    options = ("--machine", "dgx-h100", "--gpus-per-node", "2", "--ranks-per-node", "2")
+    r = run_program(programs["nccl_calls"], "coll", "allreduce", str(size), options=options, nodes=2)
+    # one channel's ring: 0 -> 1 (NVLink) -> 3 (network) -> 2 (NVLink) -> 0 (network), the second
+    # node entered through the GPU of the first node's exit rail
+    chunk = size / 4
+    hops = [nvlink_step(dgx, chunk, RING_SIMPLE_NVLINK), net_step(dgx, chunk)] * 2
+    expected = dgx.nccl.base_latency_ring_simple + ring_finish(hops, 6)
+    assert nccl_entry(r, 0, "ncclAllReduce Ring/Simple")["time_s"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_grouped_sends_and_receives_all_travel_at_once(run_program, programs, dgx):
+    size = 1 << 20
+    r = run_program(programs["nccl_calls"], "ring", str(size), options=one_node(4))
+    # every rank sends to the next while receiving from the previous: no deadlock, no contention
+    expected = nvlink_step(dgx, size, RING_SIMPLE_NVLINK)
+    assert r.returncode == 0, r.stderr
+    for rank in range(4):
+        entries = r.results["ranks"][rank]["nccl"]
+        assert sorted(entries) == ["ncclRecv p2p/Simple", "ncclSend p2p/Simple"]
+        for e in entries.values():
+            assert (e["count"], e["bytes"]) == (1, size)
+            assert e["time_s"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_an_allreduce_waits_for_the_kernel_before_it_on_its_stream(run_program, programs, tmp_path, monkeypatch):
+    pinned(monkeypatch, "Ring", "Simple")
+    r = run_program(programs["nccl_calls"], "ordered", str(1 << 20), options=(*one_node(2), "--trace"))
+    assert r.returncode == 0, r.stderr
+    events = json.loads((r.out / "trace.json").read_text())["traceEvents"]
+    slices = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "nccl")]
+    assert sorted({e["pid"] for e in slices}) == [1, 2]  # a process per rank (docs/trace.md)
+    for pid in (1, 2):
+        mine = [e for e in slices if e["pid"] == pid]
+        kinds = [(e["cat"], e["name"]) for e in sorted(mine, key=lambda e: e["ts"])]
+        assert kinds == [("kernel", "busy()"), ("nccl", "ncclAllReduce")]
+        kernel, nccl = sorted(mine, key=lambda e: e["ts"])
+        assert nccl["ts"] >= kernel["ts"] + kernel["dur"]
+
+
+def test_one_process_drives_eight_gpus_as_nccl_tests_g_8_does(run_program, programs):
+    options = ("--machine", "dgx-h100", "--gpus-per-node", "8", "--ranks-per-node", "1")
+    r = run_program(programs["nccl_calls"], "single", "8", str(1 << 20), options=options)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith("comm ")]
+    assert lines == [f"comm {i}: device {i} rank {i} of 8" for i in range(8)]
+    (name, entry), *rest = r.results["ranks"][0]["nccl"].items()
+    assert not rest and name.startswith("ncclAllReduce ") and entry["count"] == 8
+
+
+def test_split_by_parity_ranks_by_key(run_program, programs):
+    r = run_program(programs["nccl_calls"], "split", options=one_node(4))
+    assert r.returncode == 0, r.stderr
+    lines = sorted(line for line in r.stdout.splitlines() if ": rank " in line)
+    assert lines == [
+        "rank 0: rank 0 of 2 in color 0",
+        "rank 1: rank 0 of 2 in color 1",
+        "rank 2: rank 1 of 2 in color 0",
+        "rank 3: rank 1 of 2 in color 1",
+    ]
+
+
+def test_a_bad_nccl_algo_stops_the_run_with_one_line(run_program, programs, monkeypatch):
+    monkeypatch.setenv("NCCL_ALGO", "rings")
+    r = run_program(programs["nccl_calls"], "coll", "allreduce", "8", options=one_node(2))
+    assert r.returncode == 3
+    assert r.stderr.splitlines()[-1].startswith('orrery: error: NCCL_ALGO="rings": unknown algorithm "rings"')
+
+
+def test_the_nccl_frame_lists_each_rank_s_operations(run_program, programs, monkeypatch):
+    pinned(monkeypatch, "Ring", "Simple")
+    r = run_program(programs["nccl_calls"], "coll", "reducescatter", "4096", "3", options=one_node(2))
+    assert r.returncode == 0, r.stderr
+    from orrery import load
+
+    frame = load(r.out).to_frame("nccl")
+    assert list(frame.columns) == ["rank", "operation", "count", "time_s", "bytes"]
+    assert frame[["rank", "operation", "count", "bytes"]].values.tolist() == [
+        [0, "ncclReduceScatter Ring/Simple", 3, 3 * 4096],
+        [1, "ncclReduceScatter Ring/Simple", 3, 3 * 4096],
+    ]
+    assert "ncclReduceScatter Ring/Simple" in r.stdout  # the summary's NCCL lines
+
+
+def test_the_report_breaks_nccl_time_out_by_operation_and_algorithm(run_program, programs, tmp_path, monkeypatch):
+    pinned(monkeypatch, "Ring", "Simple")
+    r = run_program(programs["nccl_calls"], "coll", "allreduce", "65536", "2", options=one_node(2))
+    assert r.returncode == 0, r.stderr
+    from orrery import load, report
+
+    res = load(r.out)
+    rep = report.build(res)
+    per_rank = [res.ranks[k].nccl["ncclAllReduce Ring/Simple"] for k in range(2)]
+    assert rep.nccl[["operation", "algorithm", "count", "bytes"]].values.tolist() == [
+        ["ncclAllReduce", "Ring/Simple", 4, 65536]
+    ]
+    assert rep.nccl["total_s"].iloc[0] == pytest.approx(math.fsum(t.time_s for t in per_rank), rel=1e-12)
+    written = report.write(rep, tmp_path / "rep", formats=("svg",))
+    assert (tmp_path / "rep" / "nccl_operations.csv") in written
+    body = (tmp_path / "rep" / "report.md").read_text()
+    assert "## NCCL operations" in body and "| ncclAllReduce | Ring/Simple |" in body.replace("  ", " ")
