@@ -78,3 +78,21 @@ def test_each_rank_s_host_name_is_its_node_s(run_program, programs):
         "rank 2 host n1 small_rc -1",
         "rank 3 host n1 small_rc -1",
     ]
+
+
+def _rank_lines(run) -> list[str]:
+    assert run.returncode == 0, run.stderr
+    return sorted(line for line in run.stdout.splitlines() if line.startswith("rank ") and "us" not in line)
+
+
+def test_each_rank_parses_its_own_options_with_getopt(run_program, programs):
+    # libc's optind is one variable for every rank: without a place per rank, ranks 1.. saw none
+    r = run_program(programs["host_clock"], "getopt", "-x", "5", "--name", "a", options=("--gpus-per-node", "3"))
+    assert _rank_lines(r) == [f"rank {i} x 5 name a" for i in range(3)]
+
+
+def test_each_rank_has_its_own_static_variables_of_templates(run_program, programs):
+    # g++'s GNU unique symbols would bind every rank's copy to one variable: 1, 2, 3 (orrery-nvcc
+    # and orrery-mpicxx compile with -fno-gnu-unique)
+    r = run_program(programs["host_clock"], "statics", options=("--gpus-per-node", "3"))
+    assert _rank_lines(r) == [f"rank {i} calls 1" for i in range(3)]

@@ -6,6 +6,8 @@
 //   poll-event    the same with cudaEventQuery on an event recorded after the kernel
 //   poll-two      two streams of two devices, 100 us and 20 us kernels, polled in turn until both are done
 //   hostname      each rank's gethostname
+//   getopt ARGS   each rank's getopt_long of its options (-x VALUE, --name VALUE)
+//   statics       each rank counts its calls in a template's static variable (its own copy's)
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -14,7 +16,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <getopt.h>
+
 #include <chrono>
+
+template <class T>
+int& calls() {  // g++ makes this static a GNU unique symbol, one for every loaded copy
+  static int n = 0;
+  return n;
+}
 
 // A runtime whose "not ready" never lets the simulated clock move would spin for ever: give up.
 static const long kMaxPolls = 10000000;
@@ -110,6 +120,16 @@ int main(int argc, char** argv) {
     gethostname(name, sizeof name);
     int rc = gethostname(small, sizeof small);
     printf("rank %d host %s small_rc %d\n", rank, name, rc);
+  } else if (!strcmp(mode, "getopt")) {
+    const struct option longs[] = {{"name", required_argument, nullptr, 'n'}, {nullptr, 0, nullptr, 0}};
+    const char *x = "-", *name = "-";
+    for (int c; (c = getopt_long(argc - 1, argv + 1, "x:", longs, nullptr)) != -1;)
+      c == 'x' ? x = optarg : c == 'n' ? name = optarg : 0;
+    printf("rank %d x %s name %s\n", rank, x, name);
+  } else if (!strcmp(mode, "statics")) {
+    calls<int>()++;
+    MPI_Barrier(MPI_COMM_WORLD);  // every rank has counted
+    printf("rank %d calls %d\n", rank, calls<int>());
   }
   (void)w0;
   MPI_Finalize();
