@@ -29,20 +29,26 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q ".[test,calibration,whatif]"
 
-# NCCL's public header, for NCCL programs built for Orrery (tests, calibration/bench/nccl_sweep):
-# the nvidia-nccl-cu13 wheel's include/nccl.h, kept in .venv/nccl/include; the rest of the wheel
-# (its libnccl.so.2, which Orrery's stand-in replaces) is not kept
-nccl_header=.venv/nccl/include/nccl.h
-if [[ ! -f $nccl_header ]]; then
+# NCCL's public headers, for NCCL programs built for Orrery (tests, calibration/bench/nccl_sweep,
+# the nccl-tests, whose common.h also includes nccl_device.h from NCCL 2.28 on): the
+# nvidia-nccl-cu13 wheel's include/ folder (nccl.h, nccl_device.h, nccl_device/), kept in
+# .venv/nccl/include; the rest of the wheel (its libnccl.so.2, which Orrery's stand-in replaces) is
+# not kept
+nccl_include=.venv/nccl/include
+if [[ ! -f $nccl_include/nccl.h || ! -f $nccl_include/nccl_device.h ]]; then
   tmp=$(mktemp -d)
   .venv/bin/python -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "nvidia-nccl-cu13==2.30.7"
-  .venv/bin/python - "$tmp" "$nccl_header" <<'PY'
+  .venv/bin/python - "$tmp" "$nccl_include" <<'PY'
 import pathlib, sys, zipfile
 wheel = next(pathlib.Path(sys.argv[1]).glob("*.whl"))
 out = pathlib.Path(sys.argv[2])
-out.parent.mkdir(parents=True, exist_ok=True)
+prefix = "nvidia/nccl/include/"
 with zipfile.ZipFile(wheel) as z:
-    out.write_bytes(z.read("nvidia/nccl/include/nccl.h"))
+    for name in z.namelist():
+        if name.startswith(prefix) and not name.endswith("/"):
+            target = out / name[len(prefix):]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(z.read(name))
 PY
   rm -rf "$tmp"
 fi

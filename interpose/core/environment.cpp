@@ -16,13 +16,16 @@
  * the others, so that what it shows always agrees with getenv. A rank's setenv, unsetenv or
  * putenv of one of these names changes that rank's getenv only. Outside a rank (the maestro,
  * SimGrid's actors, threads that are no actor) and outside `orrery run` (no ORRERY_RUN) every
- * call is libc's. docs/running.md, "Device selection by local rank", lists the names. */
+ * call is libc's. gethostname answers the rank's node's name the same way, and getopt keeps each
+ * rank's place in its argv. docs/running.md, "Device selection by local rank", lists the names. */
 #include "core/environment.hpp"
 #include "core/runtime.hpp"
 
 #include <dlfcn.h>
+#include <getopt.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -212,6 +215,72 @@ int rank_putenv(char* string) {
   return 0;
 }
 
+/* Each rank's host name: that of its node, as the platform names it (n0, n1, ...), since every
+ * rank lives on this one host. Programs find the ranks sharing a node by their host names
+ * (nccl-tests' local rank, from a hash of gethostname), and pick their GPU from it. */
+int rank_gethostname(char* name, size_t len) {
+  static const auto libc = reinterpret_cast<int (*)(char*, size_t)>(
+      dlsym(dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD), "gethostname"));
+  int r = simulated() ? calling_rank() : -1;
+  if (r < 0)
+    return libc(name, len);
+  std::string host = "n" + std::to_string(placements()[r].node);
+  if (host.size() >= len) {  // as glibc: truncated, ENAMETOOLONG
+    if (len)
+      memcpy(name, host.data(), len);
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  memcpy(name, host.c_str(), host.size() + 1);
+  return 0;
+}
+
+/* getopt's place in argv (optind) is one variable of libc for every rank: the second rank to parse
+ * its options would find the first's parse finished and see none (nccl-tests' ranks 1.. would
+ * keep their defaults). Each rank keeps its own between its calls, starting at 0, which makes
+ * glibc's getopt start afresh; a value the program itself stored in optind since the last call
+ * (optind = 1 to parse again) is the program's. SMPI's smpi_getopt does the same for code
+ * compiled by smpicc. A rank parses its options in one go (getopt never yields to another
+ * actor), so glibc's own state between calls (a group of short options) stays the rank's. */
+template <class Call>
+int rank_getopt(Call call) {
+  int r = simulated() ? calling_rank() : -1;
+  if (r < 0)
+    return call();
+  static std::map<int, int> next;  // each rank's optind after its last call
+  static int left = -1;            // what the last call left in optind
+  auto [it, created] = next.try_emplace(r, 0);
+  if (optind == left || left < 0)
+    optind = it->second;
+  int c = call();
+  it->second = left = optind;
+  return c;
+}
+
+template <class F>
+F libc_getopt(const char* name) {
+  void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  return reinterpret_cast<F>(libc ? dlsym(libc, name) : nullptr);
+}
+
+int rank_getopt_short(int argc, char* const* argv, const char* options) {
+  static const auto f = libc_getopt<int (*)(int, char* const*, const char*)>("getopt");
+  return rank_getopt([&] { return f(argc, argv, options); });
+}
+
+using GetoptLong = int (*)(int, char* const*, const char*, const struct option*, int*);
+
+int rank_getopt_long(int argc, char* const* argv, const char* options, const struct option* longs, int* index) {
+  static const auto f = libc_getopt<GetoptLong>("getopt_long");
+  return rank_getopt([&] { return f(argc, argv, options, longs, index); });
+}
+
+int rank_getopt_long_only(int argc, char* const* argv, const char* options, const struct option* longs,
+                          int* index) {
+  static const auto f = libc_getopt<GetoptLong>("getopt_long_only");
+  return rank_getopt([&] { return f(argc, argv, options, longs, index); });
+}
+
 const EnvironmentFunctions kRankFunctions{rank_getenv, rank_secure_getenv, rank_setenv, rank_unsetenv,
                                           rank_putenv};
 
@@ -257,3 +326,15 @@ ORR_EXPORT int setenv(const char* name, const char* value, int replace) noexcept
 }
 ORR_EXPORT int unsetenv(const char* name) noexcept { return orrery::rank_unsetenv(name); }
 ORR_EXPORT int putenv(char* string) noexcept { return orrery::rank_putenv(string); }
+ORR_EXPORT int gethostname(char* name, size_t len) noexcept { return orrery::rank_gethostname(name, len); }
+ORR_EXPORT int getopt(int argc, char* const* argv, const char* options) noexcept {
+  return orrery::rank_getopt_short(argc, argv, options);
+}
+ORR_EXPORT int getopt_long(int argc, char* const* argv, const char* options, const struct option* longs,
+                           int* index) noexcept {
+  return orrery::rank_getopt_long(argc, argv, options, longs, index);
+}
+ORR_EXPORT int getopt_long_only(int argc, char* const* argv, const char* options, const struct option* longs,
+                                int* index) noexcept {
+  return orrery::rank_getopt_long_only(argc, argv, options, longs, index);
+}

@@ -270,6 +270,11 @@ void wait_like_legacy(Op& op, Stream* legacy);
 void wait_for(Rank& r, Stream* s, uint64_t seq);
 void wait_stream(Rank& r, Stream* s);
 void wait_device(Rank& r, int device);
+/* A host-side poll (cudaStreamQuery, cudaEventQuery): whether operation `seq` of `s` is complete.
+ * If not, the host spins until the stream completes an operation or the device's sync overhead
+ * has passed, whichever is first (accounted as gpu_wait), so that a polling loop advances the
+ * simulated clock and sees a completion when it happens; then answers again. */
+bool poll_for(Rank& r, Stream* s, uint64_t seq);
 
 /* Host-side modelled API cost, accounted as host_api. */
 void host_overhead(Rank& r, double seconds);

@@ -129,6 +129,29 @@ void wait_for(Rank& r, Stream* s, uint64_t seq) {
 
 void wait_stream(Rank& r, Stream* s) { wait_for(r, s, s->enqueued); }
 
+bool poll_for(Rank& r, Stream* s, uint64_t seq) {
+  if (s->completed >= seq)
+    return true;
+  // Answering "not ready" at once would leave the simulated clock where it is: a loop such as
+  // nccl-tests' testStreamSynchronize (cudaStreamQuery until cudaSuccess) would spin forever,
+  // since the stream's actor only runs when the rank's actor waits.
+  double t0 = now();
+  if (trace::on())
+    trace::gpu_wait_begin(r, s, s->device);
+  {
+    std::unique_lock<sg4::Mutex> lock(*sim_mutex());
+    double poll = r.gpus.at(s->device)->sync_overhead_s;
+    if (poll > 0)
+      s->done_cv->wait_for(lock, poll);
+    else
+      s->done_cv->wait(lock);  // no spin time given: until the stream's next completion
+  }
+  if (trace::on())
+    trace::gpu_wait_end(r);
+  r.stats.gpu_wait_s += now() - t0;
+  return s->completed >= seq;
+}
+
 void wait_device(Rank& r, int device) {
   double t0 = now();
   if (trace::on())

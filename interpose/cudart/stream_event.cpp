@@ -54,7 +54,7 @@ ORR_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t handle) {
 ORR_EXPORT cudaError_t cudaStreamQuery(cudaStream_t handle) {
   Rank& r = rank_self("cudaStreamQuery");
   Stream* s = resolve_stream(r, handle, "cudaStreamQuery");
-  return s->completed == s->enqueued ? cudaSuccess : cudaErrorNotReady;
+  return poll_for(r, s, s->enqueued) ? cudaSuccess : cudaErrorNotReady;
 }
 
 ORR_EXPORT cudaError_t cudaStreamGetPriority(cudaStream_t handle, int* priority) {
@@ -140,7 +140,7 @@ ORR_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 ORR_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) {
   Rank& r = rank_self("cudaEventQuery");
   Event* e = event_of(r, event, "cudaEventQuery");
-  return !e->stream || e->stream->completed >= e->seq ? cudaSuccess : cudaErrorNotReady;
+  return !e->stream || poll_for(r, e->stream, e->seq) ? cudaSuccess : cudaErrorNotReady;
 }
 
 ORR_EXPORT cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

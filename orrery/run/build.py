@@ -24,7 +24,12 @@ from pathlib import Path
 from .._paths import lib_dir
 from ..errors import BuildError, OrreryError
 
-NVCC_FLAGS = ["-cudart", "shared", "-Xcompiler", "-fPIC"]
+#: Each rank's copy of the program keeps its own static variables of inline functions and templates
+#: (nccl-tests' Allreduce<T>'s mutex and counters): g++ makes them STB_GNU_UNIQUE symbols, which the
+#: dynamic loader binds to one definition across every copy SMPI loads, so ranks would share them
+#: (a mutex one rank holds across an MPI call then deadlocks the next rank, on the one OS thread).
+PRIVATE_STATICS = "-fno-gnu-unique"
+NVCC_FLAGS = ["-cudart", "shared", "-Xcompiler", f"-fPIC,{PRIVATE_STATICS}"]
 #: Options that stop nvcc before a link (or only print): the command goes to nvcc as it is.
 _NOT_LINKING = {
     "-c", "--compile", "-E", "--preprocess", "-M", "--generate-dependencies", "-MM",
@@ -201,18 +206,24 @@ def nvcc(args: list[str]) -> int:
 
 # A real cluster's link line names the real CUDA runtime; Orrery's stands in for it.
 REAL_RUNTIME = {"-lcudart", "-lcudart_static"}
+#: A real MPI's libraries (Open MPI, MPICH, Intel MPI, IBM Spectrum MPI; C, C++ and Fortran), as
+#: a Makefile names them (nccl-tests: ``-L$(MPI_HOME)/lib -lmpi``): SMPI's compilers link SimGrid's
+#: MPI, and a real libmpi.so beside it would answer the program's MPI calls outside the simulation.
+REAL_MPI = {"-lmpi", "-lmpi_cxx", "-lmpicxx", "-lmpich", "-lmpichcxx", "-lmpi_ibm", "-lmpifort", "-lmpi_mpifh",
+            "-lmpi_usempif08", "-lmpi_usempi_ignore_tkr", "-lmpichf90"}  # fmt: skip
 
 
 def link_args(args: list[str]) -> list[str]:
     """A program's own link arguments, linked against Orrery's runtime: its directory is
-    searched first (before a ``-L$CUDA_HOME/lib64`` the Makefile names) and ``-lcudart``
-    or ``-lcudart_static`` become Orrery's shared runtime. The runtime is linked even into a
-    program that makes no CUDA call: it also times the program's MPI calls and writes the run's
-    report, and a linker dropping it as unneeded (--as-needed) would leave a pure-MPI program
-    with neither."""
+    searched first (before a ``-L$CUDA_HOME/lib64`` or ``-L$NCCL_HOME/lib`` the Makefile names,
+    so that ``-lnccl`` and ``-lcuda`` find Orrery's stand-ins) and ``-lcudart`` or
+    ``-lcudart_static`` become Orrery's shared runtime; a real MPI's libraries (REAL_MPI) are
+    dropped, SMPI's compilers linking SimGrid's. The runtime is linked even into a program that
+    makes no CUDA call: it also times the program's MPI calls and writes the run's report, and a
+    linker dropping it as unneeded (--as-needed) would leave a pure-MPI program with neither."""
     return [
         f"-L{lib_dir()}",
-        *(a for a in args if a not in REAL_RUNTIME),
+        *(a for a in args if a not in REAL_RUNTIME and a not in REAL_MPI),
         "-Wl,--push-state,--no-as-needed",
         "-lcudart",
         "-Wl,--pop-state",
@@ -265,9 +276,10 @@ def _smpi_compiler(exe: str, args: list[str]) -> int:
     (link_args) and, when it makes a program, the entry point that lets the program run on its own
     (standalone_args)."""
     args = shared_object_args(args)
+    cxx = [PRIVATE_STATICS] if Path(exe).name == "smpicxx" else []
     if _called_by_nvcc(args):
         base = _tool(_SMPI_BASE_COMPILERS[Path(exe).name], "install gcc")
-        return _run([base, "-fPIC", f"-I{smpi_include_dir()}", *args])
+        return _run([base, "-fPIC", *cxx, f"-I{smpi_include_dir()}", *args])
     if args and all(a.startswith("-") and a != "-" for a in args):
         # A query without input (libtool's and configure's -v, -print-search-dirs, -dumpmachine):
         # smpicc would also link an empty a.out in the current folder; compile-only, it answers alone.
@@ -275,10 +287,10 @@ def _smpi_compiler(exe: str, args: list[str]) -> int:
     linking = not any(a in ("-c", "-E", "-S", "-M", "-MM") for a in args)
     if not linking:
         if "-c" in args and any(_preprocessed(a) for a in args):
-            return _run([_tool(_SMPI_BASE_COMPILERS[Path(exe).name], "install gcc"), "-fPIC", *args])
-        return _run([exe, *args])
+            return _run([_tool(_SMPI_BASE_COMPILERS[Path(exe).name], "install gcc"), "-fPIC", *cxx, *args])
+        return _run([exe, *cxx, *args])
     with tempfile.TemporaryDirectory(prefix="orrery-link-") as tmp:
-        return _run([exe, *link_args(args), *standalone_args(args, Path(tmp))])
+        return _run([exe, *cxx, *link_args(args), *standalone_args(args, Path(tmp))])
 
 
 #: The compiler wrappers by name: ``orrery NAME`` (cli.py) and the single-word ``orrery-NAME``.

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import HERE, needs_nvcc, orrery
 
+from orrery import _paths
 from orrery.run import build
 
 pytestmark = [pytest.mark.native, needs_nvcc]
@@ -111,3 +112,32 @@ def test_mpicc_single_word_wrapper_links_a_c_program(tmp_path, run_program):
     r = run_program(exe, options=("--gpus-per-node", "3"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines().count("size 3") == 3
+
+
+def test_a_real_mpi_s_libraries_on_the_link_line_give_way_to_smpi(tmp_path):
+    """nccl-tests' MPI=1 link names `-L$(MPI_HOME)/lib -lmpi`: a fake libmpi.so there, whose
+    MPI_Comm_size answers 99, must not be linked; SMPI's MPI answers."""
+    mpi_home = tmp_path / "mpi"
+    (mpi_home / "lib").mkdir(parents=True)
+    fake = tmp_path / "fake.c"
+    fake.write_text("int MPI_Comm_size(void* c, int* n) { *n = 99; return 0; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", str(fake), "-o", str(mpi_home / "lib" / "libmpi.so")], check=True)
+    assert build.link_args(["-L/x/lib", "-lmpi", "-lnccl", "-lmpich"])[:3] == [
+        f"-L{_paths.lib_dir()}",
+        "-L/x/lib",
+        "-lnccl",
+    ]
+    src = tmp_path / "size.c"
+    src.write_text(
+        '#include <mpi.h>\n#include <stdio.h>\nint main(int c, char** v) { MPI_Init(&c, &v); int n;\n'
+        'MPI_Comm_size(MPI_COMM_WORLD, &n); printf("size %d\\n", n); MPI_Finalize(); return 0; }\n'
+    )  # fmt: skip
+    exe = tmp_path / "size"
+    p = subprocess.run(
+        [str(BIN / "orrery-mpicc"), str(src), "-o", str(exe), f"-L{mpi_home / 'lib'}", "-lmpi"],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 0, p.stderr
+    needed = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True, check=True).stdout
+    assert "libmpi.so" not in needed and "libsimgrid" in needed
