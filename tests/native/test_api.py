@@ -71,7 +71,9 @@ def test_frames(run_pair):
     sendrecv = mpi[(mpi["rank"] == 3) & (mpi["call"] == "MPI_Sendrecv")].iloc[0]
     assert (sendrecv["count"], sendrecv["bytes"]) == (6, 6 * 2 * 512 * 4)
     assert set(res.to_frame("copies")["kind"]) >= {"memset", "D2H"}
-    with pytest.raises(InputError, match=r"to_frame: got 'rank', expected one of ranks, kernels, mpi, copies, nccl, links"):
+    with pytest.raises(
+        InputError, match=r"to_frame: got 'rank', expected one of ranks, kernels, mpi, copies, nccl, links"
+    ):
         res.to_frame("rank")
 
 

@@ -1,4 +1,4 @@
-"""What benchmarks such as nccl-tests ask of the host (docs/nccl-notes-ntests.md): the host's
+"""What benchmarks such as nccl-tests ask of the host (docs/nccl.md, "The real nccl-tests"): the host's
 clocks read the simulated time, a loop polling cudaStreamQuery or cudaEventQuery advances it and
 sees the completion when it happens, and each rank's host name is its node's.
 
