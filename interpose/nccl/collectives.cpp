@@ -132,50 +132,44 @@ Rank* checked(ncclComm_t comm, const char* call, ncclResult_t* error) {
   return &r;
 }
 
-ncclResult_t collective(const char* call, int func, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
-                        cudaStream_t stream) {
+// Checks a call's arguments as NCCL does, numbers it (its collective, or its part between the
+// pair; w.root is a collective's root or a part's peer) and submits it.
+ncclResult_t submit_checked(Work w, size_t count, ncclDataType_t type, ncclComm_t comm, cudaStream_t stream,
+                            int call_id) {
   ncclResult_t e;
-  Rank* r = checked(comm, call, &e);
+  Rank* r = checked(comm, w.call, &e);
   if (!r)
     return e;
   if (type_size(type) == 0)
-    return set_error(comm, ncclInvalidArgument, "%s: datatype %d is not an NCCL datatype", call, (int)type);
-  if (root < 0 || root >= comm->clique->nranks)
-    return set_error(comm, ncclInvalidArgument, "%s: root %d out of range for %d ranks", call, root,
-                     comm->clique->nranks);
+    return set_error(comm, ncclInvalidArgument, "%s: datatype %d is not an NCCL datatype", w.call, (int)type);
+  if (w.root < 0 || w.root >= comm->clique->nranks)
+    return set_error(comm, ncclInvalidArgument, "%s: %s %d out of range for %d ranks", w.call,
+                     w.kind == Work::Coll ? "root" : "peer", w.root, comm->clique->nranks);
+  w.bytes = count * type_size(type);
+  w.seq = w.kind == Work::Coll ? comm->collectives++ : (w.kind == Work::Send ? comm->sends : comm->receives)[w.root]++;
+  w.call_id = call_id < 0 ? g_next_call[r->id]++ : call_id;
+  submit(*r, comm, stream_of(*r, comm, stream, w.call), w);
+  return ncclSuccess;
+}
+
+ncclResult_t collective(const char* call, int func, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                        cudaStream_t stream) {
   Work w;
   w.kind = Work::Coll;
   w.call = call;
   w.func = func;
-  w.bytes = count * type_size(type);
   w.root = root;
-  w.seq = comm->collectives++;
-  w.call_id = g_next_call[r->id]++;
-  submit(*r, comm, stream_of(*r, comm, stream, call), w);
-  return ncclSuccess;
+  return submit_checked(w, count, type, comm, stream, -1);
 }
 
 ncclResult_t point_to_point(const char* call, Work::Kind kind, size_t count, ncclDataType_t type, int peer,
                             ncclComm_t comm, cudaStream_t stream, int call_id) {
-  ncclResult_t e;
-  Rank* r = checked(comm, call, &e);
-  if (!r)
-    return e;
-  if (type_size(type) == 0)
-    return set_error(comm, ncclInvalidArgument, "%s: datatype %d is not an NCCL datatype", call, (int)type);
-  if (peer < 0 || peer >= comm->clique->nranks)
-    return set_error(comm, ncclInvalidArgument, "%s: peer %d out of range for %d ranks", call, peer,
-                     comm->clique->nranks);
   Work w;
   w.kind = kind;
   w.call = call;
   w.func = -1;
-  w.bytes = count * type_size(type);
   w.root = peer;
-  w.seq = (kind == Work::Send ? comm->sends : comm->receives)[peer]++;
-  w.call_id = call_id < 0 ? g_next_call[r->id]++ : call_id;
-  submit(*r, comm, stream_of(*r, comm, stream, call), w);
-  return ncclSuccess;
+  return submit_checked(w, count, type, comm, stream, call_id);
 }
 }  // namespace
 

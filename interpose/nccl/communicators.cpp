@@ -9,6 +9,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <unordered_set>
 
 namespace orrery::nccl {
 
@@ -18,22 +19,25 @@ uint64_t g_next_id = 1;
 std::map<uint64_t, std::unique_ptr<Clique>> g_id_cliques;
 std::vector<std::unique_ptr<Clique>> g_split_cliques;
 std::vector<std::unique_ptr<ncclComm>> g_comms;  // never freed: a destroyed handle stays recognisable
+std::unordered_set<const ncclComm*> g_handles;    // the same, for the check every call makes
+
+ncclComm* new_comm();
 
 ncclComm* new_comm(Rank& r) {
-  g_comms.push_back(std::make_unique<ncclComm>());
-  ncclComm* c = g_comms.back().get();
+  ncclComm* c = new_comm();
   c->owner = &r;
   c->device = r.device;
   c->gpu = &current_gpu(r);
   return c;
 }
 
-bool known(const ncclComm* c) {
-  for (const auto& p : g_comms)
-    if (p.get() == c)
-      return true;
-  return false;
+ncclComm* new_comm() {
+  g_comms.push_back(std::make_unique<ncclComm>());
+  g_handles.insert(g_comms.back().get());
+  return g_comms.back().get();
 }
+
+bool known(const ncclComm* c) { return g_handles.count(c) > 0; }
 }  // namespace
 
 void wait_until(const sg4::ConditionVariablePtr& cv, const std::function<bool()>& ready) {
@@ -154,8 +158,7 @@ void split_arrive(Rank& r, ncclComm* comm, int color, int key, ncclComm** out, u
     c->members.assign(c->nranks, nullptr);
     for (int k = 0; k < c->nranks; k++) {
       const ncclComm* old = parent->members[ranks[k].second];
-      g_comms.push_back(std::make_unique<ncclComm>());
-      ncclComm* m = g_comms.back().get();
+      ncclComm* m = new_comm();
       m->owner = old->owner;
       m->device = old->device;
       m->gpu = old->gpu;

@@ -67,19 +67,31 @@ double step_data(int proto) {
   }
 }
 
+/* A route between two hosts, looked up once: its latency and its bottleneck bandwidth. */
+struct Route {
+  double latency = 0, bandwidth = INFINITY;
+};
+const Route& route(sg4::Host* a, sg4::Host* b) {
+  static std::map<std::pair<sg4::Host*, sg4::Host*>, Route> cache;
+  auto [it, fresh] = cache.try_emplace({a, b});
+  if (fresh) {
+    std::vector<sg4::Link*> links;
+    a->route_to(b, links, &it->second.latency);
+    for (const sg4::Link* l : links)
+      it->second.bandwidth = std::min(it->second.bandwidth, l->get_bandwidth());
+  }
+  return it->second;
+}
+double route_latency(sg4::Host* a, sg4::Host* b) { return route(a, b).latency; }
+
 /* How long after a pipelined transfer starts its first chunk has arrived downstream: the route's
- * latency and one chunk at the route's bandwidth. LL and LL128 forward each 8-byte or 128-byte
- * line as it lands (their flags say it is there): their chunk is one line; Simple forwards a
- * channel's step. */
+ * latency and one chunk at the route's bandwidth. LL and LL128 forward each line as it lands
+ * (their flags say it is there): their chunk is one line's data, 8 bytes (LL) or 120 (LL128);
+ * Simple forwards a channel's step. */
 double first_chunk(const Gpu& a, const Gpu& b, double bytes, const Choice& ch) {
-  std::vector<sg4::Link*> links;
-  double latency = 0;
-  a.copy_engine->route_to(b.copy_engine, links, &latency);
-  double bandwidth = INFINITY;
-  for (const sg4::Link* l : links)
-    bandwidth = std::min(bandwidth, l->get_bandwidth());
-  double chunk = ch.proto == kLL ? 16.0 : ch.proto == kLL128 ? 128.0 : step_data(ch.proto);
-  return latency + std::min(chunk, bytes) * wire_factor(ch.proto) / bandwidth;
+  const Route& r = route(a.copy_engine, b.copy_engine);
+  double chunk = ch.proto == kLL ? 8.0 : ch.proto == kLL128 ? 120.0 : step_data(ch.proto);
+  return r.latency + std::min(chunk, bytes) * wire_factor(ch.proto) / r.bandwidth;
 }
 
 std::string key(int algo, int proto) {
@@ -98,15 +110,6 @@ double base_latency(int algo, int proto) {
   return it->second;
 }
 
-double route_latency(sg4::Host* a, sg4::Host* b) {
-  static std::map<std::pair<sg4::Host*, sg4::Host*>, double> cache;
-  auto [it, fresh] = cache.try_emplace({a, b}, 0.0);
-  if (fresh) {
-    std::vector<sg4::Link*> links;
-    a->route_to(b, links, &it->second);
-  }
-  return it->second;
-}
 
 int hw_between(const Gpu& a, const Gpu& b) {
   if (a.node != b.node)
