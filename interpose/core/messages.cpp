@@ -154,29 +154,48 @@ void install_message_factors() {
 }
 
 /* ---------------- collective corrections (machine key collectives.*) ----------------
- * Piecewise like the copy and message models: a segment's latency is the extra time
- * of a call in its size range. */
+ * Piecewise like the copy and message models: a segment's latency is the extra time of
+ * one step of the collective's algorithm in its size range, times its steps on the
+ * communicator (CorrectionSegment.steps, orrery/machines/description.py: step_count). */
 
-double collective_correction(const char* name, double bytes, bool device) {
-  static std::map<std::string, Piecewise> models;  // by key (lower-case collective name), each made once
-  auto model = [&](const std::string& key) -> const Piecewise& {
+static double step_count(const std::string& steps, int ranks) {
+  if (steps == "log2")
+    return std::max(std::ceil(std::log2((double)ranks)), 1.0);
+  if (steps == "linear")
+    return std::max(ranks - 1, 1);  // one step per peer
+  if (steps == "constant")
+    return 1;
+  fatal("run description key mpi.collectives: steps \"%s\" is none of constant, log2, linear", steps.c_str());
+}
+
+double collective_correction(const char* name, double bytes, bool device, int ranks) {
+  struct Correction {
+    Piecewise segments;  // a segment's latency is the extra time of one step, with no size term
+    std::vector<std::string> steps;  // each segment's step law
+  };
+  static std::map<std::string, Correction> models;  // by key (lower-case collective name), each made once
+  auto model = [&](const std::string& key) -> const Correction& {
     auto it = models.find(key);
     if (it == models.end()) {
-      Piecewise segments;  // a correction's segment: its latency is the extra time, with no size term
+      Correction c;
       const auto& all = run_description().mpi.collectives;
       if (auto found = all.find(key); found != all.end())
-        for (const CollectiveCorrection& c : found->second)
-          segments.push_back(Segment{c.up_to, c.extra_s, INFINITY});
-      it = models.emplace(key, segments).first;
+        for (const CollectiveCorrection& seg : found->second) {
+          c.segments.push_back(Segment{seg.up_to, seg.per_step_s, INFINITY});
+          c.steps.push_back(seg.steps);
+        }
+      it = models.emplace(key, c).first;
     }
     return it->second;
   };
   std::string key = name;
   for (char& c : key)
     c = (char)tolower((unsigned char)c);
-  const Piecewise& own = model(key + (device ? "_device" : "_host"));  // the buffers' kind first
-  const Segment* seg = segment_for(own.empty() ? model(key) : own, bytes);
-  return seg ? seg->latency_s : 0.0;
+  const Correction* own = &model(key + (device ? "_device" : "_host"));  // the buffers' kind first
+  if (own->segments.empty())
+    own = &model(key);
+  const Segment* seg = segment_for(own->segments, bytes);
+  return seg ? seg->latency_s * step_count(own->steps[seg - own->segments.data()], ranks) : 0.0;
 }
 
 }  // namespace orrery

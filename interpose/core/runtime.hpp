@@ -89,8 +89,9 @@ const Segment* segment_for(const Piecewise& model, double bytes);  // nullptr fo
 /* Per-message latency factors: measured message models (messages.*), rendezvous
  * handshakes, staging fill (messages.cpp). */
 void install_message_factors();
-/* The extra time of a blocking collective (collectives.*; 0 without a correction). */
-double collective_correction(const char* name, double bytes, bool device);
+/* The extra time of a blocking collective on a communicator of `ranks` ranks
+ * (collectives.*; 0 without a correction). */
+double collective_correction(const char* name, double bytes, bool device, int ranks);
 
 struct Gpu {
   sg4::Host* host = nullptr;  // executes kernels and memsets

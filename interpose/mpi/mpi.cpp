@@ -211,12 +211,13 @@ static void traced_completion(Rank& r, const void* token, const MPI_Status& st) 
 
 /* A blocking collective's measured correction (machine key collectives.*, fitted by
  * orrery calibrate where the point-to-point model misses a collective): the call
- * takes the extra time of its size range longer, waited out before it returns; a
- * call with a device buffer takes the device correction, others the host one. */
+ * takes the extra time of its size range on its communicator's size longer, waited out
+ * before it returns; a call with a device buffer takes the device correction, others the
+ * host one. */
 class Correction {
  public:
-  Correction(const char* name, double bytes, std::initializer_list<const void*> buffers)
-      : extra_(collective_correction(name, bytes, any_device(buffers))) {}
+  Correction(const char* name, double bytes, MPI_Comm comm, std::initializer_list<const void*> buffers)
+      : extra_(collective_correction(name, bytes, any_device(buffers), comm_size(comm))) {}
   ~Correction() {
     if (extra_ > 0)
       sg4::this_actor::sleep_for(extra_);
@@ -242,7 +243,7 @@ class Correction {
   ORR_EXPORT int MPI_##name params {           \
     MpiScope scope("MPI_" #name, bytes);       \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
-    Correction fix(#name, message_bytes size, {ORR_UNPAREN buffers}); \
+    Correction fix(#name, message_bytes size, comm, {ORR_UNPAREN buffers}); \
     return PMPI_##name args;                   \
   }
 #define ORR_MPI_POST(name, params, args, buffers, bytes) \

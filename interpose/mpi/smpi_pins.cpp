@@ -23,18 +23,23 @@
  *     set_destination, what SimGrid's one-sided comms (s4u::Comm::sendto_init)
  *     use. A comm that matched during the post has started already, from
  *     where the rank stands: the same host.
+ * It also stands in for Group::rank, so that the actors Orrery creates beside
+ * a rank are no members of its communicators, and for SMPI's k-nomial
+ * broadcast, without the node layout it builds and never uses (below).
  * Each stand-in calls the libsimgrid function it replaces (dlsym RTLD_NEXT).
  * Kernel and SMPI member functions take their object as first argument under
  * the Itanium C++ ABI; linking against their symbols checks at build time
  * that libsimgrid has them. The flags and mailbox names are SimGrid 3.32's;
  * tests/native/test_paths.py fails when a pin is missed. */
 #include <simgrid/s4u.hpp>
+#include <smpi/smpi.h>
 
 #include <dlfcn.h>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace sg4 = simgrid::s4u;
 namespace simgrid::kernel::activity {
@@ -129,6 +134,73 @@ void request_unref(void** request) {
   real(request);
   if (*request == nullptr)
     g_requests.erase(self);
+}
+
+/* simgrid::smpi::Group::rank(aid_t) const: an actor's rank in a group, or, for an actor that is
+ * not in it, its parent's (SMPI lets threads a rank spawns act for it). Orrery's own actors,
+ * which ranks create on their GPU's host (streams, NCCL's lanes), never act for their rank:
+ * counted as members, they make Comm::find_intra_comm, which lists the group's actors on a
+ * host, put them into the node's communicator, and the SMP-aware algorithms (Open MPI's
+ * k-nomial broadcast, SMPI's bcast__mvapich2_knomial_intra_node, the ompi selector's choice
+ * from 8 ranks) then wait forever on them. An actor answers for itself only. */
+#define GROUP_RANK "_ZNK7simgrid4smpi5Group4rankEl"
+EXPORTED int group_rank(const void* self, long pid) __asm__(GROUP_RANK);
+int group_rank(const void* self, long pid) {
+  using Rank = int (*)(const void*, long);
+  static const Rank real = next<Rank>(GROUP_RANK);
+  int rank = real(self, pid);
+  if (rank == MPI_UNDEFINED)
+    return rank;
+  sg4::ActorPtr actor = sg4::Actor::by_pid(pid);
+  // the rank found is its parent's (a rank is one actor: its pid is the parent's only if it is the parent)
+  if (actor && actor->get_ppid() > 0 && real(self, actor->get_ppid()) == rank)
+    return MPI_UNDEFINED;
+  return rank;
+}
+
+/* simgrid::smpi::bcast__mvapich2_knomial_intra_node(void*, int, Datatype*, int root, Comm*): the
+ * k-nomial broadcast tree (radix mv2_intra_node_knomial_factor, 4 as in Open MPI's
+ * coll_tuned_bcast_knomial_radix) that SMPI's ompi selector takes for Open MPI's "knomial"
+ * (small broadcasts from 8 ranks on). SimGrid's first builds the communicator's node layout
+ * (Comm::init_smp), which it never uses: a ring allgather over all the ranks, in simulated time
+ * and (P^2 messages) wall time, on the first broadcast of each communicator, which no MPI library
+ * pays there. The same tree without it: each rank receives from its parent, then sends to its
+ * children, the farthest first, one round per level. */
+#define KNOMIAL_BCAST "_ZN7simgrid4smpi34bcast__mvapich2_knomial_intra_nodeEPviPNS0_8DatatypeEiPNS0_4CommE"
+#define COMM_RANK "_ZNK7simgrid4smpi4Comm4rankEv"
+#define COMM_SIZE "_ZNK7simgrid4smpi4Comm4sizeEv"
+#define REQUEST_ISEND "_ZN7simgrid4smpi7Request5isendEPKviPNS0_8DatatypeEiiPNS0_4CommE"
+#define REQUEST_RECV "_ZN7simgrid4smpi7Request4recvEPviPNS0_8DatatypeEiiPNS0_4CommEP10MPI_Status"
+#define REQUEST_WAITALL "_ZN7simgrid4smpi7Request7waitallEiPPS1_P10MPI_Status"
+constexpr int COLL_TAG_BCAST = -3334;  // SMPI's (src/smpi/include/private.hpp)
+EXPORTED int knomial_bcast(void* buf, int count, void* type, int root, void* comm) __asm__(KNOMIAL_BCAST);
+int knomial_bcast(void* buf, int count, void* type, int root, void* comm) {
+  using Member = int (*)(const void*);
+  using Isend = void* (*)(const void*, int, void*, int, int, void*);
+  using Recv = void (*)(void*, int, void*, int, int, void*, MPI_Status*);
+  using Waitall = int (*)(int, void**, MPI_Status*);
+  static const Member rank_of = next<Member>(COMM_RANK), size_of = next<Member>(COMM_SIZE);
+  static const Isend isend = next<Isend>(REQUEST_ISEND);
+  static const Recv recv = next<Recv>(REQUEST_RECV);
+  static const Waitall waitall = next<Waitall>(REQUEST_WAITALL);
+  static const int radix = *next<int*>("mv2_intra_node_knomial_factor");
+  const int size = size_of(comm), rank = rank_of(comm), relative = (rank - root + size) % size;
+  int mask = 1;
+  for (; mask < size; mask *= radix)
+    if (relative % (radix * mask)) {
+      int parent = (relative / (radix * mask) * (radix * mask) + root) % size;
+      recv(buf, count, type, parent, COLL_TAG_BCAST, comm, MPI_STATUS_IGNORE);
+      break;
+    }
+  std::vector<void*> children;
+  for (mask /= radix; mask > 0; mask /= radix) {
+    children.clear();
+    for (int k = 1; k < radix; k++)
+      if (relative + mask * k < size)
+        children.push_back(isend(buf, count, type, (rank + mask * k) % size, COLL_TAG_BCAST, comm));
+    waitall((int)children.size(), children.data(), MPI_STATUSES_IGNORE);
+  }
+  return MPI_SUCCESS;
 }
 
 /* The shim asks for this at start-up: its messages are routed right only with the pins. */

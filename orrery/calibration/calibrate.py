@@ -205,19 +205,30 @@ def calibrate(
                 machine_name, repo, collectives, overrides
             )
             choices.update()
+    correction_steps: dict[str, dict] = {}
     if collectives:
         log.info("collective algorithms: %s", chosen)
         overrides["mpi.collective_selector"] = chosen
         # where the point-to-point model with the best algorithms still misses a collective: one
-        # correction per collective and kind of buffers
-        for (sweep, _), result in zip(collectives, results[chosen]):
-            if result.median_abs_error > sweeps.MEDIAN_TOLERANCE or result.p95_abs_error > sweeps.P95_TOLERANCE:
-                which = "device" if sweep.kind[2] == "D" else "host"
-                overrides[f"collectives.{sweep.kind[1]}_{which}"] = derive.collective_corrections(result)
+        # correction per collective and kind of buffers, scaled with the rank count
+        groups: dict[str, list] = {}
+        for (sweep, points), result in zip(collectives, results[chosen]):
+            which = "device" if sweep.kind[2] == "D" else "host"
+            groups.setdefault(f"collectives.{sweep.kind[1]}_{which}", []).append((sweep, points, result))
+        for key, group in groups.items():
+            missed = [
+                (sweep, result)
+                for sweep, _, result in group
+                if result.median_abs_error > sweeps.MEDIAN_TOLERANCE or result.p95_abs_error > sweeps.P95_TOLERANCE
+            ]
+            if not missed:
+                continue
+            for sweep, result in missed:
                 uncorrected[sweep.name] = {
                     "median_abs_error": result.median_abs_error,
                     "p95_abs_error": result.p95_abs_error,
                 }
+            correction_steps[key] = search.pick_correction_steps(machine_name, repo, key, group, overrides)
     nccl_fit = {}
     if nccl_sweeps:
         log.info("fitting NCCL's keys on %d sweeps, simulator in the loop", len(nccl_sweeps))
@@ -242,6 +253,7 @@ def calibrate(
         "collective_selector_trials": trials,
         "collective_selector_uncorrectable": uncorrectable,
         "collectives_before_correction": uncorrected,
+        **({"collective_correction_steps": correction_steps} if correction_steps else {}),
         **({"nccl_fit": nccl_fit} if nccl_fit else {}),
         "overrides": overrides,
     }

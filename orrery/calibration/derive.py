@@ -239,17 +239,35 @@ def overhead_cap(
     )
 
 
-def collective_corrections(result: SweepResult) -> list[dict[str, float]]:
+#: How a collective's correction grows with the communicator's size P, from the algorithms MPI
+#: libraries run at scale (CorrectionSegment.steps): one step per peer where every rank sends or
+#: receives P - 1 blocks (pairwise and linear alltoall, ring and neighbour-exchange allgather, a
+#: root's P - 1 blocks of gather and scatter); ceil(log2 P) steps for the trees and recursive
+#: doubling or halving of broadcast, reduce, allreduce and reduce-scatter.
+CORRECTION_STEPS = {
+    "alltoall": "linear",
+    "allgather": "linear",
+    "gather": "linear",
+    "scatter": "linear",
+    "bcast": "log2",
+    "reduce": "log2",
+    "allreduce": "log2",
+    "reduce_scatter": "log2",
+    "reduce_scatter_block": "log2",
+}
+
+
+def collective_corrections(result: SweepResult, ranks: int, steps: str) -> list[dict[str, object]]:
     """Per size range, the measured time of a collective beyond the simulated one (none where
-    the simulation is slower: the simulator can only add time); ranges meet halfway
-    (geometrically) between measured sizes, and neighbouring ranges with the same extra time
-    are merged."""
+    the simulation is slower: the simulator can only add time) on `ranks` ranks, scaled to other
+    communicator sizes by `steps` (CorrectionSegment); ranges meet halfway (geometrically)
+    between measured sizes, and neighbouring ranges with the same extra time are merged."""
     extras = [sweeps.to_si(result.unit, max(m - s, 0.0)) for m, s in zip(result.measured, result.simulated)]
-    model: list[dict[str, float]] = []
+    model: list[dict[str, object]] = []
     for i, (size, extra) in enumerate(zip(result.sizes, extras)):
         if model and model[-1]["extra"] == extra:
             model.pop()
         # the last range covers every larger size
         bound = {"up_to": float(np.sqrt(size * result.sizes[i + 1]))} if i + 1 < len(result.sizes) else {}
-        model.append({**bound, "extra": extra})
+        model.append({**bound, "extra": extra, **({} if steps == "constant" else {"steps": steps, "ranks": ranks})})
     return model

@@ -15,6 +15,7 @@ simulation it judges, ``term_table`` gives each term's median, 95th percentile a
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -154,6 +155,25 @@ def calibration_report(cal: dict, closed_loop: list[SweepResult], kinds: Sequenc
             f"  collective correction for {name}: before it, median |error| "
             f"{100 * before['median_abs_error']:.1f}%, 95th percentile {100 * before['p95_abs_error']:.1f}% "
             "(the point-to-point model alone)"
+        )
+    for key, form in cal.get("collective_correction_steps", {}).items():
+        law = {
+            "constant": "the same at every rank count",
+            "log2": f"x ceil(log2 P) / {math.ceil(math.log2(form['ranks']))} on P ranks",
+            "linear": f"x (P - 1) / {form['ranks'] - 1} on P ranks",
+        }[form["steps"]]
+        lines.append(
+            f"  {key}: the extra time per size range measured on {form['ranks']} ranks ({form['fitted_on']}), "
+            f"steps = {form['steps']}: {law}; "
+            + (
+                "trials on the sweeps' rank counts "
+                + ", ".join(map(str, form["rank_counts"]))
+                + " (median + 95th percentile |error|): "
+                + ", ".join(f"{k} {100 * v:.1f}%" for k, v in form["trials"].items())
+                if form["trials"]
+                else "one rank count measured: the form is the algorithms' model (a step per peer for alltoall, "
+                "allgather, gather, scatter; ceil(log2 P) for the others), checked there by the closed loop"
+            )
         )
     if cal.get("nccl_fit"):
         lines += nccl_fit_lines(cal["nccl_fit"])

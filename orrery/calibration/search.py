@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import machines
-from . import merge, sweeps, validate
+from . import derive, merge, sweeps, validate
 from .derive import Window, lone_time, overhead_cap, piecewise_model, route_latency, window_gap, window_model
 from .fit import fit_sweep
 
@@ -125,6 +125,37 @@ def pick_collective_selector(machine_name: str, repo: Path | None, collectives, 
         left[selector] = float(np.mean([np.median(e) + validate.percentile(e, 0.95) for e in slow]))
     chosen = min(SELECTORS, key=lambda sel: (round(left[sel], 6), raw[sel]))
     return raw, left, chosen, results
+
+
+def collective_ranks(sweep: sweeps.Sweep) -> int:
+    """The ranks of a collective sweep's communicator (its layout's processes)."""
+    return sweep.nodes * (sweep.ranks_per_node or sweep.gpus_per_node)
+
+
+def pick_correction_steps(machine_name: str, repo: Path | None, key: str, group, overrides: dict) -> dict:
+    """The correction of one collective and kind of buffers (`key`, collectives.NAME_device or
+    _host) from its sweeps `group` ((sweep, points, result with the chosen algorithms) each):
+    the extra time per size range measured on the fewest ranks, and how it scales with the
+    communicator's size (CorrectionSegment.steps). Sweeps on one rank count cannot tell: the
+    algorithms' model (derive.CORRECTION_STEPS). Sweeps on several: each form simulated on
+    all of them, the least mean (median + 95th percentile |error|) kept. Updates `overrides`;
+    returns the form, the sweep it was fitted on and the trials."""
+    sweep, _, result = min(group, key=lambda g: collective_ranks(g[0]))
+    ranks = collective_ranks(sweep)
+    counts = sorted({collective_ranks(sw) for sw, _, _ in group})
+    model = derive.CORRECTION_STEPS.get(key.split(".", 1)[1].rsplit("_", 1)[0], "constant")
+    candidates = {
+        steps: derive.collective_corrections(result, ranks, steps)
+        for steps in (("constant", "log2", "linear") if len(counts) > 1 else (model,))
+    }
+    trials = {}
+    if len(candidates) > 1:
+        validate.build_bench(repo)
+        related = [(sw, pts) for sw, pts, _ in group]
+        trials = {steps: score(machine_name, repo, {**overrides, key: c}, related) for steps, c in candidates.items()}
+    steps = min(trials, key=trials.__getitem__) if trials else model
+    overrides[key] = candidates[steps]
+    return {"steps": steps, "ranks": ranks, "fitted_on": sweep.name, "rank_counts": counts, "trials": trials}
 
 
 def pick_eager_threshold(

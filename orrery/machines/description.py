@@ -10,6 +10,7 @@ not know about SimGrid: ``platform.py`` turns a Machine into a platform.
 from __future__ import annotations
 
 import itertools
+import math
 import tomllib
 from collections.abc import Mapping, Sequence, Set
 from importlib import resources
@@ -405,13 +406,48 @@ class Gaps(_Measured):
 
 class CorrectionSegment(_Section):
     """One segment of a collective's correction: calls whose message size is up to `up_to` take
-    `extra` longer."""
+    `extra` longer, on `ranks` ranks; on a communicator of another size P the extra scales with
+    the number of steps the collective's algorithm takes (`steps`): a per-step cost times the
+    steps, so a correction measured at 8 ranks does not stay a constant at 1024."""
 
     up_to: Annotated[Size, Field(ge=0)] | None = Field(
         None,
         description=("The largest message (count x type size) it covers; on every segment but the last, increasing."),
     )
-    extra: Annotated[Time, Field(ge=0)] = Field(description="Added to each call of the collective in this range.")
+    extra: Annotated[Time, Field(ge=0)] = Field(
+        description="Added to each call of the collective in this range on `ranks` ranks (at every rank count if steps is constant)."
+    )
+    steps: Literal["constant", "log2", "linear"] = Field(
+        "constant",
+        description=(
+            "How the extra grows with the communicator's size P: constant (the same at every P), log2 (x "
+            "ceil(log2 P) / ceil(log2 ranks): recursive doubling or halving, binomial trees, Bruck), linear (x "
+            "(P - 1) / (ranks - 1): one step per peer, as rings and pairwise or linear exchanges take)."
+        ),
+    )
+    ranks: Annotated[int, Field(strict=True, ge=2, le=2**31 - 1)] | None = Field(
+        None, description="The communicator size the extra was measured on; required unless steps is constant."
+    )
+
+    @model_validator(mode="after")
+    def _measured_somewhere(self) -> CorrectionSegment:
+        if self.steps != "constant" and self.ranks is None:
+            raise Problems([("ranks", None, f"the rank count the extra was measured on (steps = {self.steps!r})")])
+        return self
+
+    def extra_at(self, ranks: int) -> float:
+        """The extra time of a call on a communicator of `ranks` ranks."""
+        return self.extra * step_count(self.steps, ranks) / step_count(self.steps, self.ranks or ranks)
+
+
+def step_count(steps: str, ranks: int) -> float:
+    """The steps a collective's algorithm takes on `ranks` ranks, by CorrectionSegment.steps: what
+    a correction's per-step cost is multiplied by (the shim's collective_correction computes the same)."""
+    if steps == "log2":
+        return float(max(math.ceil(math.log2(ranks)), 1))
+    if steps == "linear":
+        return float(max(ranks - 1, 1))
+    return 1.0
 
 
 Corrections = Annotated[list[CorrectionSegment], Field(min_length=1)]

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..machines import platform
-from ..machines.description import Machine
+from ..machines.description import Machine, step_count
 
 SCHEMA_FILE = "run_description.json"
 
@@ -199,7 +199,10 @@ def describe(
             "messages": {path: _segments(model) for path, model in m.messages},
             "gaps": {path: _segments(model) for path, model in m.gaps},
             "collectives": {
-                name: [{"up_to": s.up_to, "extra_s": s.extra} for s in model]
+                name: [
+                    {"up_to": s.up_to, "per_step_s": s.extra / step_count(s.steps, s.ranks or 2), "steps": s.steps}
+                    for s in model
+                ]
                 for name, model in m.collectives
                 if model is not None
             },

@@ -31,7 +31,7 @@ EVERY_PART = (
         for p in ("device_intra", "device_inter", "host_intra", "host_inter")
     ]
     + [
-        "collectives.allreduce_device=[{extra = '2us', up_to = '1KiB'}, {extra = '0.5us'}]",
+        "collectives.allreduce_device=[{extra = '2us', up_to = '1KiB'}, {extra = '0.5us', steps = 'linear', ranks = 6}]",
         "gpudirect.rdma=false",
         'mpi.intra_node="nic"',
     ]
@@ -89,7 +89,11 @@ def test_every_field_python_writes_is_read_by_the_shim_exactly(echo, tmp_path):
     # every optional part is there, so that each reader of the parser is exercised
     assert written["staging"]["links"] == ["n0-nic0-sw", "n0-nic1-sw", "n1-nic0-sw", "n1-nic1-sw"]
     assert written["gpus"][3]["message_end"] == "n1-gpu1-mpi"
-    assert written["mpi"]["collectives"]["allreduce_device"][1] == {"up_to": None, "extra_s": 0.5e-6}
+    # a correction's extra on 6 ranks as one step's (of the 5 of a linear algorithm)
+    assert written["mpi"]["collectives"]["allreduce_device"] == [
+        {"up_to": 1024.0, "per_step_s": 2e-6, "steps": "constant"},
+        {"up_to": None, "per_step_s": pytest.approx(0.1e-6, rel=1e-12), "steps": "linear"},
+    ]
     assert written["copies"]["peer"][0] == {"up_to": 65536.0, "latency_s": 1e-6, "bandwidth": 10e9}
     assert [(r["node"], r["cpu"]) for r in written["ranks"]] == [
         (0, "n0-cpu0"),

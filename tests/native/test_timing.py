@@ -147,7 +147,8 @@ def test_collectives_on_device_buffers(run_program, programs, h100):
     n = 1_000_000
     r = run_ok(run_program, programs, "collectives", str(n), options=("--gpus-per-node", "2"))
     v = r.values()
-    # two ranks on one node: the broadcast is one NVLink message from rank 0 to rank 1 (rendezvous)
+    # two ranks on one node: the broadcast is one NVLink message from rank 0 to rank 1 (rendezvous;
+    # Open MPI's choice for 1 MB on 2 ranks is a binomial tree)
     bcast = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
     assert v["rank 1 bcast"] == pytest.approx(bcast, rel=REL)
     assert "rank 0 done" in r.stdout and "rank 1 done" in r.stdout
@@ -161,15 +162,18 @@ def test_collectives_on_device_buffers(run_program, programs, h100):
 @pytest.mark.parametrize("n, extra", [(400_000, 5e-6), (1_000_000, 3e-6)])
 def test_collective_correction_adds_its_range_s_time(run_program, programs, h100, n, extra):
     """collectives.bcast: each rank's broadcast takes the extra time of its size range longer
-    (the size is count x type size: n bytes here); other collectives keep their own times."""
+    (the size is count x type size: n bytes here); other collectives keep their own times. The
+    broadcast is derived as one message: SMPI's default algorithms (Open MPI's, the built-in's,
+    pipeline a 400 kB broadcast in 8 KiB segments)."""
     fix = "[{up_to = '512KB', extra = '5us'}, {extra = '3us'}]"
-    plain = run_ok(run_program, programs, "collectives", str(n), options=("--gpus-per-node", "2"))
+    default = ("--gpus-per-node", "2", "--set", "mpi.collective_selector=default")
+    plain = run_ok(run_program, programs, "collectives", str(n), options=default)
     fixed = run_ok(
         run_program,
         programs,
         "collectives",
         str(n),
-        options=("--gpus-per-node", "2", "--set", f"collectives.bcast={fix}"),
+        options=(*default, "--set", f"collectives.bcast={fix}"),
     )
     bcast = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
     assert fixed.values()["rank 1 bcast"] == pytest.approx(bcast + extra, rel=REL)
@@ -178,6 +182,66 @@ def test_collective_correction_adds_its_range_s_time(run_program, programs, h100
         assert fixed.results["ranks"][1]["mpi"][call]["time_s"] == pytest.approx(
             plain.results["ranks"][1]["mpi"][call]["time_s"], rel=REL
         )
+
+
+@pytest.mark.parametrize("selector, messages", [("ompi", (1, 1)), ("default", (1, 2))])
+def test_small_allreduce_takes_the_steps_of_the_chosen_algorithm(run_program, programs, h100, selector, messages):
+    """The H100 built-ins choose collective algorithms as Open MPI does (SMPI's ompi selector): a
+    1 kB allreduce on 2 ranks is recursive doubling, one exchange between the two GPUs (each
+    direction of their NVLink carries one message), the same time on both ranks; SMPI's own
+    default is a linear reduce to rank 0, then a broadcast from it: rank 0 receives one message
+    (and sends the result eagerly), rank 1 sends one and waits for the other."""
+    n = 1024
+    assert h100.mpi.collective_selector == "ompi"
+    r = run_ok(
+        run_program,
+        programs,
+        "collectives",
+        str(n),
+        options=("--gpus-per-node", "2", "--set", f"mpi.collective_selector={selector}"),
+    )
+    one = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
+    for rank in (0, 1):
+        assert r.values()[f"rank {rank} allreduce"] == pytest.approx(messages[rank] * one, rel=REL), rank
+
+
+def test_open_mpi_s_knomial_broadcast_on_device_buffers_is_a_radix_4_tree(run_program, programs, h100):
+    """From 8 ranks Open MPI broadcasts 1 kB by a k-nomial tree of radix 4 (SMPI's ompi selector:
+    bcast__mvapich2_knomial_intra_node, which liborrery_smpi runs without SMPI's node layout,
+    whose first broadcast deadlocked on the ranks' stream actors). On 2 nodes x 4 GPUs, rank 0
+    sends to rank 4 (across nodes, GPUDirect) and to ranks 1-3 (NVLink), rank 4 to ranks 5-7."""
+    n = 1024
+    r = run_ok(run_program, programs, "collectives", str(n), nodes=2, options=("--gpus-per-node", "4"))
+    nvlink = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
+    across = gpudirect_message(h100, n)
+    expected = [0.0, nvlink, nvlink, nvlink, across, across + nvlink, across + nvlink, across + nvlink]
+    assert [r.values()[f"rank {k} bcast"] for k in range(8)] == pytest.approx(expected, rel=REL)
+
+
+@pytest.mark.parametrize("ranks", [16, 64])
+def test_collective_correction_fitted_on_8_ranks_scales_with_the_communicator(run_program, programs, ranks):
+    """A correction measured on 8 ranks, on a communicator of P ranks: a per-step cost times the
+    steps of the algorithm's model (CorrectionSegment.steps): linear, 7 us x (P - 1) / 7 on each
+    rank's broadcast; log2, 3 us x log2(P) / 3 on its allreduce; constant, 2 us at any P on its
+    alltoall."""
+    fix = {
+        "bcast": "[{extra = '7us', steps = 'linear', ranks = 8}]",
+        "allreduce": "[{up_to = '512B', extra = '30us'}, {extra = '3us', steps = 'log2', ranks = 8}]",
+        "alltoall": "[{extra = '2us'}]",
+    }
+    layout = ("--gpus-per-node", "4")
+    plain = run_ok(run_program, programs, "collectives", "1024", nodes=ranks // 4, options=layout)
+    sets = [a for name, value in fix.items() for a in ("--set", f"collectives.{name}={value}")]
+    fixed = run_ok(run_program, programs, "collectives", "1024", nodes=ranks // 4, options=(*layout, *sets))
+    log2 = {16: 4, 64: 6}[ranks]
+    expected = {"bcast": 7 * US * (ranks - 1) / 7, "allreduce": 3 * US * log2 / 3}
+    for rank in (0, 1, ranks - 1):
+        for call, extra in expected.items():
+            assert fixed.values()[f"rank {rank} {call}"] == pytest.approx(
+                plain.values()[f"rank {rank} {call}"] + extra, rel=REL
+            ), (rank, call)
+        alltoall = [run.results["ranks"][rank]["mpi"]["MPI_Alltoall"]["time_s"] for run in (plain, fixed)]
+        assert alltoall[1] == pytest.approx(alltoall[0] + 2 * US, rel=REL)
 
 
 def test_copy_kinds_memset_and_launch_api_costs(run_program, programs, h100, costs):

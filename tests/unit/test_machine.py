@@ -194,6 +194,16 @@ def test_semantic_checks():
             "got '3 furlongs', expected a time with its unit, such as 2.5us, 1ms or 0.5s",
         ),
         (
+            "collectives.alltoall=[{extra = '3us', steps = 'linear'}]",
+            "collectives.alltoall.0.ranks",
+            "got None, expected the rank count the extra was measured on (steps = 'linear')",
+        ),
+        (
+            "collectives.alltoall=[{extra = '3us', steps = 'cubic', ranks = 8}]",
+            "collectives.alltoall.0.steps",
+            "got 'cubic', expected 'constant', 'log2' or 'linear'",
+        ),
+        (
             "gaps.device_inter=[{up_to = '4KiB', latency = '7us', bandwidth = '4GB/s'}]",
             "gaps.device_inter.0.up_to",
             "got 4096.0, expected no up_to on the last segment: it covers every larger size",
@@ -210,3 +220,21 @@ def test_measured_model_errors_name_the_override_key_and_value(override, key, me
     with pytest.raises(InputError) as e:
         machine.load("h100-ib200", machine.parse_overrides([override]))
     assert str(e.value) == f"--set {override.split('=')[0]} (on built-in machine h100-ib200): key '{key}': {message}"
+
+
+@pytest.mark.parametrize(
+    "steps, at_16, at_64",
+    [("constant", 1.0, 1.0), ("log2", 4 / 3, 6 / 3), ("linear", 15 / 7, 63 / 7)],
+)
+def test_a_correction_measured_on_8_ranks_scales_with_its_algorithm_s_steps(steps, at_16, at_64):
+    """collectives.*: a 21 us extra measured on 8 ranks is a per-step cost times the steps of the
+    algorithm's model: ceil(log2 P) (3 on 8 ranks), or P - 1 (7 on 8 ranks); a constant stays."""
+    m = machine.load(
+        "h100-ib200",
+        machine.parse_overrides([f"collectives.alltoall=[{{extra = '21us', steps = '{steps}', ranks = 8}}]"]),
+    )
+    (seg,) = m.collectives.alltoall
+    assert seg.extra_at(8) == pytest.approx(21e-6, rel=1e-12)
+    assert seg.extra_at(16) == pytest.approx(21e-6 * at_16, rel=1e-12)
+    assert seg.extra_at(64) == pytest.approx(21e-6 * at_64, rel=1e-12)
+    assert seg.extra_at(1000) == pytest.approx(21e-6 * {"constant": 1, "log2": 10 / 3, "linear": 999 / 7}[steps])
