@@ -211,13 +211,16 @@ def test_calibration_fits_a_collective_correction_from_osu_output(tmp_path, benc
     2 nodes) from a machine whose alltoall on device buffers takes 20 us more than SMPI's default
     algorithms give, fitted back from the file: the layout must be stated (OSU output does not
     say it), the selector trials score the default algorithms' error at 20 us over the measured
-    time, and the chosen algorithms with their correction reproduce every size."""
+    time, and the chosen algorithms with their correction reproduce every size. Measured on 8
+    ranks alone, the correction scales as the algorithms' model has it: one step per peer."""
     p = orrery(
         "run",
         "--nodes",
         "2",
         "--gpus-per-node",
         "4",
+        "--set",
+        "mpi.collective_selector=default",
         "--set",
         "collectives.alltoall_device=[{extra = '20us'}]",
         "--out",
@@ -270,6 +273,9 @@ def test_calibration_fits_a_collective_correction_from_osu_output(tmp_path, benc
     )
     assert cal["collective_selector_uncorrectable"]["default"] == 0.0
     assert "collectives.alltoall_device" in cal["overrides"] and "collectives.alltoall_host" not in cal["overrides"]
+    form = cal["collective_correction_steps"]["collectives.alltoall_device"]
+    assert (form["steps"], form["ranks"], form["rank_counts"], form["trials"]) == ("linear", 8, [8], {})
+    assert all((seg["steps"], seg["ranks"]) == ("linear", 8) for seg in cal["overrides"]["collectives.alltoall_device"])
     (closed,) = json.loads((tmp_path / "cal" / "closed-loop" / "validation.json").read_text())["sweeps"]
     assert closed["sizes"] == sorted(measured) and closed["max_abs_error"] < 1e-3
     assert "NOT MATCHED" not in c.stdout
@@ -311,6 +317,10 @@ def test_collective_algorithms_are_chosen_from_the_measured_library(tmp_path):
     assert device[0]["extra"] != pytest.approx(host[0]["extra"], rel=0.05)
     assert "collectives.alltoall" not in cal["overrides"]
     assert "collective correction for osu_alltoall" in c.stdout
+    # measured on 8 ranks alone: one step per peer, as pairwise and linear alltoalls take
+    for which in ("device", "host"):
+        assert cal["collective_correction_steps"][f"collectives.alltoall_{which}"]["steps"] == "linear"
+    assert "steps = linear: x (P - 1) / 7 on P ranks" in c.stdout
     # the committed calibration (and so the shipped gh200-slingshot description) is what this produces
     committed = json.loads((REPO / "calibration" / "gh200-slingshot" / "calibration.json").read_text())
     assert_same_calibration(cal, committed)
