@@ -609,3 +609,40 @@ def test_olivia_ompi_4_windows_slower_than_a_lone_message_are_a_gap():
     assert gap["latency"] + 1024 / gap["bandwidth"] == pytest.approx(expected, rel=0.05)
     trials = cal["gap_trials"]["device_inter"]
     assert min(trials.values()) < trials["none"] - 1.0  # mean (median + p95) |error|: from over 150 % to a few
+
+
+def test_a_correction_measured_on_two_rank_counts_takes_the_form_that_reproduces_both():
+    """Alltoall sweeps on device buffers on 4 and 8 ranks, made on a machine whose alltoall takes
+    2 us per peer more than the point-to-point model gives (6 us on 4 ranks, 14 us on 8): the
+    correction is measured on the fewest ranks and each form simulated on both sweeps; one step
+    per peer reproduces both, a constant or ceil(log2 P) steps leave the 8-rank sweep short."""
+    from orrery.calibration import merge, search, sweeps, validate
+
+    truth = merge.candidate(
+        "h100-ib200", {"collectives.alltoall_device": [{"extra": 2e-6, "steps": "linear", "ranks": 2}]}
+    )
+    plain = merge.candidate("h100-ib200", {})
+    group = []
+    for nodes, gpus in ((1, 4), (2, 4)):
+        program, _ = sweeps.reproduction("collective_latency", "alltoall", "D", 3)
+        sweep = sweeps.Sweep(
+            f"alltoall, {nodes * gpus} ranks",
+            "",
+            (),
+            "",
+            "",
+            "us",
+            program,
+            kind=("collective_latency", "alltoall", "D"),
+            nodes=nodes,
+            gpus_per_node=gpus,
+        )
+        made = validate.compare(None, truth, sweep, [(s, 1.0) for s in (8, 1024)])
+        points = list(zip(made.sizes, made.simulated))
+        group.append((sweep, points, validate.compare(None, plain, sweep, points)))
+    overrides: dict = {}
+    form = search.pick_correction_steps("h100-ib200", None, "collectives.alltoall_device", group, overrides)
+    assert (form["steps"], form["ranks"], form["rank_counts"]) == ("linear", 4, [4, 8])
+    assert form["trials"]["linear"] < 1e-3 < min(form["trials"]["constant"], form["trials"]["log2"])
+    # measured on 4 ranks: 3 steps of 2 us
+    assert [seg["extra"] for seg in overrides["collectives.alltoall_device"]] == pytest.approx([6e-6], rel=1e-3)
