@@ -218,6 +218,25 @@ def test_open_mpi_s_knomial_broadcast_on_device_buffers_is_a_radix_4_tree(run_pr
     assert [r.values()[f"rank {k} bcast"] for k in range(8)] == pytest.approx(expected, rel=REL)
 
 
+@pytest.mark.parametrize("selector", ["mvapich2", "impi"])
+def test_smp_aware_collectives_leave_the_ranks_stream_actors_out(run_program, programs, h100, selector):
+    """MVAPICH2's and Intel MPI's choices (SMPI's selectors) split a communicator by node from the
+    actors on each rank's host, where its streams stand too: SMPI counted them as members (an
+    actor not in a group answers for its parent) and waited on them forever. Each rank of the
+    second node gets the broadcast no sooner than a message across the nodes takes."""
+    r = run_ok(
+        run_program,
+        programs,
+        "collectives",
+        "1024",
+        nodes=2,
+        options=("--gpus-per-node", "4", "--set", f"mpi.collective_selector={selector}"),
+    )
+    for rank in range(4, 8):
+        assert r.values()[f"rank {rank} bcast"] >= gpudirect_message(h100, 1024) * (1 - REL), rank
+    assert all(f"rank {k} done" in r.stdout for k in range(8))
+
+
 @pytest.mark.parametrize("ranks", [16, 64])
 def test_collective_correction_fitted_on_8_ranks_scales_with_the_communicator(run_program, programs, ranks):
     """A correction measured on 8 ranks, on a communicator of P ranks: a per-step cost times the
