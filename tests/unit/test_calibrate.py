@@ -72,6 +72,20 @@ def test_a_lone_point_far_off_the_fit_is_left_out_and_the_rest_refitted():
     assert fit.fit_sweep(sizes, clean)[1] == []
 
 
+def test_a_sweep_mostly_off_its_fit_keeps_every_point():
+    """Not lone points: a sweep whose many points are far off one line (noise, or a gap held to
+    its floor at most sizes) is fitted on all of them, not cut down to too few for a fit."""
+    sizes = [4 << k for k in range(9)]
+    times = [1e-6 if k % 2 else 1e-5 for k in range(9)]
+    segments, outliers = fit.fit_sweep(sizes, times)
+    assert outliers == []
+    assert (segments[0].size_from, segments[-1].size_to) == (4, 1024)
+    # one point off, nine sizes: left out (a quarter of the sweep is the most)
+    line = [2e-6 + s / 25e9 for s in sizes]
+    line[4] *= 4
+    assert fit.fit_sweep(sizes, line)[1] == [64]
+
+
 def test_osu_latency_and_osu_bibw_without_osu_bw_give_the_per_message_overhead():
     """A window of osu_bibw takes 2 W o + L per side and a lone message 2 o + L: from the two
     fits' small-message times the overhead o is recovered, and the NIC's rate from osu_bibw."""
