@@ -29,7 +29,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #define ORR_EXPORT extern "C" __attribute__((visibility("default")))
@@ -97,6 +99,7 @@ struct Gpu {
   sg4::Host* cpu = nullptr;   // the node's CPU: the other end of H2D/D2H copies
   sg4::Host* copy_engine = nullptr;  // where its peer copies start and end (beside the GPU)
   sg4::Host* message_end = nullptr;  // where messages from and to its memory start and end
+  sg4::Host* staged_end = nullptr;   // with gpudirect.rdma_limit: where its staged messages start and end
   int node = 0;
   int index = 0;              // device number within the node
   double speed = 0;           // flop/s of the host: 1 simulated second = speed flops
@@ -247,6 +250,9 @@ struct Rank {
     const void* comm_handle;
   };
   std::map<const void*, Persistent> persistent;
+  // The MPI library's CUDA IPC cache (mpi.ipc_setup): (allocation serial, peer rank) pairs whose
+  // handle the peer has opened already (mpi.cpp).
+  std::set<std::pair<uint64_t, int>> ipc_opened;
   Stats stats;
 };
 
@@ -270,6 +276,9 @@ void wait_like_legacy(Op& op, Stream* legacy);
 void wait_for(Rank& r, Stream* s, uint64_t seq);
 void wait_stream(Rank& r, Stream* s);
 void wait_device(Rank& r, int device);
+// What a synchronous copy on the legacy default stream waits for (blocking_only: its own work and
+// every blocking stream's of the device), or, without blocking_only, all of the device's work.
+void wait_device_streams(Rank& r, int device, bool blocking_only);
 /* A host-side poll (cudaStreamQuery, cudaEventQuery): whether operation `seq` of `s` is complete.
  * If not, the host spins until the stream completes an operation or the device's sync overhead
  * has passed, whichever is first (accounted as gpu_wait), so that a polling loop advances the
@@ -289,6 +298,7 @@ struct Allocation {
   bool folded;      // mapped onto the shared fold block: contents are not kept
   Gpu* gpu;         // owning device (device memory only)
   bool mapped = false;  // a range the driver mapped (cuMemMap): cuMemUnmap ends it, not cudaFree
+  uint64_t serial = 0;  // which allocation of the run it is (from 1): a reallocation at the same address is another
 };
 const Allocation* find_allocation(const void* p);
 // Device memory the driver stand-in mapped (driver/runtime_bridge.cpp), known to the copies,

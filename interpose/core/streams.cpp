@@ -152,12 +152,14 @@ bool poll_for(Rank& r, Stream* s, uint64_t seq) {
   return s->completed >= seq;
 }
 
-void wait_device(Rank& r, int device) {
+void wait_device(Rank& r, int device) { wait_device_streams(r, device, false); }
+
+void wait_device_streams(Rank& r, int device, bool blocking_only) {
   double t0 = now();
   if (trace::on())
     trace::gpu_wait_begin(r, nullptr, device);
   for (Stream* s : r.streams)
-    if (s->device == device)
+    if (s->device == device && !(blocking_only && (s->flags & cudaStreamNonBlocking)))
       wait_seq(s, s->enqueued);
   if (trace::on())
     trace::gpu_wait_end(r);

@@ -319,11 +319,70 @@ static void pace(MpiPath& p, bool intra, double bytes) {
   next = seg ? now() + seg->latency_s + bytes / seg->bandwidth : now();
 }
 
-/* A send's software overhead and gap on its path, charged before it is posted. */
+/* ---- what CUDA-aware libraries do for device buffers beyond a lone message's protocol ----
+ * (docs/simulation.md, "Device buffers: costs a lone message does not show"; each machine key is
+ * off by default.) */
+
+/* mpi.device_sync: before the library reads a send's device buffer it waits for the device's work,
+ * as its copy on the legacy default stream would (the rank's blocking streams and the legacy one)
+ * or as a cudaDeviceSynchronize; host time of the send call, with the synchronisation's overhead. */
+static void device_sync(Rank& r, const void* buf) {
+  static const DeviceSync mode = run_description().mpi.device_sync;
+  const Gpu* gpu = gpu_of(buf);
+  if (mode == DeviceSync::None || !gpu)
+    return;
+  int device = r.device;  // the buffer's device as the rank numbers its devices
+  for (size_t i = 0; i < r.gpus.size(); i++)
+    if (r.gpus[i] == gpu)
+      device = (int)i;
+  wait_device_streams(r, device, mode == DeviceSync::Legacy);
+}
+
+/* mpi.ipc_setup: a rendezvous of a device buffer within a node moves by CUDA IPC, whose handle of
+ * the sender's allocation the peer opens once and caches (UCX's cuda_ipc remote cache, Open MPI's
+ * rgpusm); a freed and reallocated buffer is another allocation (its serial), so it misses again.
+ * Charged in the send call, before the message is posted, so the data waits for it. */
+static void ipc_setup(Rank& r, const void* buf, double bytes, int to_world) {
+  static const double setup = run_description().mpi.ipc_setup_s;
+  const Allocation* a = find_allocation(buf);
+  if (setup <= 0 || !a || !a->device || to_world < 0 || !rendezvous(r.mpi_device, bytes))
+    return;
+  if (r.ipc_opened.insert({a->serial, to_world}).second)
+    software(setup);
+}
+
+/* gpudirect.rdma_limit: a device-buffer message to or from a known rank of another node larger than
+ * the limit is staged through host memory: its end is the GPU's staged endpoint, whose route to the
+ * NIC crosses the staging pipeline. No limit (infinite): GPUDirect RDMA for every size (or none at all). */
+static sg4::Host* staged_end(Rank& r, const void* buf, double bytes, int peer_world) {
+  static const RunDescription& d = run_description();
+  const Gpu* gpu = gpu_of(buf);
+  if (!gpu || !gpu->staged_end || !d.staging || peer_world < 0 || within_node(r, peer_world) ||
+      bytes <= d.staging->rdma_limit)
+    return nullptr;
+  return gpu->staged_end;
+}
+
+/* Stands a rank where one point-to-point message's buffer is: stand_at, or its GPU's staged
+ * endpoint for a message staged above gpudirect.rdma_limit. */
+static void stand_for_message(Rank& r, const void* buf, double bytes, int peer_world) {
+  if (sg4::Host* staged = staged_end(r, buf, bytes, peer_world)) {
+    if (sg4::this_actor::get_host() != staged)
+      sg4::this_actor::set_host(staged);
+    return;
+  }
+  stand_at(r, buf);
+}
+
+/* A send's software overhead and gap on its path, charged before it is posted, after what the
+ * library does for a device buffer first (device_sync, ipc_setup). */
 static void before_send(Rank& r, const void* buf, double bytes, int to_world) {
   MpiPath& p = path_of(r, buf);
   bool intra = within_node(r, to_world);
+  device_sync(r, buf);
   software(p.send(intra));
+  if (intra)
+    ipc_setup(r, buf, bytes, to_world);
   pace(p, intra, bytes);
 }
 
@@ -341,7 +400,7 @@ static SendMode mode_for(Rank& r, const void* buf, int count, MPI_Datatype dt, S
 /* Posts a send from where its buffer is. */
 static int post_send(Rank& r, const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
                      MPI_Request* rq, SendMode mode = SendMode::Standard) {
-  stand_at(r, buf);
+  stand_for_message(r, buf, message_bytes(count, dt), world_of(dst, comm));
   if (trace::on())
     traced_send(r, dst, tag, comm, message_bytes(count, dt));
   switch (mode_for(r, buf, count, dt, mode)) {
@@ -360,7 +419,7 @@ static void receive_overhead(Rank& r, const void* buf, int from_world) {
 /* Posts a receive where its buffer is. */
 static int post_recv(Rank& r, void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm,
                      MPI_Request* rq) {
-  stand_at(r, buf);
+  stand_for_message(r, buf, message_bytes(count, dt), world_of(src, comm));
   return PMPI_Irecv(buf, count, dt, src, tag, comm, rq);
 }
 
@@ -369,6 +428,7 @@ static int blocking_send(const char* name, const void* buf, int count, MPI_Datat
   MpiScope scope(name, message_bytes(count, dt), peer_of(dst, comm), tag_of(tag));
   place(scope.rank(), {buf}, true);
   before_send(scope.rank(), buf, message_bytes(count, dt), world_of(dst, comm));
+  stand_for_message(scope.rank(), buf, message_bytes(count, dt), world_of(dst, comm));
   if (trace::on())
     traced_send(scope.rank(), dst, tag, comm, message_bytes(count, dt));
   switch (mode_for(scope.rank(), buf, count, dt, mode)) {
@@ -409,6 +469,7 @@ ORR_SEND_REQUEST(Ibsend, nonblocking_send, Buffered)
 ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* st) {
   MpiScope scope("MPI_Recv", message_bytes(count, dt), peer_of(src, comm), tag_of(tag));
   place(scope.rank(), {buf}, true);
+  stand_for_message(scope.rank(), buf, message_bytes(count, dt), world_of(src, comm));
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE ? &own : st;
   if (trace::on())
@@ -530,7 +591,7 @@ static int start(Rank& r, MPI_Request* rq) {
     before_send(r, p.buf, p.bytes, p.peer_world);
   else
     receive_overhead(r, p.buf, p.peer_world);
-  stand_at(r, p.buf);
+  stand_for_message(r, p.buf, p.bytes, p.peer_world);
   if (trace::on() && p.send)
     trace::sent(r, p.peer_world, p.tag, p.comm, (uint64_t)p.bytes);
   else if (trace::on())
