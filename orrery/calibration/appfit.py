@@ -27,7 +27,7 @@ paths relative to it)::
 
     [parameters."mpi.send_overhead_device_intra"]  # a machine parameter: its dotted key,
     initial = "1us"                     # its value as `--set KEY=VALUE` takes it (with its
-    max = "50us"                        # unit); min is 0 unless given
+    max = "50us"                        # unit; not 0); min is 0 unless given
 
     [parameters.device_overhead]        # or any name, setting these machine keys (each to the
     set = ["mpi.send_overhead_device", "mpi.recv_overhead_device"]   # same value, one kind)
@@ -166,6 +166,8 @@ class Parameter(_Strict):
         assert initial is not None  # a required key
         if self.set and lo is None:  # a machine's quantities are never negative (a rate never 0:
             lo = 0.0  # the optimiser keeps strictly within its bounds)
+        if self.set and initial == 0:  # (its unit, seconds or bytes, is no scale for a machine key)
+            raise Problems([("initial", self.initial, "a value other than 0: each parameter moves relative to it")])
         if lo is not None and hi is not None and lo >= hi:
             raise Problems([("min", lo, f"less than max ({hi!r})")])
         if (lo is not None and initial < lo) or (hi is not None and initial > hi):

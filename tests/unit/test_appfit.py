@@ -116,6 +116,11 @@ def test_machine_parameters_are_read_in_si_units_with_their_keys_and_each_run_ha
             r"1.5e-06, expected a time with its unit",
         ),
         (
+            lambda s: s.replace('initial = "1.5us"', 'initial = "0us"'),
+            "parameters.mpi.send_overhead_device_intra.initial",
+            r"'0us', expected a value other than 0",
+        ),
+        (
             lambda s: s.replace('initial = "2us"\nmin = "0.5us"', 'initial = "2us"\nmin = "-1us"'),
             "parameters.inter.min",
             r"'-1us', expected a non-negative time",
