@@ -449,12 +449,6 @@ def cost_text(problem: Problem, values: dict[str, float]) -> str | None:
     return costs.format(**{k: repr(float(v)) for k, v in values.items() if k in problem.spec.cost_names()})
 
 
-def _layout_text(layout: platform.Layout) -> str:
-    return f"{layout.nodes}x{layout.gpus_per_node}" + (
-        f" ({layout.ranks_per_node} ranks per node)" if layout.ranks_per_node != layout.gpus_per_node else ""
-    )
-
-
 def simulate(problem: Problem, values: dict[str, float], workdir: Path) -> list[float]:
     """The simulated figure of every run, with these parameter values."""
     text = cost_text(problem, values)
