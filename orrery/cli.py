@@ -207,12 +207,15 @@ def _fit_command(a: argparse.Namespace) -> int:
     if a.costs_out:
         _writable_file(a.costs_out, "--costs-out")
     problem = appfit.load(a.spec)
+    if a.costs_out and problem.spec.costs is None:
+        raise InputError("--costs-out", None, a.costs_out, f"a spec with a cost file ({a.spec} has no costs)")
     result = appfit.fit(problem)
-    appfit.write(problem, result, Path(a.out))
-    if a.costs_out:
-        Path(a.costs_out).write_text(appfit.fitted_costs(problem, result))
+    written = appfit.write(problem, result, Path(a.out))
+    costs = appfit.fitted_costs(problem, result)
+    if a.costs_out and costs is not None:
+        Path(a.costs_out).write_text(costs)
     print(appfit.report(result))
-    print(f"orrery: fit in {Path(a.out) / 'fit.json'}, cost file {Path(a.out) / 'costs.toml'}")
+    print(f"orrery: fit in {', '.join(map(str, written))}")
     return 0
 
 
@@ -424,9 +427,16 @@ def parser() -> argparse.ArgumentParser:
     _verbose(c)
     c.set_defaults(func=_calibrate_command)
 
-    f = sub.add_parser("fit", help="fit a program's cost parameters to its measured run times, simulator in the loop")
+    f = sub.add_parser(
+        "fit",
+        help="fit a program's cost and machine parameters to its measured run times, simulator in the loop",
+    )
     f.add_argument("spec", help="fit spec (TOML): program, machine, runs with measured figures, parameters")
-    f.add_argument("--out", default="orrery-fit", help="folder for fit.json and the fitted costs.toml")
+    f.add_argument(
+        "--out",
+        default="orrery-fit",
+        help="folder for fit.json, the fitted costs.toml and, with machine parameters, calibration.json",
+    )
     f.add_argument("--costs-out", metavar="FILE", help="also write the fitted cost file here")
     _verbose(f)
     f.set_defaults(func=_fit_command)

@@ -868,6 +868,17 @@ FIT_CASES = [
             f"  {S}: key 'figur': got '^time:\\\\s+(\\\\S+)', expected no such key (did you mean 'figure'?)",
         ],
     ),
+    Case(
+        "fit-costs-out-without-a-cost-file",
+        lambda d: ["fit", f"{d}/spec.toml", "--out", f"{d}/o", "--costs-out", f"{d}/c.toml"],
+        [f"--costs-out: got '{{d}}/c.toml', expected a spec with a cost file ({S} has no costs)"],
+        {
+            "spec.toml": spec(
+                ("costs = '''\n[kernels.k]\nalpha = {alpha}\n'''\n", ""),
+                ('[parameters.alpha]\ninitial = "10us"', '[parameters."mpi.send_overhead_device"]\ninitial = "1us"'),
+            )
+        },
+    ),
     fit_case(
         "binary",
         b"\xc3\x28",
