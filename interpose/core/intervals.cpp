@@ -59,4 +59,29 @@ double IntervalSet::overlap(const IntervalSet& other) const {
   return total;
 }
 
+IntervalSet IntervalSet::minus(const IntervalSet& other) const {
+  normalize();
+  other.normalize();
+  IntervalSet out;
+  size_t j = 0;
+  for (auto [lo, hi] : spans_) {
+    while (j < other.spans_.size() && other.spans_[j].second <= lo)
+      j++;
+    for (size_t k = j; k < other.spans_.size() && other.spans_[k].first < hi; k++) {
+      out.add(lo, other.spans_[k].first);
+      lo = std::max(lo, other.spans_[k].second);
+    }
+    out.add(lo, hi);
+  }
+  return out;
+}
+
+IntervalSet IntervalSet::before(double end) const {
+  normalize();
+  IntervalSet out;
+  for (auto [lo, hi] : spans_)
+    out.add(lo, std::min(hi, end));
+  return out;
+}
+
 }  // namespace orrery
