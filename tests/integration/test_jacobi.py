@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 
 import pytest
@@ -60,6 +61,10 @@ def test_eight_ranks_run_exactly_the_configured_iterations(jacobi, tmp_path):
         # the parts of a rank's time add up to when it finished
         assert r["host_s"] + r["mpi_s"] + r["gpu_wait_s"] == pytest.approx(r["end_s"], rel=1e-12)
         assert r["end_s"] + r["idle_s"] == pytest.approx(res["makespan_s"], rel=1e-12)
+        # and so do its terms; its halo exchange waits for nothing but the messages
+        terms = r["terms"]
+        assert math.fsum(v for k, v in terms.items() if k != "idle_s") == pytest.approx(r["end_s"], rel=1e-12)
+        assert terms["exposed_p2p_s"] == pytest.approx(r["mpi"]["MPI_Sendrecv"]["time_s"], rel=1e-9)
 
 
 def test_two_runs_give_identical_results(jacobi, tmp_path):
@@ -111,6 +116,9 @@ def test_overlapped_variant_hides_the_halo_exchange(jacobi, tmp_path):
         # overlapped: each halo exchange runs entirely inside the interior kernel
         assert over_rank["comm_hidden_s"] == pytest.approx(over_rank["mpi"]["MPI_Sendrecv"]["time_s"], rel=1e-9)
         assert over_rank["comm_exposed_s"] < plain_rank["comm_exposed_s"]
+        # so the exchange is kernel time in the terms: no point-to-point exposed
+        assert over_rank["terms"]["exposed_p2p_s"] == 0
+        assert plain_rank["terms"]["exposed_p2p_s"] == pytest.approx(plain_rank["mpi"]["MPI_Sendrecv"]["time_s"])
         assert (
             over_rank["kernels"]["jacobi_kernel(float*, float const*, float*, int, int, int, bool)"]["count"]
             == 3 * NITER
