@@ -149,7 +149,7 @@ def build(results: Results, top: int = TOP, run_dir: Path | None = None, iterati
     if top < 1:
         raise InputError("--top", None, top, "a positive whole number")
     check_iterations(iterations)
-    summary = term_summary(results.ranks, iterations or (results.terms.iterations if results.terms else None))
+    summary = term_summary(results.ranks, iterations or results.run.get("iterations"))
     ranks = sorted(results.ranks, key=lambda r: r.rank)
     frame = results.to_frame("ranks").sort_values("rank", kind="stable").reset_index(drop=True)
     categories = frame[["rank", "host", "finished", "end_s", *CATEGORY_COLUMNS]].copy()
