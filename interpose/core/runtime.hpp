@@ -8,7 +8,7 @@
  *
  * Its parts (core/): description.cpp (the run description), fatal.cpp, gpus.cpp, ranks.cpp,
  * streams.cpp (and host-side waits), execution.cpp (a stream operation as a SimGrid activity),
- * intervals.cpp, messages.cpp (per-message network factors, collective corrections),
+ * intervals.cpp, terms.cpp (the term breakdown), messages.cpp (per-message network factors, collective corrections),
  * outcome.cpp (how the run ended), report.cpp, trace.cpp (the timeline trace), environment.cpp
  * (each rank's launcher variables: getenv and its kin, which it defines); the small headers
  * beside them are what they share with each other only.
