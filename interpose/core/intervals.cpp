@@ -76,12 +76,4 @@ IntervalSet IntervalSet::minus(const IntervalSet& other) const {
   return out;
 }
 
-IntervalSet IntervalSet::before(double end) const {
-  normalize();
-  IntervalSet out;
-  for (auto [lo, hi] : spans_)
-    out.add(lo, std::min(hi, end));
-  return out;
-}
-
 }  // namespace orrery

@@ -73,7 +73,6 @@ class IntervalSet {
   double measure() const;                            // total length of the union
   double overlap(const IntervalSet& other) const;    // length of the intersection
   IntervalSet minus(const IntervalSet& other) const; // the instants of this set not in `other`
-  IntervalSet before(double end) const;              // the instants of this set before `end`
   void normalize() const;                            // sort and merge (once, at the end)
 
  private:
@@ -186,7 +185,8 @@ constexpr int kHostStates = 5;
 struct HostTimeline {
   std::vector<HostState> stack;     // entered states, innermost last; empty: the program's code
   double since = 0;                 // when the innermost state (or the program's code) began
-  IntervalSet spans[kHostStates];   // when the host was in each state
+  double seconds[kHostStates] = {}; // time in each state, up to the rank's end
+  IntervalSet spans[kHostStates];   // when: for the states split by what the GPU did (waits)
 };
 
 struct Stats {

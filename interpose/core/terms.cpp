@@ -8,37 +8,51 @@
  * runs while the host is in MPI), the overlap of communication with computation (report.cpp). */
 #include "core/runtime.hpp"
 
+#include <algorithm>
+
 namespace orrery {
 
 namespace {
 HostState innermost(const HostTimeline& t) { return t.stack.empty() ? HostState::Code : t.stack.back(); }
 
-// The time since the innermost state began goes to that state.
-void close_span(HostTimeline& t) {
+// The states the split looks into (what the GPU did meanwhile); the others are summed only.
+bool waiting(HostState s) {
+  return s == HostState::GpuWait || s == HostState::PointToPoint || s == HostState::Collective;
+}
+
+void record(HostTimeline& t, HostState s, double from, double to) {
+  if (to <= from)
+    return;
+  t.seconds[(int)s] += to - from;
+  if (waiting(s))
+    t.spans[(int)s].add(from, to);
+}
+
+// The time since the innermost state began goes to that state, up to the rank's end: what a
+// rank does after MPI_Finalize is past its end (idle, for the terms).
+void close_span(Rank& r) {
+  HostTimeline& t = r.stats.host;
   double at = now();
-  t.spans[(int)innermost(t)].add(t.since, at);
+  record(t, innermost(t), t.since, r.stats.end_s >= 0 ? std::min(at, r.stats.end_s) : at);
   t.since = at;
 }
 }  // namespace
 
 void host_enter(Rank& r, HostState s) {
-  HostTimeline& t = r.stats.host;
-  close_span(t);
-  t.stack.push_back(s);
+  close_span(r);
+  r.stats.host.stack.push_back(s);
 }
 
 void host_leave(Rank& r) {
-  HostTimeline& t = r.stats.host;
-  close_span(t);
-  if (!t.stack.empty())
-    t.stack.pop_back();
+  close_span(r);
+  if (!r.stats.host.stack.empty())
+    r.stats.host.stack.pop_back();
 }
 
 void host_relabel(Rank& r, HostState s) {
-  HostTimeline& t = r.stats.host;
-  close_span(t);
-  if (!t.stack.empty())
-    t.stack.back() = s;
+  close_span(r);
+  if (!r.stats.host.stack.empty())
+    r.stats.host.stack.back() = s;
 }
 
 /* The split, by precedence: whatever the host was waiting in (its GPU, an MPI call, a
@@ -48,10 +62,15 @@ void host_relabel(Rank& r, HostState s) {
  * copies, memsets, or the GPU waiting itself), and an MPI call to its kind. The host's own code
  * and its CUDA API overheads are the host's, whatever the GPU does beside them. */
 Terms rank_terms(const Rank& r, double end) {
-  HostTimeline t = r.stats.host;  // a copy: the open state is closed at `end`, the rank's stays open
-  if (t.since < end)
-    t.spans[(int)innermost(t)].add(t.since, end);
-  auto span = [&](HostState s) { return t.spans[(int)s].before(end); };
+  const HostTimeline& t = r.stats.host;
+  const HostState open = innermost(t);  // the state the rank is in at its end: until then
+  auto seconds = [&](HostState s) { return t.seconds[(int)s] + (s == open ? std::max(end - t.since, 0.0) : 0); };
+  auto span = [&](HostState s) {
+    IntervalSet set = t.spans[(int)s];
+    if (s == open && end > t.since)
+      set.add(t.since, end);
+    return set;
+  };
   const Stats& st = r.stats;
   IntervalSet wait = span(HostState::GpuWait), p2p = span(HostState::PointToPoint);
   IntervalSet coll = span(HostState::Collective);
@@ -62,8 +81,8 @@ Terms rank_terms(const Rank& r, double end) {
   wait_rest = wait_rest.minus(st.nccl_collective);
   terms.p2p = p2p.minus(st.kernel).measure() + wait_rest.overlap(st.nccl_p2p);
   terms.copies_sync = wait_rest.minus(st.nccl_p2p).measure();
-  terms.host_overheads = span(HostState::Api).measure();
-  terms.host = span(HostState::Code).measure();
+  terms.host_overheads = seconds(HostState::Api);
+  terms.host = seconds(HostState::Code);
   return terms;
 }
 
