@@ -2,7 +2,7 @@
 
     .venv/bin/python examples/jacobi/terms.py [--gpus 1,2,4,8,32] [--niter 10] [--nx 16384 --ny 16384] [--mean]
 
-Builds the example with Orrery's wrappers and runs it on two machines: the built-in h100-ib200
+Builds the example with Orrery's wrappers (or takes --jacobi PROGRAM, built so) and runs it on two machines: the built-in h100-ib200
 as it is now (calibrated), and h100-ib200-uncalibrated.toml beside this script, a copy of the
 built-in as it was before its MPI stack was calibrated (every MPI software cost zero). Each
 point is run twice, with NITER and 2 x NITER iterations: a term per iteration is the difference
@@ -31,10 +31,10 @@ GPUS_PER_NODE = 4  # h100-ib200
 MACHINES = {"calibrated": "h100-ib200", "uncalibrated": str(HERE / "h100-ib200-uncalibrated.toml")}
 
 
-def run(machine: str, gpus: int, niter: int, nx: int, ny: int, out: Path) -> Results:
+def run(jacobi: Path, machine: str, gpus: int, niter: int, nx: int, ny: int, out: Path) -> Results:
     nodes = max(1, gpus // GPUS_PER_NODE)
     return orrery.simulate(
-        HERE / "jacobi",
+        jacobi,
         ["-nx", str(nx), "-ny", str(ny), "-niter", str(niter)],
         machine=machine,
         nodes=nodes,
@@ -74,19 +74,22 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, Terms]]:
     ap.add_argument("--nx", type=int, default=16384)
     ap.add_argument("--ny", type=int, default=16384)
     ap.add_argument("--mean", action="store_true", help="the mean over ranks instead of the critical rank")
+    ap.add_argument("--jacobi", type=Path, help="the example built with Orrery's wrappers (default: make it here)")
     a = ap.parse_args(argv)
     counts = [int(g) for g in a.gpus.split(",")]
     for g in counts:
         if g < 1 or (g > GPUS_PER_NODE and g % GPUS_PER_NODE):
             ap.error(f"--gpus: got {g}, expected 1 to {GPUS_PER_NODE} or whole nodes of {GPUS_PER_NODE}")
-    subprocess.run(["make", "-s", "-C", str(HERE), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], check=True)
+    if a.jacobi is None:
+        subprocess.run(["make", "-s", "-C", str(HERE), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], check=True)
+    jacobi = a.jacobi or HERE / "jacobi"
     found: dict[str, dict[int, Terms]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for label, machine in MACHINES.items():
             found[label] = {}
             for g in counts:
-                short = run(machine, g, a.niter, a.nx, a.ny, Path(tmp) / f"{label}-{g}-short")
-                long = run(machine, g, 2 * a.niter, a.nx, a.ny, Path(tmp) / f"{label}-{g}-long")
+                short = run(jacobi, machine, g, a.niter, a.nx, a.ny, Path(tmp) / f"{label}-{g}-short")
+                long = run(jacobi, machine, g, 2 * a.niter, a.nx, a.ny, Path(tmp) / f"{label}-{g}-long")
                 found[label][g] = per_iteration(short, long, a.niter, a.mean)
     who = "mean over ranks" if a.mean else "critical rank"
     print(f"Jacobi {a.nx} x {a.ny}, time per iteration by term (us, {who}), h100-ib200 ({GPUS_PER_NODE} GPUs a node)")
@@ -99,6 +102,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, Terms]]:
     }
     print("\nchange (calibrated - uncalibrated):\n")
     print("\n".join(table(change)))
+    found["change"] = change
     return found
 
 

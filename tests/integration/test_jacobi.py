@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import tomllib
@@ -123,3 +124,24 @@ def test_overlapped_variant_hides_the_halo_exchange(jacobi, tmp_path):
             over_rank["kernels"]["jacobi_kernel(float*, float const*, float*, int, int, int, bool)"]["count"]
             == 3 * NITER
         )
+
+
+def test_the_readme_shows_the_terms_examples_jacobi_terms_py_makes(jacobi, capsys):
+    """README's tables of the Jacobi example's terms per iteration (on the built-in, and the change
+    from the uncalibrated copy) are what examples/jacobi/terms.py makes now: its rows of 2 and 8
+    GPUs (one node, two nodes) here. When a built-in's values change, rerun the script and paste."""
+    spec = importlib.util.spec_from_file_location("jacobi_terms", EXAMPLE / "terms.py")
+    assert spec and spec.loader
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    found = script.main(["--gpus", "2,8", "--jacobi", str(jacobi)])
+    capsys.readouterr()
+    section = (REPO / "README.md").read_text().split("## Where the time of an iteration goes")[1].split("\n## ")[0]
+    tables = [block for block in section.split("\n\n") if block.startswith("| GPUs")]
+    assert len(tables) == 2  # the built-in's, then the change
+    for label, text in zip(("calibrated", "change"), tables):
+        rows = {line.split("|")[1].strip(): line for line in text.splitlines()[2:]}
+        made = script.table(found[label])
+        assert made[0] == text.splitlines()[0]  # the same columns
+        for line in made[2:]:
+            assert rows[line.split("|")[1].strip()] == line, label
