@@ -24,7 +24,7 @@ from .report import FORMATS as REPORT_FORMATS
 from .report import TOP as REPORT_TOP
 from .run import build, run_description
 from .run.launch import FILL_POLICIES, GPU_VISIBILITY
-from .run.results import summary
+from .run.results import check_iterations, summary
 from .run.trace import DEFAULT_LINKS, EVENTS_FILE, TRACE_FILE
 
 # --sweeps help: each machine's other sets of shared sweeps
@@ -103,6 +103,7 @@ def _run_command(a: argparse.Namespace) -> int:
         trace_links=a.trace_links,
         capture_output=False,
         check=False,
+        iterations=check_iterations(a.iterations),
     )
     sys.stdout.flush()
     print(summary(res))
@@ -146,7 +147,7 @@ def _report_command(a: argparse.Namespace) -> int:
     formats = report.parse_formats(a.format)
     results = report.load(a.run_dir)  # a bad run folder stops here, before anything is written
     out = writable_folder(a.out) if a.out else writable_folder(str(Path(a.run_dir) / "report"), "--out")
-    rep = report.build(results, a.top, Path(a.run_dir))
+    rep = report.build(results, a.top, Path(a.run_dir), check_iterations(a.iterations))
     report.write(rep, out, formats)
     print(report.text(rep), end="")
     print(f"orrery: report in {out / 'report.md'}, its tables (CSV) and figures ({', '.join(formats)}) beside it")
@@ -366,6 +367,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a machine parameter, e.g. pcie.bandwidth=64GB/s",
     )
+    r.add_argument(
+        "--iterations",
+        type=int,
+        metavar="N",
+        help="the program's iterations: results.json and the summary also give its terms per iteration",
+    )
     r.add_argument("program", nargs=argparse.REMAINDER, help="-- ./program args...")
     r.set_defaults(func=_run_command)
 
@@ -507,6 +514,12 @@ def parser() -> argparse.ArgumentParser:
         default=",".join(REPORT_FORMATS),
         metavar="png,svg",
         help="figure formats, comma-separated (default: %(default)s)",
+    )
+    rp.add_argument(
+        "--iterations",
+        type=int,
+        metavar="N",
+        help="the program's iterations: the terms per iteration (default: the run's --iterations)",
     )
     rp.set_defaults(func=_report_command)
 

@@ -8,7 +8,7 @@
  *
  * Its parts (core/): description.cpp (the run description), fatal.cpp, gpus.cpp, ranks.cpp,
  * streams.cpp (and host-side waits), execution.cpp (a stream operation as a SimGrid activity),
- * intervals.cpp, messages.cpp (per-message network factors, collective corrections),
+ * intervals.cpp, terms.cpp (the term breakdown), messages.cpp (per-message network factors, collective corrections),
  * outcome.cpp (how the run ended), report.cpp, trace.cpp (the timeline trace), environment.cpp
  * (each rank's launcher variables: getenv and its kin, which it defines); the small headers
  * beside them are what they share with each other only.
@@ -73,6 +73,7 @@ class IntervalSet {
   void add(double begin, double end);
   double measure() const;                            // total length of the union
   double overlap(const IntervalSet& other) const;    // length of the intersection
+  IntervalSet minus(const IntervalSet& other) const; // the instants of this set not in `other`
   void normalize() const;                            // sort and merge (once, at the end)
 
  private:
@@ -178,6 +179,18 @@ struct Tally {
   double time_s = 0;
 };
 
+/* What a rank's host is doing, for the term breakdown (terms.cpp, docs/running.md "The terms"):
+ * each instant of its timeline is in one state, the innermost it entered (a GPU wait inside an
+ * MPI call is a GPU wait). Outside every state it runs the program's own code. */
+enum class HostState { Code, Api, GpuWait, PointToPoint, Collective };
+constexpr int kHostStates = 5;
+struct HostTimeline {
+  std::vector<HostState> stack;     // entered states, innermost last; empty: the program's code
+  double since = 0;                 // when the innermost state (or the program's code) began
+  double seconds[kHostStates] = {}; // time in each state, up to the rank's end
+  IntervalSet spans[kHostStates];   // when: for the states split by what the GPU did (waits)
+};
+
 struct Stats {
   std::map<std::string, Tally> kernels;  // device time per kernel name
   std::map<std::string, Tally> copies;   // device time per copy kind
@@ -195,7 +208,32 @@ struct Stats {
   // its communication (blocking MPI calls; non-blocking requests from post to
   // the wait or test that completed them).
   IntervalSet compute, h2d, d2h, comm;
+  // For the terms: when its GPU ran its kernels (kernels only, not memsets or device copies) and
+  // its NCCL operations (from the stream reaching one to its end), and what its host was doing.
+  IntervalSet kernel, nccl_collective, nccl_p2p;
+  HostTimeline host;
 };
+
+/* The host timeline (terms.cpp): a state entered and left (innermost last), or the innermost
+ * one renamed (an MPI wait found to complete a collective's request). */
+void host_enter(Rank& r, HostState s);
+void host_leave(Rank& r);
+void host_relabel(Rank& r, HostState s);
+class HostSpan {  // the calling scope in one state
+ public:
+  HostSpan(Rank& r, HostState s) : rank_(r) { host_enter(r, s); }
+  ~HostSpan() { host_leave(rank_); }
+  HostSpan(const HostSpan&) = delete;
+  HostSpan& operator=(const HostSpan&) = delete;
+
+ private:
+  Rank& rank_;
+};
+/* A rank's time up to `end` in the terms that partition it (docs/running.md, "The terms"). */
+struct Terms {
+  double kernels = 0, p2p = 0, collectives = 0, copies_sync = 0, host_overheads = 0, host = 0;
+};
+Terms rank_terms(const Rank& r, double end);
 
 /* MPI protocol of one path (host or device buffers), from the machine description. */
 struct MpiPath {
@@ -240,6 +278,7 @@ struct Rank {
   size_t cfg_shmem = 0;
   cudaStream_t cfg_stream = nullptr;
   std::map<const void*, double> requests;  // pending non-blocking MPI requests: simulated time of the post
+  std::set<const void*> collective_requests;  // those of them a non-blocking collective made
   struct Persistent {  // what MPI_Start needs of a persistent request (mpi.cpp)
     const void* buf;
     double bytes;

@@ -35,8 +35,10 @@ namespace {
  * rank is in it: a deadlock names the call, its peer and tag. */
 class MpiScope {
  public:
-  explicit MpiScope(const char* name, double bytes = 0, int peer = Rank::kNoPeer, int tag = Rank::kNoPeer)
+  explicit MpiScope(const char* name, double bytes = 0, int peer = Rank::kNoPeer, int tag = Rank::kNoPeer,
+                    HostState kind = HostState::PointToPoint)
       : rank_(rank_self(name)), name_(name), t0_(now()), bytes_((uint64_t)bytes), outer_(rank_.in_mpi) {
+    host_enter(rank_, kind);
     rank_.in_mpi = Rank::MpiCall{name, t0_, bytes_, peer, tag};
     if (trace::on())
       rank_.in_mpi.call = trace::mpi_begin(rank_);
@@ -51,6 +53,7 @@ class MpiScope {
     t.time_s += now() - t0_;
     rank_.stats.comm.add(t0_, now());
     rank_.in_mpi = outer_;
+    host_leave(rank_);
   }
   Rank& rank() { return rank_; }
   void add_bytes(double bytes) {  // a call whose bytes are known once it runs (MPI_Start)
@@ -132,8 +135,19 @@ static void completed(Rank& r, MPI_Request rq) {
   auto it = r.requests.find((const void*)rq);
   if (it == r.requests.end())
     return;
+  r.collective_requests.erase((const void*)rq);
   r.stats.comm.add(it->second, now());
   r.requests.erase(it);
+}
+
+/* A completion call that completes a non-blocking collective's request waits in a collective
+ * (the term breakdown, core/terms.cpp), else in point-to-point communication. */
+static void completes(Rank& r, const MPI_Request* rqs, int n) {
+  for (int i = 0; i < n; i++)
+    if (r.collective_requests.count((const void*)rqs[i])) {
+      host_relabel(r, HostState::Collective);
+      return;
+    }
 }
 
 static double message_bytes(int count, MPI_Datatype type) {
@@ -228,29 +242,30 @@ class Correction {
 
 #define ORR_MPI(name, params, args)            \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name);              \
+    MpiScope scope("MPI_" #name, 0, Rank::kNoPeer, Rank::kNoPeer, HostState::Collective); \
     return PMPI_##name args;                   \
   }
 #define ORR_MPI_DATA(name, params, args, buffers, bytes) \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name, bytes);       \
+    MpiScope scope("MPI_" #name, bytes, Rank::kNoPeer, Rank::kNoPeer, HostState::Collective); \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
     return PMPI_##name args;                   \
   }
 #define ORR_UNPAREN(...) __VA_ARGS__
 #define ORR_MPI_COLL(name, params, args, buffers, size, bytes) \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name, bytes);       \
+    MpiScope scope("MPI_" #name, bytes, Rank::kNoPeer, Rank::kNoPeer, HostState::Collective); \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
     Correction fix(#name, message_bytes size, {ORR_UNPAREN buffers}); \
     return PMPI_##name args;                   \
   }
 #define ORR_MPI_POST(name, params, args, buffers, bytes) \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name, bytes);       \
+    MpiScope scope("MPI_" #name, bytes, Rank::kNoPeer, Rank::kNoPeer, HostState::Collective); \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
     int rc = PMPI_##name args;                 \
     posted(scope.rank(), *rq); \
+    if (*rq != MPI_REQUEST_NULL) scope.rank().collective_requests.insert((const void*)*rq); \
     return rc;                                 \
   }
 // the rows written out below: declared here with the row's signature, checked against SMPI's mpi.h
@@ -636,6 +651,7 @@ ORR_EXPORT int MPI_Request_free(MPI_Request* rq) {
 ORR_EXPORT int MPI_Wait(MPI_Request* rq, MPI_Status* st) {
   MpiScope scope("MPI_Wait");
   place(scope.rank(), {});
+  completes(scope.rank(), rq, 1);
   MPI_Request handle = *rq;
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE && trace::on() ? &own : st;
@@ -649,6 +665,7 @@ ORR_EXPORT int MPI_Wait(MPI_Request* rq, MPI_Status* st) {
 ORR_EXPORT int MPI_Waitall(int n, MPI_Request rqs[], MPI_Status sts[]) {
   MpiScope scope("MPI_Waitall");
   place(scope.rank(), {});
+  completes(scope.rank(), rqs, n);
   std::vector<MPI_Request> handles(rqs, rqs + n);
   std::vector<MPI_Status> own(trace::on() && sts == MPI_STATUSES_IGNORE ? n : 0);
   MPI_Status* statuses = own.empty() ? sts : own.data();
@@ -664,6 +681,7 @@ ORR_EXPORT int MPI_Waitall(int n, MPI_Request rqs[], MPI_Status sts[]) {
 ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st) {
   MpiScope scope("MPI_Waitany");
   place(scope.rank(), {});
+  completes(scope.rank(), rqs, n);
   std::vector<MPI_Request> handles(rqs, rqs + n);
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE && trace::on() ? &own : st;
@@ -710,6 +728,7 @@ ORR_EXPORT int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status* st) {
 ORR_EXPORT int MPI_Test(MPI_Request* rq, int* flag, MPI_Status* st) {
   MpiScope scope("MPI_Test");
   place(scope.rank(), {});
+  completes(scope.rank(), rq, 1);
   MPI_Request handle = *rq;
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE && trace::on() ? &own : st;
@@ -724,6 +743,7 @@ ORR_EXPORT int MPI_Test(MPI_Request* rq, int* flag, MPI_Status* st) {
 ORR_EXPORT int MPI_Testall(int n, MPI_Request* rqs, int* flag, MPI_Status* sts) {
   MpiScope scope("MPI_Testall");
   place(scope.rank(), {});
+  completes(scope.rank(), rqs, n);
   std::vector<MPI_Request> handles(rqs, rqs + n);
   std::vector<MPI_Status> own(trace::on() && sts == MPI_STATUSES_IGNORE ? n : 0);
   MPI_Status* statuses = own.empty() ? sts : own.data();

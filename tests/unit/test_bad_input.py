@@ -467,6 +467,11 @@ CALIBRATION_CASES = [
 
 RUN_VALUE_CASES = [
     run_case(
+        "run-iterations-zero",
+        ["--iterations", "0", "--out", "{out}", "--", "{program}"],
+        ["--iterations: got 0, expected a positive whole number (the iterations the run's terms are divided by)"],
+    ),
+    run_case(
         "run-nodes-beyond-the-limit",
         ["--nodes", "99999999999", "--out", "{out}", "--", "{program}"],
         ["--nodes: got 99999999999, expected a number of nodes from 1 to 4096 (Orrery's limit)"],
