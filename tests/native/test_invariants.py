@@ -124,7 +124,9 @@ def _assert_alike_ranks_agree(times: dict, what: str, alike: dict[int, tuple]) -
     for r, key in alike.items():
         groups.setdefault(key, []).append(times[(what, r)])
     for key, group in groups.items():
-        assert max(group) == pytest.approx(min(group), rel=REL, abs=NS), (what, key, group)
+        # SimGrid times events to the nanosecond (its timing precision): two ranks' ends may be
+        # one nanosecond apart, give or take the float rounding of the subtraction
+        assert max(group) == pytest.approx(min(group), rel=REL, abs=1.001 * NS), (what, key, group)
 
 
 # ---------------- found in issue 22, derived by hand ----------------
