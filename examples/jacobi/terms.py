@@ -62,7 +62,8 @@ def table(rows: dict[int, Terms]) -> list[str]:
     heads = ["GPUs", *TERM_HEADINGS, "total"]
     lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---:" for _ in heads) + "|"]
     for gpus, t in rows.items():
-        cells = [f"{getattr(t, name) * 1e6:.2f}" for name in TERMS] + [f"{t.total_s() * 1e6:.2f}"]
+        # rounded first, so that a difference of -0.001 us reads 0.00, not -0.00
+        cells = [f"{round(s * 1e6, 2) + 0.0:.2f}" for s in (*(getattr(t, name) for name in TERMS), t.total_s())]
         lines.append(f"| {gpus} | " + " | ".join(cells) + " |")
     return lines
 
