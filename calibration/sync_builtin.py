@@ -14,6 +14,15 @@ a measured model the calibration no longer has is removed. Values are written
 with their units (the calibration's are SI). Nothing else in
 the file changes. tests/unit/test_calibrate.py checks that the built-in
 equals its raw description plus the committed calibration.
+
+    .venv/bin/python calibration/sync_builtin.py h100-pcie --into h100-ib200 \
+        --keys mpi.send_overhead_device_intra,mpi.recv_overhead_device_intra --why "..."
+
+carries chosen scalar overrides of one machine's calibration into another built-in (the
+same MPI stack's per-message costs where no sweep of that machine exists): each value
+replaces the parameter's in its section and its source says where it came from and why
+("carried: calibration/NAME/calibration.json (...)"). tests/unit/test_calibrate.py checks
+that the H100 built-ins carry these values.
 """
 
 from __future__ import annotations
@@ -47,17 +56,7 @@ def sync(name: str, repo: Path = REPO) -> str:
             items = ",\n  ".join(merge.toml_value(v) for v in machine.with_units(key, value))
             models.setdefault(section, []).append(f"{field} = [\n  {items},\n]")
         else:
-            block = re.search(rf"^\[{section}\]\n(.*?)(?=^\[|\Z)", text, re.M | re.S)
-            if not block or not re.search(rf"^{field} = .*$", block.group(1), re.M):
-                sys.exit(f"{toml_path}: no '{field}' in [{section}] to carry {key} into")
-            body = re.sub(
-                rf"^{field} = .*$",
-                f"{field} = {merge.toml_value(machine.with_units(key, value))}",
-                block.group(1),
-                count=1,
-                flags=re.M,
-            )
-            text = text[: block.start(1)] + body + text[block.end(1) :]
+            text = _set_scalar(text, toml_path, key, value)
         source = re.search(rf'^"{re.escape(key)}" = "(.*)"$', text, re.M)
         if source is None:
             text = text.rstrip("\n") + f'\n"{key}" = {json.dumps(cited)}\n'
@@ -83,6 +82,55 @@ def sync(name: str, repo: Path = REPO) -> str:
     return str(toml_path)
 
 
+def _set_scalar(text: str, toml_path: Path, key: str, value: object) -> str:
+    """The description's text with `key`'s value (SI, from a calibration) written with its unit
+    in place of the one in its section."""
+    section, field = key.split(".", 1)
+    block = re.search(rf"^\[{section}\]\n(.*?)(?=^\[|\Z)", text, re.M | re.S)
+    if not block or not re.search(rf"^{field} = .*$", block.group(1), re.M):
+        sys.exit(f"{toml_path}: no '{field}' in [{section}] to carry {key} into")
+    body = re.sub(
+        rf"^{field} = .*$",
+        f"{field} = {merge.toml_value(machine.with_units(key, value))}",
+        block.group(1),
+        count=1,
+        flags=re.M,
+    )
+    return text[: block.start(1)] + body + text[block.end(1) :]
+
+
+def carry(name: str, into: str, keys: list[str], why: str, repo: Path = REPO) -> str:
+    """Scalar overrides `keys` of calibration/NAME into the built-in description of machine
+    `into` (not the machine NAME calibrates): each value replaces the parameter's in its
+    section, and its source names the calibration, the machine it was fitted on and `why`."""
+    cal_path = repo / "calibration" / name / "calibration.json"
+    cal = json.loads(cal_path.read_text())
+    toml_path = repo / "orrery" / "machines" / "builtin" / f"{into}.toml"
+    text = toml_path.read_text()
+    fitted_on = cal.get("machine", name)
+    cited = f"carried: calibration/{name}/calibration.json (fitted on {fitted_on} by orrery calibrate): {why}"
+    for key in keys:
+        if key not in cal["overrides"]:
+            sys.exit(f"{cal_path}: no override '{key}' to carry into {into}")
+        value = cal["overrides"][key]
+        if isinstance(value, list):
+            sys.exit(f"{cal_path}: '{key}' is a measured model of {fitted_on}'s routes; only scalars are carried")
+        text = _set_scalar(text, toml_path, key, value)
+        source = re.search(rf'^"{re.escape(key)}" = "(.*)"$', text, re.M)
+        line = f'"{key}" = {json.dumps(cited)}'
+        text = text.rstrip("\n") + f"\n{line}\n" if source is None else text.replace(source.group(0), line)
+    toml_path.write_text(text)
+    return str(toml_path)
+
+
 if __name__ == "__main__":
-    for n in sys.argv[1:] or ["gh200-slingshot"]:
-        print(f"sync_builtin: {sync(n)}")
+    args = sys.argv[1:]
+    if "--into" in args:
+        i = args.index
+        name, into = args[0], args[i("--into") + 1]
+        keys = args[i("--keys") + 1].split(",")
+        why = args[i("--why") + 1]
+        print(f"sync_builtin: {carry(name, into, keys, why)}")
+    else:
+        for n in args or ["gh200-slingshot"]:
+            print(f"sync_builtin: {sync(n)}")

@@ -78,6 +78,7 @@ def simulate(
     trace_links: int | None = None,
     capture_output: bool = True,
     check: bool = True,
+    iterations: int | None = None,
 ) -> Results:
     """Run ``program args...`` (built with Orrery's wrappers) on a simulated machine.
 
@@ -93,7 +94,9 @@ def simulate(
     (docs/trace.md), even for a run that fails; ``trace_ranks`` (``"0-3,8"`` or a list of ranks)
     and ``trace_window`` (``"1ms:2ms"``, or a (begin, end) pair of seconds or times with units,
     either None) keep it to some ranks and a window of simulated time, ``trace_links`` the number
-    of links given a counter track; any of them implies ``trace``. The other options are
+    of links given a counter track; any of them implies ``trace``. ``iterations``: the
+    program's iterations (as its own arguments say), which the terms of ``Results.terms`` are
+    divided by for their per-iteration figures (docs/running.md, "The terms"). The other options are
     ``orrery run``'s (docs/running.md)."""
     from . import machines
     from .calibration import merge
@@ -102,7 +105,9 @@ def simulate(
     from .run import run_description
     from .run import trace as traces
     from .run.launch import RunOptions, run
+    from .run.results import check_iterations
 
+    check_iterations(iterations, "iterations")
     overrides, recorded = _overrides(set)
     cal = merge.read(os.fspath(calibration), machines.load(str(machine)).name) if calibration else None
     m = merge.machine(str(machine), cal, overrides)
@@ -124,6 +129,7 @@ def simulate(
         overrides=tuple((cal.as_set() if cal else []) + recorded),
         capture_output=capture_output,
         trace=trace_options,
+        iterations=iterations,
     )
     outcome = run(opts)
     res = outcome.results

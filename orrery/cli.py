@@ -24,7 +24,7 @@ from .report import FORMATS as REPORT_FORMATS
 from .report import TOP as REPORT_TOP
 from .run import build, run_description
 from .run.launch import FILL_POLICIES, GPU_VISIBILITY
-from .run.results import summary
+from .run.results import check_iterations, summary
 from .run.trace import DEFAULT_LINKS, EVENTS_FILE, TRACE_FILE
 
 # --sweeps help: each machine's other sets of shared sweeps
@@ -103,6 +103,7 @@ def _run_command(a: argparse.Namespace) -> int:
         trace_links=a.trace_links,
         capture_output=False,
         check=False,
+        iterations=check_iterations(a.iterations),
     )
     sys.stdout.flush()
     print(summary(res))
@@ -146,7 +147,7 @@ def _report_command(a: argparse.Namespace) -> int:
     formats = report.parse_formats(a.format)
     results = report.load(a.run_dir)  # a bad run folder stops here, before anything is written
     out = writable_folder(a.out) if a.out else writable_folder(str(Path(a.run_dir) / "report"), "--out")
-    rep = report.build(results, a.top, Path(a.run_dir))
+    rep = report.build(results, a.top, Path(a.run_dir), check_iterations(a.iterations))
     report.write(rep, out, formats)
     print(report.text(rep), end="")
     print(f"orrery: report in {out / 'report.md'}, its tables (CSV) and figures ({', '.join(formats)}) beside it")
@@ -207,12 +208,15 @@ def _fit_command(a: argparse.Namespace) -> int:
     if a.costs_out:
         _writable_file(a.costs_out, "--costs-out")
     problem = appfit.load(a.spec)
+    if a.costs_out and problem.spec.costs is None:
+        raise InputError("--costs-out", None, a.costs_out, f"a spec with a cost file ({a.spec} has no costs)")
     result = appfit.fit(problem)
-    appfit.write(problem, result, Path(a.out))
-    if a.costs_out:
-        Path(a.costs_out).write_text(appfit.fitted_costs(problem, result))
+    written = appfit.write(problem, result, Path(a.out))
+    costs = appfit.fitted_costs(problem, result)
+    if a.costs_out and costs is not None:
+        Path(a.costs_out).write_text(costs)
     print(appfit.report(result))
-    print(f"orrery: fit in {Path(a.out) / 'fit.json'}, cost file {Path(a.out) / 'costs.toml'}")
+    print(f"orrery: fit in {', '.join(map(str, written))}")
     return 0
 
 
@@ -363,6 +367,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a machine parameter, e.g. pcie.bandwidth=64GB/s",
     )
+    r.add_argument(
+        "--iterations",
+        type=int,
+        metavar="N",
+        help="the program's iterations: results.json and the summary also give its terms per iteration",
+    )
     r.add_argument("program", nargs=argparse.REMAINDER, help="-- ./program args...")
     r.set_defaults(func=_run_command)
 
@@ -424,9 +434,16 @@ def parser() -> argparse.ArgumentParser:
     _verbose(c)
     c.set_defaults(func=_calibrate_command)
 
-    f = sub.add_parser("fit", help="fit a program's cost parameters to its measured run times, simulator in the loop")
+    f = sub.add_parser(
+        "fit",
+        help="fit a program's cost and machine parameters to its measured run times, simulator in the loop",
+    )
     f.add_argument("spec", help="fit spec (TOML): program, machine, runs with measured figures, parameters")
-    f.add_argument("--out", default="orrery-fit", help="folder for fit.json and the fitted costs.toml")
+    f.add_argument(
+        "--out",
+        default="orrery-fit",
+        help="folder for fit.json, the fitted costs.toml and, with machine parameters, calibration.json",
+    )
     f.add_argument("--costs-out", metavar="FILE", help="also write the fitted cost file here")
     _verbose(f)
     f.set_defaults(func=_fit_command)
@@ -497,6 +514,12 @@ def parser() -> argparse.ArgumentParser:
         default=",".join(REPORT_FORMATS),
         metavar="png,svg",
         help="figure formats, comma-separated (default: %(default)s)",
+    )
+    rp.add_argument(
+        "--iterations",
+        type=int,
+        metavar="N",
+        help="the program's iterations: the terms per iteration (default: the run's --iterations)",
     )
     rp.set_defaults(func=_report_command)
 

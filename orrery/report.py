@@ -1,8 +1,8 @@
 """A run's report: tables and figures of where its simulated time went (``orrery report RUN_DIR``).
 
-Six sections, each a table (pandas) built from the run's ``results.json`` (orrery.load,
-Results.to_frame): time by category per rank (or per group of ranks beyond GROUP_LIMIT), the
-slowest ranks and why (what makes each later than the median rank, in words), top kernels,
+Seven sections, each a table (pandas) built from the run's ``results.json`` (orrery.load,
+Results.to_frame): time by category per rank (or per group of ranks beyond GROUP_LIMIT), time by
+term (the critical rank's and the mean, per iteration given the iterations), the slowest ranks and why (what makes each later than the median rank, in words), top kernels,
 communication hidden and exposed, NCCL operations by algorithm and protocol (when the program
 called NCCL), busiest links. ``build()`` gives them as a :class:`Report`,
 ``text()`` as Markdown, the ``plot_*`` functions each as a matplotlib Figure, ``write()`` puts
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import InputError
-from .run.results import RankResult, Results
+from .run.results import TERM_HEADINGS, TERMS, RankResult, Results, TermSummary, check_iterations, term_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,6 +52,9 @@ _COLOURS = {
     "comm_hidden_s": "#55a868",
     "comm_exposed_s": "#dd8452",
 }
+#: terms.csv: the critical rank's terms and their mean over ranks (`row`), for the whole run and
+#: per iteration (`per`: run, iteration); `rank` is the critical rank's (empty for the mean)
+TERMS_COLUMNS = ("row", "rank", "per", "iterations", *TERMS, "total_s")
 SLOWEST_COLUMNS = ("rank", "end_s", "behind_s", "median_rank", "cause", "cause_s", "detail", "detail_s", "why")
 #: Every file write() may leave in its folder: all removed first, so that nothing of an earlier
 #: report (a links figure of a run that had links) stays beside this one's
@@ -59,6 +62,8 @@ OUTPUTS = (
     "report.md",
     "time_by_category.csv",
     "time_by_category_groups.csv",
+    "terms.csv",
+    "terms_by_rank.csv",
     "slowest_ranks.csv",
     "top_kernels.csv",
     "communication.csv",
@@ -90,6 +95,11 @@ class Report:
     #: per group of consecutive ranks beyond GROUP_LIMIT: first_rank, last_rank, ranks, and
     #: <column>_min / _mean / _max for end_s and each category; None for fewer ranks
     groups: pd.DataFrame | None
+    #: the run's terms (TERMS_COLUMNS) and what they were computed with (None: no ranks)
+    terms: pd.DataFrame
+    term_summary: TermSummary | None
+    #: per rank: rank, end_s, each term, total_s (Results.to_frame("terms"))
+    terms_by_rank: pd.DataFrame
     #: every rank, the last to finish first: rank, end_s, behind_s (after the median rank),
     #: median_rank, cause (the column it spent longest on beyond the median rank), cause_s,
     #: detail (the MPI call, kernel or copy kind of most of it), detail_s, why (in words)
@@ -131,12 +141,15 @@ def parse_formats(text: str) -> tuple[str, ...]:
     return chosen
 
 
-def build(results: Results, top: int = TOP, run_dir: Path | None = None) -> Report:
-    """The report's tables from a run's results."""
+def build(results: Results, top: int = TOP, run_dir: Path | None = None, iterations: int | None = None) -> Report:
+    """The report's tables from a run's results; ``iterations`` (default: the run's own,
+    ``orrery run --iterations``) divides its terms for their per-iteration figures."""
     import pandas as pd
 
     if top < 1:
         raise InputError("--top", None, top, "a positive whole number")
+    check_iterations(iterations)
+    summary = term_summary(results.ranks, iterations or results.run.get("iterations"))
     ranks = sorted(results.ranks, key=lambda r: r.rank)
     frame = results.to_frame("ranks").sort_values("rank", kind="stable").reset_index(drop=True)
     categories = frame[["rank", "host", "finished", "end_s", *CATEGORY_COLUMNS]].copy()
@@ -157,6 +170,9 @@ def build(results: Results, top: int = TOP, run_dir: Path | None = None) -> Repo
         top=top,
         categories=categories,
         groups=groups,
+        terms=_terms(summary),
+        term_summary=summary,
+        terms_by_rank=results.to_frame("terms").sort_values("rank", kind="stable").reset_index(drop=True),
         slowest=pd.DataFrame(_slowest(ranks), columns=SLOWEST_COLUMNS),
         kernels=_kernels(ranks),
         communication=communication,
@@ -165,6 +181,22 @@ def build(results: Results, top: int = TOP, run_dir: Path | None = None) -> Repo
         links=links,
         nccl=_nccl(ranks),
     )
+
+
+def _terms(summary: TermSummary | None) -> pd.DataFrame:
+    import pandas as pd
+
+    rows = []
+    if summary is not None:
+        shown = [("critical", summary.critical_rank, "run", summary.critical), ("mean", None, "run", summary.mean)]
+        if summary.critical_per_iteration and summary.mean_per_iteration:
+            shown += [
+                ("critical", summary.critical_rank, "iteration", summary.critical_per_iteration),
+                ("mean", None, "iteration", summary.mean_per_iteration),
+            ]
+        for row, rank, per, t in shown:
+            rows.append([row, rank, per, summary.iterations, *(getattr(t, name) for name in TERMS), t.total_s()])
+    return pd.DataFrame(rows, columns=TERMS_COLUMNS).astype({"rank": "Int64", "iterations": "Int64"})
 
 
 def _group_bounds(ranks: list[int]) -> list[tuple[int, int]]:
@@ -436,6 +468,32 @@ def text(rep: Report, figures: Sequence[str] = ()) -> str:
         lines.append("")
         figure("time_by_category", "time by category per rank")
 
+    lines += ["## Time by term", ""]
+    if rep.term_summary is None:
+        lines += ["No per-rank report in this run.", ""]
+    else:
+        s = rep.term_summary
+        lines.append(
+            "Each rank's time up to its end, every instant in one term: waiting while its GPU ran its "
+            "kernels (kernels), in MPI point-to-point calls or NCCL transfers with no kernel running "
+            "(exposed p2p), in collectives (exposed coll.), waiting for copies or synchronisation "
+            "(copies+sync), in CUDA API overheads, in the program's own host code; then idle until the "
+            f"last rank finished (docs/running.md: the terms). Rank {s.critical_rank} finished last; "
+            f"the mean is over {len(res.ranks)} ranks."
+            + (f" Per iteration: divided by {s.iterations} iterations." if s.iterations else "")
+        )
+        lines.append("")
+        rows = [
+            [
+                f"{'rank ' + str(t['rank']) if t['row'] == 'critical' else 'mean'}"
+                + (" per iteration" if t["per"] == "iteration" else ""),
+                *(fmt_time(t[name]) for name in (*TERMS, "total_s")),
+            ]
+            for t in rep.terms.to_dict("records")
+        ]
+        lines += _table(["", *TERM_HEADINGS, "total"], rows, [False, *[True] * (len(TERMS) + 1)])
+        lines.append("")
+
     lines += ["## Slowest ranks", ""]
     if rep.slowest.empty:
         lines += ["No per-rank report in this run.", ""]
@@ -701,6 +759,8 @@ def write(rep: Report, out: Path, formats: Sequence[str] = FORMATS) -> list[Path
     names = [f"{name}.{ext}" for name in made for ext in formats]
     tables = {
         "time_by_category.csv": rep.categories,
+        "terms.csv": rep.terms,
+        "terms_by_rank.csv": rep.terms_by_rank,
         "slowest_ranks.csv": rep.slowest,
         "top_kernels.csv": rep.kernels,
         "communication.csv": rep.communication,

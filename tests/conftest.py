@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,11 +80,11 @@ def assert_same_calibration(produced, committed, path: str = "") -> None:
 NCCL_INCLUDE = HERE.parent / ".venv" / "nccl" / "include"
 
 
-def build(source: Path, dest: Path) -> Path:
+def build(source: Path, dest: Path, obj: Path | None = None) -> Path:
     """Compile a .cu program with `orrery nvcc` and link it with `orrery mpicxx` (the driver API's
     programs, driver_*.cu, with `-lcuda`, as programs using it are linked; NCCL's, nccl_*.cu, with
     `-lnccl`)."""
-    obj = dest.with_suffix(".o")
+    obj = obj or dest.with_suffix(".o")
     # NCCL programs, nccl_*.cu, against NCCL's real header (scripts/setup.sh puts it there), with -lnccl
     nccl = source.stem.startswith("nccl_")
     include = [f"-I{NCCL_INCLUDE}"] if nccl else []
@@ -92,12 +94,62 @@ def build(source: Path, dest: Path) -> Path:
     return dest
 
 
+def session_dir(tmp_path_factory, name: str) -> Path:
+    """A folder of this test session that its pytest-xdist workers share (their common temporary
+    folder), or the session's own without xdist: what is built there is built once per session."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    d = root / name
+    d.mkdir(exist_ok=True)
+    return d
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (flock) across the session's workers."""
+    with path.open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def built_once(dest: Path, make: Callable[[Path], None]) -> Path:
+    """`dest`, made by `make(tmp)` into a temporary name and renamed, under a lock: the first worker
+    to ask builds it, the others wait for that one build instead of making their own."""
+    with locked(dest.with_name(dest.name + ".lock")):
+        if not dest.exists():
+            tmp = dest.with_name(dest.name + ".part")
+            shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink(missing_ok=True)
+            make(tmp)
+            tmp.rename(dest)
+    return dest
+
+
+class Programs(Mapping[str, Path]):
+    """tests/native/programs/*.cu by name, each built on first use, once per session for all workers."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.sources = {src.stem: src for src in sorted((HERE / "native" / "programs").glob("*.cu"))}
+
+    def __getitem__(self, name: str) -> Path:
+        src = self.sources[name]
+        return built_once(self.root / name, lambda tmp: build(src, tmp, obj=self.root / f"{name}.o"))
+
+    def __contains__(self, name: object) -> bool:  # without building it
+        return name in self.sources
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.sources)
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+
 @pytest.fixture(scope="session")
-def programs(tmp_path_factory) -> dict[str, Path]:
+def programs(tmp_path_factory) -> Mapping[str, Path]:
     if not nvcc_available():
         pytest.skip("nvcc (CUDA toolkit compiler) is not installed")
-    d = tmp_path_factory.mktemp("programs")
-    return {src.stem: build(src, d / src.stem) for src in sorted((HERE / "native" / "programs").glob("*.cu"))}
+    return Programs(session_dir(tmp_path_factory, "programs"))
 
 
 def bench_sources(d: Path) -> Path:
@@ -110,26 +162,33 @@ def bench_sources(d: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def bench(tmp_path_factory) -> Path:
-    """calibration/bench built once with Orrery's wrappers, outside the checkout (tests run in
-    parallel: two makes in one folder would race)."""
+    """calibration/bench built once per session with Orrery's wrappers, outside the checkout (in
+    one folder per build: two makes in one folder would race)."""
     if not nvcc_available():
         pytest.skip("nvcc (CUDA toolkit compiler) is not installed")
-    d = bench_sources(tmp_path_factory.mktemp("bench"))
-    subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], cwd=d, check=True)
-    return d
+
+    def make(d: Path) -> None:
+        d.mkdir()
+        bench_sources(d)
+        subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], cwd=d, check=True)
+
+    return built_once(session_dir(tmp_path_factory, "built") / "bench", make)
 
 
 @pytest.fixture(scope="session")
 def jacobi(tmp_path_factory) -> Path:
-    """examples/jacobi built with its own Makefile and the wrappers, once per test worker, outside
-    the checkout."""
+    """examples/jacobi built with its own Makefile and the wrappers, once per session, outside the
+    checkout."""
     if not nvcc_available():
         pytest.skip("nvcc (CUDA toolkit compiler) is not installed")
-    d = tmp_path_factory.mktemp("jacobi")
-    for f in ("jacobi.cu", "Makefile"):
-        shutil.copy(REPO / "examples" / "jacobi" / f, d / f)
-    subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], cwd=d, check=True)
-    return d / "jacobi"
+
+    def make(d: Path) -> None:
+        d.mkdir()
+        for f in ("jacobi.cu", "Makefile"):
+            shutil.copy(REPO / "examples" / "jacobi" / f, d / f)
+        subprocess.run(["make", "-s", f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"], cwd=d, check=True)
+
+    return built_once(session_dir(tmp_path_factory, "built") / "jacobi", make) / "jacobi"
 
 
 def voltage_park_copies(test: str, scale: float = 1.0) -> dict[int, float]:

@@ -77,6 +77,7 @@ void execute(Stream* s, Op& op) {
       t.count++;
       t.time_s += now() - t0;
       st.compute.add(t0, now());
+      st.kernel.add(t0, now());
       break;
     }
     case Op::Memset: {

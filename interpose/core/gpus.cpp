@@ -48,6 +48,7 @@ Gpu* gpu_of_host(sg4::Host* host) {
   g.copy_model[(int)CopyKind::Peer] = d.copies.peer;
   g.copy_engine = host_by_name(place.copy_engine);
   g.message_end = place.message_end ? host_by_name(*place.message_end) : host;
+  g.staged_end = place.staged_end ? host_by_name(*place.staged_end) : nullptr;
 
   int engines = (int)model.copy_engines;
   g.h2d_engine = sg4::Semaphore::create(engines >= 2 ? engines / 2 : 1);

@@ -59,4 +59,21 @@ double IntervalSet::overlap(const IntervalSet& other) const {
   return total;
 }
 
+IntervalSet IntervalSet::minus(const IntervalSet& other) const {
+  normalize();
+  other.normalize();
+  IntervalSet out;
+  size_t j = 0;
+  for (auto [lo, hi] : spans_) {
+    while (j < other.spans_.size() && other.spans_[j].second <= lo)
+      j++;
+    for (size_t k = j; k < other.spans_.size() && other.spans_[k].first < hi; k++) {
+      out.add(lo, other.spans_[k].first);
+      lo = std::max(lo, other.spans_[k].second);
+    }
+    out.add(lo, hi);
+  }
+  return out;
+}
+
 }  // namespace orrery

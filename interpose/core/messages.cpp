@@ -20,7 +20,8 @@ namespace orrery {
  * What a route alone does not carry, added to each MPI message's latency through
  * SimGrid's latency-factor callback: a measured model of its path (machine key
  * messages.*), else the rendezvous handshake at or above its path's eager
- * threshold and, without GPUDirect RDMA, the staging pipeline's fill for a
+ * threshold and, without GPUDirect RDMA (or above gpudirect.rdma_limit, where the
+ * message's ends are its GPUs' staged endpoints), the staging pipeline's fill for a
  * message smaller than a chunk.
  * A message's path follows from where its two ranks stand, each end with its node
  * as the run description lists it: GPU hosts (or their message endpoints, gpus[].
@@ -75,6 +76,8 @@ void install_message_factors() {
     g_messages.ends[host_by_name(g.host)] = {(int)g.node, true};
     if (g.message_end)  // a GPU's message endpoint (mpi.intra_node = "nic")
       g_messages.ends[host_by_name(*g.message_end)] = {(int)g.node, true};
+    if (g.staged_end)  // its staged endpoint (gpudirect.rdma_limit)
+      g_messages.ends[host_by_name(*g.staged_end)] = {(int)g.node, true};
   }
   for (const RankPlace& r : d.ranks)
     g_messages.ends[host_by_name(r.cpu)] = {(int)r.node, false};

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace orrery {
@@ -20,7 +21,8 @@ namespace orrery {
  * row per operation still queued (its description, the stream: 0 for the legacy default stream,
  * k for the rank's k-th created stream, the device, the time). Last, one "link" row per direction
  * of a platform link that carried anything (links.cpp): rank -1, its name, the transfers that
- * crossed it, the bytes it carried and its busy seconds. */
+ * crossed it, the bytes it carried and its busy seconds. A rank's "term" rows are its time up to
+ * its end in the terms that partition it (terms.cpp). */
 
 static std::string describe(const Op& op) {
   switch (op.kind) {
@@ -100,7 +102,15 @@ void write_report() {
     rows("uncosted", r->stats.uncosted);
     fprintf(f, "%d\trank\thost_api\t0\t0\t%.17g\n", r->id, r->stats.host_api_s);
     fprintf(f, "%d\trank\tgpu_wait\t0\t0\t%.17g\n", r->id, r->stats.gpu_wait_s);
-    fprintf(f, "%d\trank\tend\t0\t0\t%.17g\n", r->id, r->stats.end_s < 0 ? now() : r->stats.end_s);
+    double end = r->stats.end_s < 0 ? now() : r->stats.end_s;
+    fprintf(f, "%d\trank\tend\t0\t0\t%.17g\n", r->id, end);
+    const Terms terms = rank_terms(*r, end);
+    const std::pair<const char*, double> term_rows[] = {
+        {"kernels", terms.kernels},         {"exposed_p2p", terms.p2p},
+        {"exposed_collectives", terms.collectives}, {"copies_sync", terms.copies_sync},
+        {"host_overheads", terms.host_overheads},   {"host", terms.host}};
+    for (auto [name, seconds] : term_rows)
+      fprintf(f, "%d\tterm\t%s\t0\t0\t%.17g\n", r->id, name, seconds);
     fprintf(f, "%d\trank\tfinished\t%d\t0\t0\n", r->id, (int)(r->stats.end_s >= 0));
     const Stats& st = r->stats;
     double hidden = st.comm.overlap(st.compute);

@@ -8,7 +8,7 @@
  *
  * Its parts (core/): description.cpp (the run description), fatal.cpp, gpus.cpp, ranks.cpp,
  * streams.cpp (and host-side waits), execution.cpp (a stream operation as a SimGrid activity),
- * intervals.cpp, messages.cpp (per-message network factors, collective corrections),
+ * intervals.cpp, terms.cpp (the term breakdown), messages.cpp (per-message network factors, collective corrections),
  * outcome.cpp (how the run ended), report.cpp, trace.cpp (the timeline trace), environment.cpp
  * (each rank's launcher variables: getenv and its kin, which it defines); the small headers
  * beside them are what they share with each other only.
@@ -29,7 +29,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #define ORR_EXPORT extern "C" __attribute__((visibility("default")))
@@ -71,6 +73,7 @@ class IntervalSet {
   void add(double begin, double end);
   double measure() const;                            // total length of the union
   double overlap(const IntervalSet& other) const;    // length of the intersection
+  IntervalSet minus(const IntervalSet& other) const; // the instants of this set not in `other`
   void normalize() const;                            // sort and merge (once, at the end)
 
  private:
@@ -98,6 +101,7 @@ struct Gpu {
   sg4::Host* cpu = nullptr;   // the node's CPU: the other end of H2D/D2H copies
   sg4::Host* copy_engine = nullptr;  // where its peer copies start and end (beside the GPU)
   sg4::Host* message_end = nullptr;  // where messages from and to its memory start and end
+  sg4::Host* staged_end = nullptr;   // with gpudirect.rdma_limit: where its staged messages start and end
   int node = 0;
   int index = 0;              // device number within the node
   double speed = 0;           // flop/s of the host: 1 simulated second = speed flops
@@ -176,6 +180,18 @@ struct Tally {
   double time_s = 0;
 };
 
+/* What a rank's host is doing, for the term breakdown (terms.cpp, docs/running.md "The terms"):
+ * each instant of its timeline is in one state, the innermost it entered (a GPU wait inside an
+ * MPI call is a GPU wait). Outside every state it runs the program's own code. */
+enum class HostState { Code, Api, GpuWait, PointToPoint, Collective };
+constexpr int kHostStates = 5;
+struct HostTimeline {
+  std::vector<HostState> stack;     // entered states, innermost last; empty: the program's code
+  double since = 0;                 // when the innermost state (or the program's code) began
+  double seconds[kHostStates] = {}; // time in each state, up to the rank's end
+  IntervalSet spans[kHostStates];   // when: for the states split by what the GPU did (waits)
+};
+
 struct Stats {
   std::map<std::string, Tally> kernels;  // device time per kernel name
   std::map<std::string, Tally> copies;   // device time per copy kind
@@ -193,7 +209,32 @@ struct Stats {
   // its communication (blocking MPI calls; non-blocking requests from post to
   // the wait or test that completed them).
   IntervalSet compute, h2d, d2h, comm;
+  // For the terms: when its GPU ran its kernels (kernels only, not memsets or device copies) and
+  // its NCCL operations (from the stream reaching one to its end), and what its host was doing.
+  IntervalSet kernel, nccl_collective, nccl_p2p;
+  HostTimeline host;
 };
+
+/* The host timeline (terms.cpp): a state entered and left (innermost last), or the innermost
+ * one renamed (an MPI wait found to complete a collective's request). */
+void host_enter(Rank& r, HostState s);
+void host_leave(Rank& r);
+void host_relabel(Rank& r, HostState s);
+class HostSpan {  // the calling scope in one state
+ public:
+  HostSpan(Rank& r, HostState s) : rank_(r) { host_enter(r, s); }
+  ~HostSpan() { host_leave(rank_); }
+  HostSpan(const HostSpan&) = delete;
+  HostSpan& operator=(const HostSpan&) = delete;
+
+ private:
+  Rank& rank_;
+};
+/* A rank's time up to `end` in the terms that partition it (docs/running.md, "The terms"). */
+struct Terms {
+  double kernels = 0, p2p = 0, collectives = 0, copies_sync = 0, host_overheads = 0, host = 0;
+};
+Terms rank_terms(const Rank& r, double end);
 
 /* MPI protocol of one path (host or device buffers), from the machine description. */
 struct MpiPath {
@@ -238,6 +279,7 @@ struct Rank {
   size_t cfg_shmem = 0;
   cudaStream_t cfg_stream = nullptr;
   std::map<const void*, double> requests;  // pending non-blocking MPI requests: simulated time of the post
+  std::set<const void*> collective_requests;  // those of them a non-blocking collective made
   struct Persistent {  // what MPI_Start needs of a persistent request (mpi.cpp)
     const void* buf;
     double bytes;
@@ -248,6 +290,9 @@ struct Rank {
     const void* comm_handle;
   };
   std::map<const void*, Persistent> persistent;
+  // The MPI library's CUDA IPC cache (mpi.ipc_setup): (allocation serial, peer rank) pairs whose
+  // handle the peer has opened already (mpi.cpp).
+  std::set<std::pair<uint64_t, int>> ipc_opened;
   Stats stats;
 };
 
@@ -271,6 +316,9 @@ void wait_like_legacy(Op& op, Stream* legacy);
 void wait_for(Rank& r, Stream* s, uint64_t seq);
 void wait_stream(Rank& r, Stream* s);
 void wait_device(Rank& r, int device);
+// What a synchronous copy on the legacy default stream waits for (blocking_only: its own work and
+// every blocking stream's of the device), or, without blocking_only, all of the device's work.
+void wait_device_streams(Rank& r, int device, bool blocking_only);
 /* A host-side poll (cudaStreamQuery, cudaEventQuery): whether operation `seq` of `s` is complete.
  * If not, the host spins until the stream completes an operation or the device's sync overhead
  * has passed, whichever is first (accounted as gpu_wait), so that a polling loop advances the
@@ -290,6 +338,7 @@ struct Allocation {
   bool folded;      // mapped onto the shared fold block: contents are not kept
   Gpu* gpu;         // owning device (device memory only)
   bool mapped = false;  // a range the driver mapped (cuMemMap): cuMemUnmap ends it, not cudaFree
+  uint64_t serial = 0;  // which allocation of the run it is (from 1): a reallocation at the same address is another
 };
 const Allocation* find_allocation(const void* p);
 // Device memory the driver stand-in mapped (driver/runtime_bridge.cpp), known to the copies,

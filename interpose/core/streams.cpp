@@ -112,6 +112,7 @@ void enqueue(Stream* s, Op op) {
 void host_overhead(Rank& r, double seconds) {
   if (seconds <= 0)
     return;
+  HostSpan api(r, HostState::Api);
   sg4::this_actor::sleep_for(seconds);
   r.stats.host_api_s += seconds;
 }
@@ -120,7 +121,10 @@ void wait_for(Rank& r, Stream* s, uint64_t seq) {
   double t0 = now();
   if (trace::on())
     trace::gpu_wait_begin(r, s, s->device);
-  wait_seq(s, seq);
+  {
+    HostSpan waiting(r, HostState::GpuWait);
+    wait_seq(s, seq);
+  }
   if (trace::on())
     trace::gpu_wait_end(r);
   r.stats.gpu_wait_s += now() - t0;
@@ -139,6 +143,7 @@ bool poll_for(Rank& r, Stream* s, uint64_t seq) {
   if (trace::on())
     trace::gpu_wait_begin(r, s, s->device);
   {
+    HostSpan waiting(r, HostState::GpuWait);
     std::unique_lock<sg4::Mutex> lock(*sim_mutex());
     double poll = r.gpus.at(s->device)->sync_overhead_s;
     if (poll > 0)
@@ -152,13 +157,18 @@ bool poll_for(Rank& r, Stream* s, uint64_t seq) {
   return s->completed >= seq;
 }
 
-void wait_device(Rank& r, int device) {
+void wait_device(Rank& r, int device) { wait_device_streams(r, device, false); }
+
+void wait_device_streams(Rank& r, int device, bool blocking_only) {
   double t0 = now();
   if (trace::on())
     trace::gpu_wait_begin(r, nullptr, device);
-  for (Stream* s : r.streams)
-    if (s->device == device)
-      wait_seq(s, s->enqueued);
+  {
+    HostSpan waiting(r, HostState::GpuWait);
+    for (Stream* s : r.streams)
+      if (s->device == device && !(blocking_only && (s->flags & cudaStreamNonBlocking)))
+        wait_seq(s, s->enqueued);
+  }
   if (trace::on())
     trace::gpu_wait_end(r);
   r.stats.gpu_wait_s += now() - t0;

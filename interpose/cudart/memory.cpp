@@ -41,7 +41,14 @@ const Allocation* find_allocation(const void* p) {
   return nullptr;
 }
 
-void register_allocation(const Allocation& a) { registry()[a.base] = a; }
+/* Records an allocation under a serial of its own, so that what is keyed by allocation (the MPI
+ * library's CUDA IPC cache, mpi.cpp) tells a reallocation at a freed address from the freed one. */
+static void record(Allocation a) {
+  static uint64_t serials = 0;
+  a.serial = ++serials;
+  registry()[a.base] = a;
+}
+void register_allocation(const Allocation& a) { record(a); }
 void unregister_allocation(uintptr_t base) { registry().erase(base); }
 
 /* Folding: a folded allocation reserves its address range and maps one
@@ -352,7 +359,7 @@ ORR_EXPORT cudaError_t cudaMalloc(void** p, size_t size) {
   void* mem = allocate(size, fold);
   if (!mem)
     fatal("cudaMalloc(%zu) on rank %d: the host could not reserve the address space", size, r.id);
-  registry()[(uintptr_t)mem] = Allocation{(uintptr_t)mem, size, true, fold, &g};
+  record(Allocation{(uintptr_t)mem, size, true, fold, &g});
   g.memory_used += size;
   *p = mem;
   return cudaSuccess;
@@ -383,7 +390,7 @@ ORR_EXPORT cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int /*flags
   if (!mem)
     return r.last_error = cudaErrorMemoryAllocation;
   // The device current now: the one cudaPointerGetAttributes reports for it.
-  registry()[(uintptr_t)mem] = Allocation{(uintptr_t)mem, size, false, fold, &current_gpu(r)};
+  record(Allocation{(uintptr_t)mem, size, false, fold, &current_gpu(r)});
   *p = mem;
   return cudaSuccess;
 }

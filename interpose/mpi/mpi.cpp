@@ -35,8 +35,10 @@ namespace {
  * rank is in it: a deadlock names the call, its peer and tag. */
 class MpiScope {
  public:
-  explicit MpiScope(const char* name, double bytes = 0, int peer = Rank::kNoPeer, int tag = Rank::kNoPeer)
+  explicit MpiScope(const char* name, double bytes = 0, int peer = Rank::kNoPeer, int tag = Rank::kNoPeer,
+                    HostState kind = HostState::PointToPoint)
       : rank_(rank_self(name)), name_(name), t0_(now()), bytes_((uint64_t)bytes), outer_(rank_.in_mpi) {
+    host_enter(rank_, kind);
     rank_.in_mpi = Rank::MpiCall{name, t0_, bytes_, peer, tag};
     if (trace::on())
       rank_.in_mpi.call = trace::mpi_begin(rank_);
@@ -51,6 +53,7 @@ class MpiScope {
     t.time_s += now() - t0_;
     rank_.stats.comm.add(t0_, now());
     rank_.in_mpi = outer_;
+    host_leave(rank_);
   }
   Rank& rank() { return rank_; }
   void add_bytes(double bytes) {  // a call whose bytes are known once it runs (MPI_Start)
@@ -132,8 +135,19 @@ static void completed(Rank& r, MPI_Request rq) {
   auto it = r.requests.find((const void*)rq);
   if (it == r.requests.end())
     return;
+  r.collective_requests.erase((const void*)rq);
   r.stats.comm.add(it->second, now());
   r.requests.erase(it);
+}
+
+/* A completion call that completes a non-blocking collective's request waits in a collective
+ * (the term breakdown, core/terms.cpp), else in point-to-point communication. */
+static void completes(Rank& r, const MPI_Request* rqs, int n) {
+  for (int i = 0; i < n; i++)
+    if (r.collective_requests.count((const void*)rqs[i])) {
+      host_relabel(r, HostState::Collective);
+      return;
+    }
 }
 
 static double message_bytes(int count, MPI_Datatype type) {
@@ -229,29 +243,30 @@ class Correction {
 
 #define ORR_MPI(name, params, args)            \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name);              \
+    MpiScope scope("MPI_" #name, 0, Rank::kNoPeer, Rank::kNoPeer, HostState::Collective); \
     return PMPI_##name args;                   \
   }
 #define ORR_MPI_DATA(name, params, args, buffers, bytes) \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name, bytes);       \
+    MpiScope scope("MPI_" #name, bytes, Rank::kNoPeer, Rank::kNoPeer, HostState::Collective); \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
     return PMPI_##name args;                   \
   }
 #define ORR_UNPAREN(...) __VA_ARGS__
 #define ORR_MPI_COLL(name, params, args, buffers, size, bytes) \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name, bytes);       \
+    MpiScope scope("MPI_" #name, bytes, Rank::kNoPeer, Rank::kNoPeer, HostState::Collective); \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
     Correction fix(#name, message_bytes size, comm, {ORR_UNPAREN buffers}); \
     return PMPI_##name args;                   \
   }
 #define ORR_MPI_POST(name, params, args, buffers, bytes) \
   ORR_EXPORT int MPI_##name params {           \
-    MpiScope scope("MPI_" #name, bytes);       \
+    MpiScope scope("MPI_" #name, bytes, Rank::kNoPeer, Rank::kNoPeer, HostState::Collective); \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
     int rc = PMPI_##name args;                 \
     posted(scope.rank(), *rq); \
+    if (*rq != MPI_REQUEST_NULL) scope.rank().collective_requests.insert((const void*)*rq); \
     return rc;                                 \
   }
 // the rows written out below: declared here with the row's signature, checked against SMPI's mpi.h
@@ -320,11 +335,70 @@ static void pace(MpiPath& p, bool intra, double bytes) {
   next = seg ? now() + seg->latency_s + bytes / seg->bandwidth : now();
 }
 
-/* A send's software overhead and gap on its path, charged before it is posted. */
+/* ---- what CUDA-aware libraries do for device buffers beyond a lone message's protocol ----
+ * (docs/simulation.md, "Device buffers: costs a lone message does not show"; each machine key is
+ * off by default.) */
+
+/* mpi.device_sync: before the library reads a send's device buffer it waits for the device's work,
+ * as its copy on the legacy default stream would (the rank's blocking streams and the legacy one)
+ * or as a cudaDeviceSynchronize; host time of the send call, with the synchronisation's overhead. */
+static void device_sync(Rank& r, const void* buf) {
+  static const DeviceSync mode = run_description().mpi.device_sync;
+  const Gpu* gpu = gpu_of(buf);
+  if (mode == DeviceSync::None || !gpu)
+    return;
+  int device = r.device;  // the buffer's device as the rank numbers its devices
+  for (size_t i = 0; i < r.gpus.size(); i++)
+    if (r.gpus[i] == gpu)
+      device = (int)i;
+  wait_device_streams(r, device, mode == DeviceSync::Legacy);
+}
+
+/* mpi.ipc_setup: a rendezvous of a device buffer within a node moves by CUDA IPC, whose handle of
+ * the sender's allocation the peer opens once and caches (UCX's cuda_ipc remote cache, Open MPI's
+ * rgpusm); a freed and reallocated buffer is another allocation (its serial), so it misses again.
+ * Charged in the send call, before the message is posted, so the data waits for it. */
+static void ipc_setup(Rank& r, const void* buf, double bytes, int to_world) {
+  static const double setup = run_description().mpi.ipc_setup_s;
+  const Allocation* a = find_allocation(buf);
+  if (setup <= 0 || !a || !a->device || to_world < 0 || !rendezvous(r.mpi_device, bytes))
+    return;
+  if (r.ipc_opened.insert({a->serial, to_world}).second)
+    software(setup);
+}
+
+/* gpudirect.rdma_limit: a device-buffer message to or from a known rank of another node larger than
+ * the limit is staged through host memory: its end is the GPU's staged endpoint, whose route to the
+ * NIC crosses the staging pipeline. No limit (infinite): GPUDirect RDMA for every size (or none at all). */
+static sg4::Host* staged_end(Rank& r, const void* buf, double bytes, int peer_world) {
+  static const RunDescription& d = run_description();
+  const Gpu* gpu = gpu_of(buf);
+  if (!gpu || !gpu->staged_end || !d.staging || peer_world < 0 || within_node(r, peer_world) ||
+      bytes <= d.staging->rdma_limit)
+    return nullptr;
+  return gpu->staged_end;
+}
+
+/* Stands a rank where one point-to-point message's buffer is: stand_at, or its GPU's staged
+ * endpoint for a message staged above gpudirect.rdma_limit. */
+static void stand_for_message(Rank& r, const void* buf, double bytes, int peer_world) {
+  if (sg4::Host* staged = staged_end(r, buf, bytes, peer_world)) {
+    if (sg4::this_actor::get_host() != staged)
+      sg4::this_actor::set_host(staged);
+    return;
+  }
+  stand_at(r, buf);
+}
+
+/* A send's software overhead and gap on its path, charged before it is posted, after what the
+ * library does for a device buffer first (device_sync, ipc_setup). */
 static void before_send(Rank& r, const void* buf, double bytes, int to_world) {
   MpiPath& p = path_of(r, buf);
   bool intra = within_node(r, to_world);
+  device_sync(r, buf);
   software(p.send(intra));
+  if (intra)
+    ipc_setup(r, buf, bytes, to_world);
   pace(p, intra, bytes);
 }
 
@@ -342,7 +416,7 @@ static SendMode mode_for(Rank& r, const void* buf, int count, MPI_Datatype dt, S
 /* Posts a send from where its buffer is. */
 static int post_send(Rank& r, const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm,
                      MPI_Request* rq, SendMode mode = SendMode::Standard) {
-  stand_at(r, buf);
+  stand_for_message(r, buf, message_bytes(count, dt), world_of(dst, comm));
   if (trace::on())
     traced_send(r, dst, tag, comm, message_bytes(count, dt));
   switch (mode_for(r, buf, count, dt, mode)) {
@@ -361,7 +435,7 @@ static void receive_overhead(Rank& r, const void* buf, int from_world) {
 /* Posts a receive where its buffer is. */
 static int post_recv(Rank& r, void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm,
                      MPI_Request* rq) {
-  stand_at(r, buf);
+  stand_for_message(r, buf, message_bytes(count, dt), world_of(src, comm));
   return PMPI_Irecv(buf, count, dt, src, tag, comm, rq);
 }
 
@@ -370,6 +444,7 @@ static int blocking_send(const char* name, const void* buf, int count, MPI_Datat
   MpiScope scope(name, message_bytes(count, dt), peer_of(dst, comm), tag_of(tag));
   place(scope.rank(), {buf}, true);
   before_send(scope.rank(), buf, message_bytes(count, dt), world_of(dst, comm));
+  stand_for_message(scope.rank(), buf, message_bytes(count, dt), world_of(dst, comm));
   if (trace::on())
     traced_send(scope.rank(), dst, tag, comm, message_bytes(count, dt));
   switch (mode_for(scope.rank(), buf, count, dt, mode)) {
@@ -410,6 +485,7 @@ ORR_SEND_REQUEST(Ibsend, nonblocking_send, Buffered)
 ORR_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* st) {
   MpiScope scope("MPI_Recv", message_bytes(count, dt), peer_of(src, comm), tag_of(tag));
   place(scope.rank(), {buf}, true);
+  stand_for_message(scope.rank(), buf, message_bytes(count, dt), world_of(src, comm));
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE ? &own : st;
   if (trace::on())
@@ -531,7 +607,7 @@ static int start(Rank& r, MPI_Request* rq) {
     before_send(r, p.buf, p.bytes, p.peer_world);
   else
     receive_overhead(r, p.buf, p.peer_world);
-  stand_at(r, p.buf);
+  stand_for_message(r, p.buf, p.bytes, p.peer_world);
   if (trace::on() && p.send)
     trace::sent(r, p.peer_world, p.tag, p.comm, (uint64_t)p.bytes);
   else if (trace::on())
@@ -576,6 +652,7 @@ ORR_EXPORT int MPI_Request_free(MPI_Request* rq) {
 ORR_EXPORT int MPI_Wait(MPI_Request* rq, MPI_Status* st) {
   MpiScope scope("MPI_Wait");
   place(scope.rank(), {});
+  completes(scope.rank(), rq, 1);
   MPI_Request handle = *rq;
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE && trace::on() ? &own : st;
@@ -589,6 +666,7 @@ ORR_EXPORT int MPI_Wait(MPI_Request* rq, MPI_Status* st) {
 ORR_EXPORT int MPI_Waitall(int n, MPI_Request rqs[], MPI_Status sts[]) {
   MpiScope scope("MPI_Waitall");
   place(scope.rank(), {});
+  completes(scope.rank(), rqs, n);
   std::vector<MPI_Request> handles(rqs, rqs + n);
   std::vector<MPI_Status> own(trace::on() && sts == MPI_STATUSES_IGNORE ? n : 0);
   MPI_Status* statuses = own.empty() ? sts : own.data();
@@ -604,6 +682,7 @@ ORR_EXPORT int MPI_Waitall(int n, MPI_Request rqs[], MPI_Status sts[]) {
 ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st) {
   MpiScope scope("MPI_Waitany");
   place(scope.rank(), {});
+  completes(scope.rank(), rqs, n);
   std::vector<MPI_Request> handles(rqs, rqs + n);
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE && trace::on() ? &own : st;
@@ -650,6 +729,7 @@ ORR_EXPORT int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status* st) {
 ORR_EXPORT int MPI_Test(MPI_Request* rq, int* flag, MPI_Status* st) {
   MpiScope scope("MPI_Test");
   place(scope.rank(), {});
+  completes(scope.rank(), rq, 1);
   MPI_Request handle = *rq;
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE && trace::on() ? &own : st;
@@ -664,6 +744,7 @@ ORR_EXPORT int MPI_Test(MPI_Request* rq, int* flag, MPI_Status* st) {
 ORR_EXPORT int MPI_Testall(int n, MPI_Request* rqs, int* flag, MPI_Status* sts) {
   MpiScope scope("MPI_Testall");
   place(scope.rank(), {});
+  completes(scope.rank(), rqs, n);
   std::vector<MPI_Request> handles(rqs, rqs + n);
   std::vector<MPI_Status> own(trace::on() && sts == MPI_STATUSES_IGNORE ? n : 0);
   MPI_Status* statuses = own.empty() ? sts : own.data();

@@ -95,9 +95,13 @@ void run_works(ncclComm* comm, const std::vector<Work>& works) {
   for (const Work& w : works)
     if (w.kind != Work::Coll)
       parts.push_back({&w, arrive_part(comm, w)});
+  bool collective = false;
   for (const Work& w : works)
-    if (w.kind == Work::Coll)
+    if (w.kind == Work::Coll) {
       run_collective(comm, w);
+      collective = true;
+    }
+  double collectives_end = now();  // then the stream waits for its point-to-point parts alone
   // a call's point-to-point entry: its parts' bytes, until the last of them arrived
   std::map<int, std::pair<const Work*, std::pair<size_t, double>>> calls;
   for (auto& [w, p] : parts) {
@@ -110,7 +114,12 @@ void run_works(ncclComm* comm, const std::vector<Work>& works) {
   }
   for (auto& [id, entry] : calls)
     account(*comm->owner, entry_name(*entry.first, {}), entry.second.first, entry.second.second - t0);
-  comm->owner->stats.comm.add(t0, now());
+  Stats& st = comm->owner->stats;
+  st.comm.add(t0, now());
+  if (collective)
+    st.nccl_collective.add(t0, collectives_end);
+  if (!parts.empty())
+    st.nccl_p2p.add(collective ? collectives_end : t0, now());
 }
 
 Stream* stream_of(Rank& r, ncclComm* comm, cudaStream_t stream, const char* call) {

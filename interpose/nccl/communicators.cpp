@@ -105,6 +105,7 @@ void wait_complete(Rank& r, Clique* c, const char* call) {
   Rank::MpiCall saved = r.in_mpi;
   r.in_mpi.name = call;
   r.in_mpi.t0 = now();
+  HostSpan creating(r, HostState::Collective);  // a communicator's creation is collective
   wait_until(c->changed, [c] { return c->complete(); });
   r.in_mpi = saved;
 }
@@ -178,6 +179,7 @@ void split_finish(Rank& r, ncclComm* comm, uint64_t seq) {
   Rank::MpiCall saved = r.in_mpi;
   r.in_mpi.name = "ncclCommSplit";
   r.in_mpi.t0 = now();
+  HostSpan splitting(r, HostState::Collective);
   wait_until(parent->changed, [&s] { return s.done; });
   r.in_mpi = saved;
 }

@@ -132,10 +132,14 @@ def fit_piecewise(
 def fit_sweep(sizes: list[int], times: list[float]) -> tuple[list[Segment], list[int]]:
     """A sweep's piecewise fit, robust to a lone bad point: points further than OUTLIER from
     the first fit (e.g. Sigma2 Olivia's Cray MPICH 8 osu_bibw at 8 KiB, 4.5 times below its
-    neighbours) are left out and the rest refitted. Returns the segments and the sizes left out."""
+    neighbours) are left out and the rest refitted. Only a few points are: where more than a
+    quarter of the sweep is that far off, or fewer than FEW_POINTS would remain (a noisy sweep,
+    e.g. one measured on a loaded machine, or a gap held to its floor at most sizes), the first
+    fit stands on every point and the closed loop shows its error. Returns the segments and the
+    sizes left out."""
     segments = fit_piecewise(sizes, times)
     outliers = [s for s, t in zip(sizes, times) if abs(predict(segments, s) - t) / t > OUTLIER]
-    if not outliers:
+    if not outliers or 4 * len(outliers) > len(sizes) or len(sizes) - len(outliers) < FEW_POINTS:
         return segments, []
     kept = [(s, t) for s, t in zip(sizes, times) if s not in outliers]
     segments = fit_piecewise([s for s, _ in kept], [t for _, t in kept])

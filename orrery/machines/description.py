@@ -263,6 +263,27 @@ class Mpi(_Section):
             "paths)."
         ),
     )
+    ipc_setup: Time | None = Field(
+        None,
+        description=(
+            "CUDA IPC set-up of a device-buffer message within a node at or above eager_threshold_device (a "
+            "rendezvous, which CUDA-aware libraries move by CUDA IPC): the first such message from a device "
+            "allocation to a peer rank pays it, once (cuIpcGetMemHandle and cuIpcOpenMemHandle); later ones from "
+            "the same allocation to the same peer hit the library's cache; a freed and reallocated buffer misses "
+            "again. Charged in the send call before the message is posted. Unset (the default): no set-up "
+            "modelled; no measurement quantifies it on a built-in (docs/simulation.md)."
+        ),
+    )
+    device_sync: Literal["none", "legacy", "device"] | None = Field(
+        None,
+        description=(
+            "What a point-to-point send of a device buffer waits for before the library reads it: none (as "
+            "unset, the default; Open MPI + UCX: the program must have synchronised), legacy (the library's copy is "
+            "ordered as one on the legacy default stream: the pending work of the rank's blocking streams and "
+            "the legacy default stream of the buffer's device) or device (all of the rank's work on that device, "
+            "as a cudaDeviceSynchronize). The wait is host time of the send call, with overheads.sync."
+        ),
+    )
     poll_time: Annotated[Time, Field(gt=0)] = Field(
         1e-7,
         description=(
@@ -285,9 +306,17 @@ class GpuDirect(_Section):
     )
     staging_chunk: Size = Field(
         description=(
-            "Without RDMA, the MPI library copies a message through host memory in chunks this large, each a copy "
-            "that pays overheads.memcpy."
+            "Without RDMA (or above rdma_limit), the MPI library copies a message through host memory in chunks "
+            "this large, each a copy that pays overheads.memcpy."
         )
+    )
+    rdma_limit: Size | None = Field(
+        None,
+        description=(
+            "With rdma: the largest device-buffer message between nodes sent by GPUDirect RDMA; larger ones are "
+            "staged through host memory in chunks of staging_chunk, as without RDMA (MVAPICH2-GDR's "
+            "MV2_GPUDIRECT_LIMIT: a hybrid of GPUDirect RDMA and pipelining). Unset (the default): no limit."
+        ),
     )
 
 

@@ -152,6 +152,17 @@ def mpi_endpoint_host(node: int, gpu: int) -> str:
     return f"n{node}-gpu{gpu}-mpi"
 
 
+def staged_endpoint_host(node: int, gpu: int) -> str:
+    """With gpudirect.rdma_limit: where a GPU's device-buffer messages above the limit start and
+    end, staged through host memory to its rail's NIC."""
+    return f"n{node}-gpu{gpu}-staged"
+
+
+def stages_above_rdma_limit(machine: Machine) -> bool:
+    """GPUDirect RDMA up to a size, staging above it (gpudirect.rdma_limit)."""
+    return machine.gpudirect.rdma and machine.gpudirect.rdma_limit is not None
+
+
 def rank_cpu_host(node: int, local_rank: int) -> str:
     """Where a rank's host-buffer messages start and end: its process in host memory."""
     return f"n{node}-cpu{local_rank}"
@@ -212,6 +223,7 @@ def gpu_places(machine: Machine, layout: Layout) -> list[dict[str, object]]:
             "cpu": socket_memory_host(node, socket_of_gpu(machine, gpu)),
             "copy_engine": copy_engine_host(node, gpu),
             "message_end": mpi_endpoint_host(node, gpu) if via_nic else None,
+            "staged_end": staged_endpoint_host(node, gpu) if stages_above_rdma_limit(machine) else None,
             "pci_bus_id": 0x18 + 0x20 * gpu,
         }
         for node in range(layout.nodes)
@@ -220,10 +232,12 @@ def gpu_places(machine: Machine, layout: Layout) -> list[dict[str, object]]:
 
 
 def staging_links(machine: Machine, layout: Layout) -> list[str]:
-    """Without GPUDirect RDMA: the links between a root complex and its NICs that stage
-    device-buffer messages through host memory (the shim scales their latency per message)."""
+    """Without GPUDirect RDMA (or above gpudirect.rdma_limit): the links between a root complex
+    and its NICs that stage device-buffer messages through host memory (the shim scales their
+    latency per message)."""
     nics = sorted({nic_of_gpu(machine, g) for g in range(layout.gpus_per_node)})
-    return [f"n{n}-nic{i}-sw" for n in range(layout.nodes) for i in nics]
+    suffix = "stage" if stages_above_rdma_limit(machine) else "sw"
+    return [f"n{n}-nic{i}-{suffix}" for n in range(layout.nodes) for i in nics]
 
 
 # A token latency on the way into shared memory, so that a measured latency (messages.host_intra)
@@ -247,7 +261,8 @@ def staging_bandwidth(machine: Machine) -> float:
 LINK_KINDS = {
     "pcie": "PCIe: a switch's uplink to its root complex, a device's port on its switch, a GPU's or "
     "NIC's x16 link, peer-to-peer between a GPU and its rail's NIC, a NIC's DMA from host memory",
-    "staging": "without GPUDirect RDMA: a NIC's link to its root complex, at the staging pipeline's rate",
+    "staging": "without GPUDirect RDMA: a NIC's link to its root complex, at the staging pipeline's rate (above "
+    "gpudirect.rdma_limit: the same, crossed only by a GPU's staged endpoint)",
     "nvlink": "NVLink between two GPUs, or between a GPU and its node's NVSwitch",
     "nvlink-c2c": "NVLink-C2C between a Grace Hopper GPU and its CPU, and on to its PCIe switch",
     "memory": "host memory: a socket's memory to its root complex, a rank's process to its socket's",
@@ -633,6 +648,23 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
                     m.nvlink_pair_bandwidth,
                     required(m.nvlink.latency, "nvlink.latency") / 2,
                     "nvlink",
+                )
+        if stages_above_rdma_limit(m):
+            # gpudirect.rdma_limit: a GPU's device-buffer messages above the limit start at its staged
+            # endpoint, whose one edge goes as without RDMA: out of the GPU to the root complex, then
+            # the staging pipeline (a link only this edge crosses, so no other route takes it) to the
+            # NIC of its rail
+            for i in nics:
+                nic = f"n{n}-nic{i}"
+                b.link(f"{nic}-stage", None, None, staging_bandwidth(m), staging_stage(m), "staging")
+            for g in range(G):
+                nic = f"n{n}-nic{nic_of_gpu(m, g)}"
+                rootc_of_nic = root_complex(n, socket_of_nic(m, nic_of_gpu(m, g)))
+                b.host(staged_endpoint_host(n, g))
+                b.path(
+                    staged_endpoint_host(n, g),
+                    nic,
+                    [*b.shortest(gpu_host(n, g), rootc_of_nic), (f"{nic}-stage", "UP"), (f"{nic}-pcie", "UP")],
                 )
         if via_nic:
             # mpi.intra_node = "nic": a GPU's device-buffer messages start at its message

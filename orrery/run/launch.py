@@ -75,6 +75,8 @@ class RunOptions:
     overrides: tuple[str, ...] = ()
     capture_output: bool = False  # keep the program's stdout in RunOutcome instead of passing it through
     trace: TraceOptions | None = None  # record a timeline trace (trace.json, docs/trace.md)
+    # the program's iterations, which results.json's terms are divided by (None: not given)
+    iterations: int | None = None
     # the program's environment beyond this process's (e.g. NCCL_ALGO for a calibration sweep
     # measured with it)
     env: Mapping[str, str] = field(default_factory=dict)
@@ -253,6 +255,7 @@ def run(opts: RunOptions) -> RunOutcome:
         "ranks": opts.layout.ranks,
         "program": [Path(opts.program[0]).name, *opts.program[1:]],
         "overrides": list(opts.overrides),
+        "iterations": opts.iterations,
     }
     # a run that ended without its report leaves its series unfinished: never left looking current
     (out / "link_series.tsv.part").unlink(missing_ok=True)

@@ -55,6 +55,73 @@ class Tally:
 
 
 @dataclass
+class Terms:
+    """A rank's time in the terms that partition it (docs/running.md, "The terms"): every instant
+    of its host's timeline from 0 to its end in exactly one of the first six, so that they add up
+    to its ``end_s``; ``idle_s`` (finished, waiting for the last rank) brings it to the makespan.
+    The same fields hold a mean over ranks, or a run's terms divided by its iterations."""
+
+    kernels_s: float = 0.0  # waiting (for its GPU, in MPI) while its GPU ran its kernels
+    exposed_p2p_s: float = 0.0  # in MPI point-to-point calls and waits, no kernel running; NCCL sends, receives
+    exposed_collectives_s: float = 0.0  # in MPI collectives, no kernel running; NCCL collectives waited for
+    copies_sync_s: float = 0.0  # waiting for its GPU's copies, memsets, or its GPU's own waits
+    host_overheads_s: float = 0.0  # modelled CUDA API overheads (launch, copy, synchronisation)
+    host_s: float = 0.0  # the program's own host code
+    idle_s: float = 0.0  # finished, waiting for the last rank
+
+    def total_s(self) -> float:
+        """The terms' sum: the rank's end time and its idle time, the makespan."""
+        return math.fsum(getattr(self, name) for name in TERMS)
+
+    def divided(self, n: float) -> Terms:
+        return Terms(**{name: getattr(self, name) / n for name in TERMS})
+
+
+#: Terms' fields, in the order tables show them; their headings in the summary and report.md
+TERMS = tuple(f.name for f in fields(Terms))
+TERM_HEADINGS = ("kernels", "exposed p2p", "exposed coll.", "copies+sync", "host overheads", "host", "idle")
+
+
+@dataclass
+class TermSummary:
+    """A run's terms (results.json ``terms``): those of its critical rank (the last to finish,
+    the lowest of ties: its end is the makespan) and their mean over its ranks, for the whole run
+    and, given its ``iterations`` (``--iterations``), per iteration (each divided by them)."""
+
+    iterations: int | None
+    critical_rank: int
+    critical: Terms
+    mean: Terms
+    critical_per_iteration: Terms | None
+    mean_per_iteration: Terms | None
+
+
+def term_summary(ranks: list[RankResult], iterations: int | None = None) -> TermSummary | None:
+    """The run's terms from its ranks' (None without ranks); ``iterations`` divides them."""
+    if not ranks:
+        return None
+    critical = min(ranks, key=lambda r: (-r.end_s, r.rank))
+    mean = Terms(**{name: math.fsum(getattr(r.terms, name) for r in ranks) / len(ranks) for name in TERMS})
+    return TermSummary(
+        iterations,
+        critical.rank,
+        critical.terms,
+        mean,
+        critical.terms.divided(iterations) if iterations else None,
+        mean.divided(iterations) if iterations else None,
+    )
+
+
+def check_iterations(value: object, name: str = "--iterations") -> int | None:
+    """``--iterations``: None, or a positive whole number (InputError naming ``name`` otherwise)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(name, None, value, "a positive whole number (the iterations the run's terms are divided by)")
+    return value
+
+
+@dataclass
 class RankResult:
     rank: int
     host: str
@@ -81,6 +148,7 @@ class RankResult:
     # bytes per rank, device time on their streams (from the stream reaching each to its end)
     nccl: dict[str, Tally] = field(default_factory=dict)
     nccl_s: float = 0.0  # their device time, summed
+    terms: Terms = field(default_factory=Terms)  # its time, partitioned (docs/running.md, "The terms")
 
 
 @dataclass
@@ -123,6 +191,8 @@ class Results:
     physics_violations: list[str] = field(default_factory=list)
     # every link direction that carried traffic, busiest (bytes) first
     links: list[LinkResult] = field(default_factory=list)
+    # the terms of the critical rank and their mean over ranks (None: no ranks reported)
+    terms: TermSummary | None = None
     # not in results.json: the run's folder and the program's standard output (when kept)
     out: Path | None = field(default=None, compare=False)
     stdout: str | None = field(default=None, compare=False, repr=False)
@@ -162,7 +232,8 @@ class Results:
         the time each engine of its GPU was busy, ``engine_<name>_s``), ``kernels`` (rank,
         kernel, count, time_s), ``mpi`` (rank, call, count, time_s, bytes), ``copies`` (rank,
         kind, count, time_s, bytes), ``nccl`` (rank, operation: the NCCL call and its
-        algorithm/protocol, count, time_s, bytes), ``links`` (link, kind, capacity_Bps, bytes, busy_s, and
+        algorithm/protocol, count, time_s, bytes), ``terms`` (rank, end_s, each term of
+        :class:`Terms`, total_s: the makespan), ``links`` (link, kind, capacity_Bps, bytes, busy_s, and
         over the makespan busy_fraction and utilisation, bytes / (capacity x makespan)). Times
         are simulated seconds."""
         import pandas as pd
@@ -178,6 +249,10 @@ class Results:
             columns = [f.name for f in fields(RankResult) if f.name not in _PER_NAME]
             frame = pd.DataFrame(rows, columns=columns + sorted({c for row in rows for c in row} - set(columns)))
             return frame
+        if kind == "terms":
+            columns = ["rank", "end_s", *TERMS, "total_s"]
+            table = [[r.rank, r.end_s, *(getattr(r.terms, t) for t in TERMS), r.terms.total_s()] for r in self.ranks]
+            return pd.DataFrame(table, columns=columns)
         if kind == "links":
             span = self.makespan_s or 0.0
             frame = pd.DataFrame(
@@ -198,8 +273,8 @@ class Results:
 
 
 #: What Results.to_frame gives
-FRAME_KINDS = ("ranks", "kernels", "mpi", "copies", "nccl", "links")
-_PER_NAME = ("engines", "kernels", "copies", "mpi", "nccl")  # RankResult's tables, not columns
+FRAME_KINDS = ("ranks", "kernels", "mpi", "copies", "nccl", "links", "terms")
+_PER_NAME = ("engines", "kernels", "copies", "mpi", "nccl", "terms")  # RankResult's tables, not columns
 _LOCAL_FIELDS = ("out", "stdout")
 
 
@@ -435,7 +510,17 @@ def _results(rows: list[dict], run: dict) -> Results:
             continue
         d = per_rank.setdefault(
             rank,
-            {"kernel": {}, "copy": {}, "mpi": {}, "nccl": {}, "rank": {}, "engine": {}, "overlap": {}, "host": "?"},
+            {
+                "kernel": {},
+                "copy": {},
+                "mpi": {},
+                "nccl": {},
+                "rank": {},
+                "engine": {},
+                "overlap": {},
+                "term": {},
+                "host": "?",
+            },
         )
         if cat == "placement":
             d["host"] = name
@@ -476,9 +561,21 @@ def _results(rows: list[dict], run: dict) -> Results:
                 mpi=d["mpi"],
                 nccl=d["nccl"],
                 nccl_s=math.fsum(t.time_s for t in d["nccl"].values()),
+                terms=Terms(
+                    **{f"{name}_s": t.time_s for name, t in d["term"].items()},
+                    idle_s=makespan - end_s,
+                ),
             )
         )
-    return Results("completed", None, makespan, ranks, dict(sorted(uncosted.items())), {**run, "exit_code": 0})
+    return Results(
+        "completed",
+        None,
+        makespan,
+        ranks,
+        dict(sorted(uncosted.items())),
+        {**run, "exit_code": 0},
+        terms=term_summary(ranks, run.get("iterations")),
+    )
 
 
 def _links(rows: list[dict], directions: Mapping[str, platform.Link]) -> list[LinkResult]:
@@ -527,6 +624,33 @@ def _bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def term_rows(terms: TermSummary) -> list[tuple[str, Terms]]:
+    """The rows a terms table shows: the critical rank's and the mean, per iteration when the run
+    has its iterations, else for the whole run."""
+    if terms.critical_per_iteration and terms.mean_per_iteration:
+        return [(f"rank {terms.critical_rank}", terms.critical_per_iteration), ("mean", terms.mean_per_iteration)]
+    return [(f"rank {terms.critical_rank}", terms.critical), ("mean", terms.mean)]
+
+
+def term_table(terms: TermSummary | None, ranks: int) -> list[str]:
+    """The summary's lines of the run's terms (none without them)."""
+    if terms is None:
+        return []
+    per = (
+        f"per iteration ({terms.iterations} iterations)"
+        if terms.iterations
+        else "whole run (--iterations N: per iteration)"
+    )
+    lines = [f"time by term, {per}: the critical rank (last to finish) and the mean over {ranks} ranks"]
+    heads = (*TERM_HEADINGS, "total")
+    widths = [max(len(h), 11) for h in heads]
+    lines.append("          " + "  ".join(h.rjust(w) for h, w in zip(heads, widths)))
+    for label, t in term_rows(terms):
+        cells = [_fmt(getattr(t, name)) for name in TERMS] + [_fmt(t.total_s())]
+        lines.append(f"{label:<10}" + "  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+    return lines
+
+
 def summary(results: Results) -> str:
     """A short table of where simulated time went, per rank (or min/mean/max beyond 16 ranks)."""
     cols = ("end_s", "kernel_s", "mpi_s", "gpu_wait_s", "host_s", "idle_s", "comm_exposed_s", "hidden_fraction")
@@ -550,6 +674,7 @@ def summary(results: Results) -> str:
     for label, *vals in rows:
         cells = [_fmt(v) for v in vals[:-1]] + [f"{100 * vals[-1]:.1f}%"]
         lines.append(f"{label:<10}" + "  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+    lines += term_table(results.terms, len(results.ranks))
     if busiest := busiest_link(results):
         link, used = busiest
         span = results.makespan_s or 0.0

@@ -188,6 +188,8 @@ def describe(
             "eager_host": mpi.eager_threshold_host,
             "eager_device": mpi.eager_threshold_device,
             "poll_time_s": mpi.poll_time,
+            "ipc_setup_s": mpi.ipc_setup or 0.0,
+            "device_sync": mpi.device_sync or "none",
             **{
                 kind: {
                     f"{side}{'_intra' if intra else ''}_s": mpi.overhead(side, kind, intra)
@@ -209,12 +211,13 @@ def describe(
         },
         nccl=nccl_model(m),
         staging=None
-        if m.gpudirect.rdma
+        if m.gpudirect.rdma and m.gpudirect.rdma_limit is None
         else {
             "chunk": m.gpudirect.staging_chunk,
             "bandwidth": m.pcie.bandwidth,
             "overhead_s": m.overheads.memcpy,
             "links": platform.staging_links(m, layout),
+            "rdma_limit": m.gpudirect.rdma_limit if m.gpudirect.rdma else None,
         },
         gpus=platform.gpu_places(m, layout),
         ranks=[

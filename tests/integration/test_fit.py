@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 from conftest import ORRERY, REPO, nvcc_available, orrery
 
@@ -114,6 +115,11 @@ def test_parameters_a_simulation_was_made_with_are_recovered(example, tmp_path):
         ),
         (lambda s: s.replace('time = "5us"', 'time = "5 parsecs"'), r"key 'costs'.*a valid cost file once filled in"),
         (lambda s: s.replace('unit = "s"', 'unit = "furlongs"'), r"key 'measured.unit'.*'furlongs'"),
+        (
+            lambda s: s + '\n[parameters."mpi.send_overhead_devic"]\ninitial = "1us"\n',
+            r"key 'parameters.mpi.send_overhead_devic.set': got 'mpi.send_overhead_devic', expected a machine "
+            r"parameter \(did you mean 'mpi.send_overhead_device'\?\)",
+        ),
     ],
 )
 def test_bad_specs_name_file_key_and_value(example, tmp_path, edit, message):
@@ -121,8 +127,158 @@ def test_bad_specs_name_file_key_and_value(example, tmp_path, edit, message):
     bad.write_text(edit((example / "fit.toml").read_text()))
     p = orrery("fit", str(bad), "--out", str(tmp_path / "o"))
     assert p.returncode == 2, p.stdout
+    assert len(p.stderr.splitlines()) == 1, p.stderr  # one line, no traceback
     assert "bad.toml" in p.stderr
     assert re.search(message, p.stderr), p.stderr
+
+
+# The closed loop of machine parameters: "measured" figures simulated with known values of a cost
+# parameter (the Jacobi kernel's beta) and two machine ones (the per-message software time of a
+# CUDA-aware send within a node and between nodes), at three layouts: 1, 2 and 2 GPUs.
+MADE = {"beta": 1e-11, "mpi.send_overhead_device_intra": 3e-6, "inter": 5e-6}
+LAYOUTS = [(1, 1, 1024), (1, 2, 256), (2, 1, 256)]  # nodes, GPUs per node, grid
+NITER = 10
+# The figure per iteration, as each parameter moves it (s per unit), by hand: a jacobi_kernel launch
+# per iteration of ceil(nx/32)*32 x ceil(rows/32)*32 threads (rows: ny - 2 split among the ranks),
+# and two MPI_Sendrecv of device rows per iteration, each a send that pays the overhead on the path
+# (one GPU: to itself, within its node). Rows: 1022 (one rank), 127 (each of two).
+SENSITIVITY = np.array(
+    [
+        [1024 * 1024, 2, 0],  # 1 x 1, 1024 x 1024
+        [256 * 128, 2, 0],  # 1 x 2, 256 x 256: within a node
+        [256 * 128, 0, 2],  # 2 x 1, 256 x 256: between nodes
+    ]
+)
+QUANTUM = 1e-9 / NITER  # the program prints its time to 1 ns; the figure is per iteration
+XTOL = 1e-8  # appfit's least_squares xtol, on values scaled to their initial ones
+
+MACHINE_FIT = """
+program = "{program}"
+machine = "h100-ib200"
+figure = '^time:\\s+(\\S+) s'
+costs = '''
+[kernels.jacobi_kernel]
+alpha = "8us"
+beta = {{beta}}
+[kernels.initialize_boundaries]
+time = "5us"
+'''
+[parameters.beta]
+initial = 2e-11
+min = 0.0
+
+[parameters."mpi.send_overhead_device_intra"]
+initial = "1us"
+
+[parameters.inter]
+set = ["mpi.send_overhead_device"]
+initial = "2us"
+"""
+
+
+def jacobi_args(example, nx: int) -> list[str]:
+    return [str(example / "jacobi"), "-nx", str(nx), "-ny", str(nx), "-niter", str(NITER)]
+
+
+def jacobi_time(stdout: str) -> float:
+    return float(next(ln for ln in stdout.splitlines() if ln.startswith("time:")).split()[1])
+
+
+@pytest.fixture(scope="module")
+def machine_fit(example, tmp_path_factory):
+    """The figures simulated with MADE, and `orrery fit` from other values on them."""
+    d = tmp_path_factory.mktemp("machine-fit")
+    (d / "made.toml").write_text(
+        f'[kernels.jacobi_kernel]\nalpha = "8us"\nbeta = {MADE["beta"]!r}\n[kernels.initialize_boundaries]\ntime = "5us"\n'
+    )
+    machine = [
+        f"--set=mpi.send_overhead_device_intra={MADE['mpi.send_overhead_device_intra']!r}s",
+        f"--set=mpi.send_overhead_device={MADE['inter']!r}s",
+    ]
+    made = [  # at once: each a simulation in a process of its own
+        subprocess.Popen(
+            [
+                ORRERY,
+                "run",
+                f"--nodes={n}",
+                f"--gpus-per-node={g}",
+                f"--costs={d / 'made.toml'}",
+                *machine,
+                f"--out={d / f'made-{i}'}",
+                "--",
+                *jacobi_args(example, nx),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i, (n, g, nx) in enumerate(LAYOUTS)
+    ]
+    figures = [jacobi_time(p.communicate()[0]) / NITER for p in made]
+    assert all(p.returncode == 0 for p in made)
+    runs = "".join(
+        f'\n[[runs]]\nnodes = {n}\ngpus_per_node = {g}\nargs = ["-nx", "{nx}", "-ny", "{nx}", "-niter", "{NITER}"]'
+        f"\nper = {NITER}\nmeasured = {t!r}\n"
+        for (n, g, nx), t in zip(LAYOUTS, figures)
+    )
+    (d / "fit.toml").write_text(MACHINE_FIT.format(program=example / "jacobi") + runs)
+    p = orrery("fit", str(d / "fit.toml"), "--out", str(d / "fit"))
+    assert p.returncode == 0, p.stderr
+    return d, figures, p
+
+
+def test_machine_values_a_simulation_was_made_with_are_recovered_beside_a_cost_parameter(machine_fit):
+    d, figures, p = machine_fit
+    result = json.loads((d / "fit" / "fit.json").read_text())
+    assert [tuple(r["layout"].values()) for r in result["runs"]] == [(n, g, g) for n, g, _ in LAYOUTS]
+    assert result["machine_parameters"] == {
+        "mpi.send_overhead_device_intra": result["parameters"]["mpi.send_overhead_device_intra"],
+        "mpi.send_overhead_device": result["parameters"]["inter"],
+    }
+    # the fit reproduces the made figures: within a printed quantum
+    residuals = np.array([r["simulated"] - r["measured"] for r in result["runs"]])
+    assert [r["measured"] for r in result["runs"]] == figures
+    assert np.all(np.abs(residuals) <= QUANTUM), residuals
+    # each value as close as the figures resolve it: a figure moves by SENSITIVITY per unit, so
+    # the fitted values are off by at most |S^-1| (|residual| + a quantum: both figures rounded),
+    # plus the optimiser's own step tolerance
+    names = list(MADE)
+    made, fitted = np.array([MADE[n] for n in names]), np.array([result["parameters"][n] for n in names])
+    bound = np.abs(np.linalg.inv(SENSITIVITY)) @ (np.abs(residuals) + QUANTUM) + XTOL * made
+    assert np.all(np.abs(fitted - made) <= bound), (fitted - made, bound)
+    assert np.all(bound < 1e-4 * made)  # (a bound that says something)
+    assert "mpi.send_overhead_device = " in p.stdout and " 2x1 " in p.stdout
+
+
+def test_the_fit_writes_a_calibration_file_that_runs_the_fitted_machine_in_orrery_run(example, machine_fit):
+    d, _, _ = machine_fit
+    result = json.loads((d / "fit" / "fit.json").read_text())
+    cal = json.loads((d / "fit" / "calibration.json").read_text())
+    assert cal["machine"] == "h100-ib200" and cal["command"] == f"orrery fit {d / 'fit.toml'}"
+    # the fitted keys, and the machine's own measured models (a calibration replaces a description's)
+    fitted = result["machine_parameters"]
+    assert {k: cal["overrides"][k] for k in fitted} == fitted
+    assert all(
+        k.split(".")[0] in ("copies", "messages", "gaps", "collectives") for k in set(cal["overrides"]) - set(fitted)
+    )
+    nodes, gpus, nx = LAYOUTS[2]
+    r = orrery(
+        "run",
+        "--nodes",
+        str(nodes),
+        "--gpus-per-node",
+        str(gpus),
+        "--calibration",
+        str(d / "fit" / "calibration.json"),
+        "--costs",
+        str(d / "fit" / "costs.toml"),
+        "--out",
+        str(d / "again"),
+        "--",
+        *jacobi_args(example, nx),
+    )
+    assert r.returncode == 0, r.stderr
+    # the same machine and costs as the fit's own last run of this layout: the same figure, bit for bit
+    assert jacobi_time(r.stdout) / NITER == result["runs"][2]["simulated"]
 
 
 QUICK_FIT = """

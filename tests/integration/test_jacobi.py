@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import math
 import tomllib
 
 import pytest
@@ -14,7 +16,9 @@ pytestmark = [
 ]
 
 EXAMPLE = REPO / "examples" / "jacobi"
-NX, NY, NITER = 4096, 4098, 30
+# rows of 8192 floats (32 KiB halo messages): the interior kernel of the overlapped variant
+# (0.45 us + 6.84 ps a thread, examples/jacobi/costs.toml) outlasts the halo exchange it hides
+NX, NY, NITER = 8192, 8194, 30
 
 
 def run(jacobi, out, *extra):
@@ -60,6 +64,10 @@ def test_eight_ranks_run_exactly_the_configured_iterations(jacobi, tmp_path):
         # the parts of a rank's time add up to when it finished
         assert r["host_s"] + r["mpi_s"] + r["gpu_wait_s"] == pytest.approx(r["end_s"], rel=1e-12)
         assert r["end_s"] + r["idle_s"] == pytest.approx(res["makespan_s"], rel=1e-12)
+        # and so do its terms; its halo exchange waits for nothing but the messages
+        terms = r["terms"]
+        assert math.fsum(v for k, v in terms.items() if k != "idle_s") == pytest.approx(r["end_s"], rel=1e-12)
+        assert terms["exposed_p2p_s"] == pytest.approx(r["mpi"]["MPI_Sendrecv"]["time_s"], rel=1e-9)
 
 
 def test_two_runs_give_identical_results(jacobi, tmp_path):
@@ -111,7 +119,31 @@ def test_overlapped_variant_hides_the_halo_exchange(jacobi, tmp_path):
         # overlapped: each halo exchange runs entirely inside the interior kernel
         assert over_rank["comm_hidden_s"] == pytest.approx(over_rank["mpi"]["MPI_Sendrecv"]["time_s"], rel=1e-9)
         assert over_rank["comm_exposed_s"] < plain_rank["comm_exposed_s"]
+        # so the exchange is kernel time in the terms: no point-to-point exposed
+        assert over_rank["terms"]["exposed_p2p_s"] == 0
+        assert plain_rank["terms"]["exposed_p2p_s"] == pytest.approx(plain_rank["mpi"]["MPI_Sendrecv"]["time_s"])
         assert (
             over_rank["kernels"]["jacobi_kernel(float*, float const*, float*, int, int, int, bool)"]["count"]
             == 3 * NITER
         )
+
+
+def test_the_readme_shows_the_terms_examples_jacobi_terms_py_makes(jacobi, capsys):
+    """README's tables of the Jacobi example's terms per iteration (on the built-in, and the change
+    from the uncalibrated copy) are what examples/jacobi/terms.py makes now: its rows of 2 and 8
+    GPUs (one node, two nodes) here. When a built-in's values change, rerun the script and paste."""
+    spec = importlib.util.spec_from_file_location("jacobi_terms", EXAMPLE / "terms.py")
+    assert spec and spec.loader
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    found = script.main(["--gpus", "2,8", "--jacobi", str(jacobi)])
+    capsys.readouterr()
+    section = (REPO / "README.md").read_text().split("## Where the time of an iteration goes")[1].split("\n## ")[0]
+    tables = [block for block in section.split("\n\n") if block.startswith("| GPUs")]
+    assert len(tables) == 2  # the built-in's, then the change
+    for label, text in zip(("calibrated", "change"), tables):
+        rows = {line.split("|")[1].strip(): line for line in text.splitlines()[2:]}
+        made = script.table(found[label])
+        assert made[0] == text.splitlines()[0]  # the same columns
+        for line in made[2:]:
+            assert rows[line.split("|")[1].strip()] == line, label

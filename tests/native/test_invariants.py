@@ -124,7 +124,9 @@ def _assert_alike_ranks_agree(times: dict, what: str, alike: dict[int, tuple]) -
     for r, key in alike.items():
         groups.setdefault(key, []).append(times[(what, r)])
     for key, group in groups.items():
-        assert max(group) == pytest.approx(min(group), rel=REL, abs=NS), (what, key, group)
+        # SimGrid times events to the nanosecond (its timing precision): two ranks' ends may be
+        # one nanosecond apart, give or take the float rounding of the subtraction
+        assert max(group) == pytest.approx(min(group), rel=REL, abs=1.001 * NS), (what, key, group)
 
 
 # ---------------- found in issue 22, derived by hand ----------------
@@ -182,6 +184,29 @@ def test_a_host_buffer_message_within_a_node_costs_its_mpi_library_s_shared_memo
     )
     assert t[("recv", 1)] == pytest.approx(expected, rel=REL, abs=NS)  # each rank's start, to its sleep's ns
     assert t[("recv", 1)] > 1e-6
+
+
+@pytest.mark.parametrize("name", ["h100-ib200", "dgx-h100"])
+def test_a_device_buffer_message_costs_its_cuda_aware_mpi_s_software_time_on_each_side(simulate, name):
+    """8 B between GPUs of a node and between GPUs of two nodes: each side's software time per
+    device-buffer message (carried into the H100 built-ins from measured Open MPI + UCX stacks,
+    calibration/h100-pcie and calibration/gh200-olivia-ompi-5-ucx-mpirun), then the route's
+    latency and the bytes with SMPI's 16-byte envelope at its narrowest link. (Before: the
+    route alone, 1 us within a node on h100-ib200.)"""
+    mpi = machine.load(name).mpi
+    _, _, routes = _job(name, 1)
+    within = simulate(name, "send-device", 8, options=("--gpus-per-node", "2"))
+    src, dst = platform.gpu_host(0, 0), platform.gpu_host(0, 1)
+    o = mpi.overhead("send", "device", True) + mpi.overhead("recv", "device", True)
+    assert o > 3e-6
+    assert within[("recv", 1)] == pytest.approx(o + _floor(routes, src, dst, 8 + 16), rel=REL, abs=NS)
+    _, layout, routes = _job(name, 2)
+    G = layout.ranks_per_node
+    between = simulate(name, "send-device", 8, "2", nodes=2)
+    src, dst = platform.gpu_host(0, 0), platform.gpu_host(1, 0)
+    o = mpi.overhead("send", "device", False) + mpi.overhead("recv", "device", False)
+    assert o > 1e-6
+    assert between[("recv", G)] == pytest.approx(o + _floor(routes, src, dst, 8 + 16), rel=REL, abs=NS)
 
 
 # ---------------- generated cases, every built-in machine ----------------

@@ -86,8 +86,11 @@ def test_nonblocking_messages_progress_while_a_kernel_runs(run_program, programs
     L, S = h100.overheads.launch, h100.overheads.sync
     message = gpudirect_message(h100, N)
     assert message > BUSY
-    # posted right after the launch, done while the kernel has long finished: nothing serialised
-    assert r.values()["rank 0 elapsed"] == pytest.approx(L + message + S, rel=REL)
+    # posted right after the launch, done while the kernel has long finished: nothing serialised;
+    # the MPI library's per-message software times on each side (h100-ib200's, carried from a
+    # measured Open MPI + UCX) are in the exchange
+    o = h100.mpi.overhead("send", "device", False) + h100.mpi.overhead("recv", "device", False)
+    assert r.values()["rank 0 elapsed"] == pytest.approx(L + o + message + S, rel=REL)
     rank0 = r.results["ranks"][0]
     assert rank0["comm_hidden_s"] == pytest.approx(BUSY, rel=REL)  # the kernel ran inside the exchange
     assert rank0["engines"]["compute"] == pytest.approx(BUSY, rel=REL)

@@ -48,13 +48,16 @@ def run(program, costs, out, *mode, options=()):
 def golden_times(h100):
     """rank 0: cudaMemcpy (its overhead, the copy over two PCIe hops, the sync overhead), the
     launch, the kernel and cudaDeviceSynchronize, then MPI_Send of device memory to rank 1 over
-    NVLink (a rendezvous: the handshake's two latencies first); rank 1 receives from 0."""
-    o, p = h100.overheads, h100.pcie
+    NVLink (a rendezvous: the handshake's two latencies first; the MPI library's software time
+    per message, h100-ib200's mpi.*_overhead_device_intra, on the sender before and on the
+    receiver after); rank 1 receives from 0."""
+    o, p, mpi = h100.overheads, h100.pcie, h100.mpi
     copy = 2 * p.latency + N / p.bandwidth
     launched = o.memcpy + copy + o.sync  # cudaLaunchKernel starts
     kernel = launched + o.launch
     sent = kernel + K + o.sync  # MPI_Send starts
-    message = wire(h100.nvlink.latency, M, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
+    wired = wire(h100.nvlink.latency, M, h100.nvlink_pair_bandwidth, mpi.eager_threshold_device)
+    message = mpi.overhead("send", "device", True) + wired  # MPI_Send returns once the data arrived
     return {
         "copy": (o.memcpy, copy),
         "memcpy": (0, o.memcpy + copy + o.sync),
@@ -62,7 +65,7 @@ def golden_times(h100):
         "kernel": (kernel, K),
         "sync": (kernel, K + o.sync),
         "send": (sent, message),
-        "recv": (0, sent + message),
+        "recv": (0, sent + message + mpi.overhead("recv", "device", True)),
     }
 
 

@@ -467,6 +467,11 @@ CALIBRATION_CASES = [
 
 RUN_VALUE_CASES = [
     run_case(
+        "run-iterations-zero",
+        ["--iterations", "0", "--out", "{out}", "--", "{program}"],
+        ["--iterations: got 0, expected a positive whole number (the iterations the run's terms are divided by)"],
+    ),
+    run_case(
         "run-nodes-beyond-the-limit",
         ["--nodes", "99999999999", "--out", "{out}", "--", "{program}"],
         ["--nodes: got 99999999999, expected a number of nodes from 1 to 4096 (Orrery's limit)"],
@@ -867,6 +872,17 @@ FIT_CASES = [
             f"  {S}: key 'figure': got None, expected this key to be present",
             f"  {S}: key 'figur': got '^time:\\\\s+(\\\\S+)', expected no such key (did you mean 'figure'?)",
         ],
+    ),
+    Case(
+        "fit-costs-out-without-a-cost-file",
+        lambda d: ["fit", f"{d}/spec.toml", "--out", f"{d}/o", "--costs-out", f"{d}/c.toml"],
+        [f"--costs-out: got '{{d}}/c.toml', expected a spec with a cost file ({S} has no costs)"],
+        {
+            "spec.toml": spec(
+                ("costs = '''\n[kernels.k]\nalpha = {alpha}\n'''\n", ""),
+                ('[parameters.alpha]\ninitial = "10us"', '[parameters."mpi.send_overhead_device"]\ninitial = "1us"'),
+            )
+        },
     ),
     fit_case(
         "binary",

@@ -1,4 +1,5 @@
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,20 @@ def test_a_lone_point_far_off_the_fit_is_left_out_and_the_rest_refitted():
     assert (seg.latency_s, seg.bandwidth_Bps) == (pytest.approx(2e-6, rel=1e-9), pytest.approx(25e9, rel=1e-9))
     clean = [2e-6 + s / 25e9 for s in sizes]
     assert fit.fit_sweep(sizes, clean)[1] == []
+
+
+def test_a_sweep_mostly_off_its_fit_keeps_every_point():
+    """Not lone points: a sweep whose many points are far off one line (noise, or a gap held to
+    its floor at most sizes) is fitted on all of them, not cut down to too few for a fit."""
+    sizes = [4 << k for k in range(9)]
+    times = [1e-6 if k % 2 else 1e-5 for k in range(9)]
+    segments, outliers = fit.fit_sweep(sizes, times)
+    assert outliers == []
+    assert (segments[0].size_from, segments[-1].size_to) == (4, 1024)
+    # one point off, nine sizes: left out (a quarter of the sweep is the most)
+    line = [2e-6 + s / 25e9 for s in sizes]
+    line[4] *= 4
+    assert fit.fit_sweep(sizes, line)[1] == [64]
 
 
 def test_osu_latency_and_osu_bibw_without_osu_bw_give_the_per_message_overhead():
@@ -370,6 +385,72 @@ def test_sync_builtin_writes_a_calibration_into_the_description(tmp_path):
     m = machine.load(sync.sync("h100-ib200", tmp_path))
     assert m.copies.D2H is None and "copies.D2H" not in m.sources and m.copies.H2D[0].bandwidth == 50e9
     assert set(m.parameters()) == set(m.sources)
+
+
+#: The per-message costs the H100 built-ins carry from measured Open MPI + UCX stacks on other
+#: machines (calibration/sync_builtin.py --into): calibration -> keys.
+CARRIED = {
+    "h100-pcie": ("mpi.send_overhead_device_intra", "mpi.recv_overhead_device_intra"),
+    "gh200-olivia-ompi-5-ucx-mpirun": ("mpi.send_overhead_device", "mpi.recv_overhead_device"),
+}
+
+
+@pytest.mark.parametrize("name", ["h100-ib200", "dgx-h100"])
+def test_h100_built_ins_carry_the_device_message_costs_of_open_mpi_ucx(name):
+    """No public osu_* D D sweep of an H100 NVLink + InfiniBand node exists (calibration/data/
+    h100-osu): h100-ib200 and dgx-h100 carry each side's software time per device-buffer message
+    of the stack most H100 sites run from the calibrations that measured it, value for value,
+    each with a source naming its calibration; none is left at zero."""
+    from orrery import machines as machine
+
+    repo = Path(__file__).resolve().parents[2]
+    shipped = machine.load(name)
+    for cal_name, keys in CARRIED.items():
+        cal = json.loads((repo / "calibration" / cal_name / "calibration.json").read_text())
+        for key in keys:
+            assert shipped.parameters()[key] == cal["overrides"][key] > 0, (name, key)
+            assert shipped.sources[key].startswith(f"carried: calibration/{cal_name}/calibration.json (fitted on ")
+
+
+def test_sync_builtin_carries_another_machine_s_scalars_and_refuses_its_route_models(tmp_path):
+    """calibration/sync_builtin.py NAME --into MACHINE: chosen scalar overrides of a calibration
+    of another machine replace values in MACHINE's description, each source naming the
+    calibration, the machine it was fitted on and why; running it twice changes nothing; a
+    measured model (that machine's routes) or a key the calibration lacks is refused, naming it."""
+    import importlib.util
+    import shutil
+
+    from orrery import machines as machine
+
+    repo = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("sync_builtin", repo / "calibration" / "sync_builtin.py")
+    sync = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sync)
+    (tmp_path / "calibration" / "other").mkdir(parents=True)
+    (tmp_path / "orrery" / "machines" / "builtin").mkdir(parents=True)
+    shutil.copy(
+        repo / "orrery" / "machines" / "builtin" / "h100-ib200.toml", tmp_path / "orrery" / "machines" / "builtin"
+    )
+    cal = tmp_path / "calibration" / "other" / "calibration.json"
+    overrides = {"mpi.recv_overhead_host": 3e-6, "gaps.device_intra": [{"latency": 1e-6, "bandwidth": 1e9}]}
+    cal.write_text(json.dumps({"machine": "h100-pcie", "overrides": overrides}))
+    toml = Path(sync.carry("other", "h100-ib200", ["mpi.recv_overhead_host"], "the same stack", tmp_path))
+    once = toml.read_text()
+    sync.carry("other", "h100-ib200", ["mpi.recv_overhead_host"], "the same stack", tmp_path)
+    assert toml.read_text() == once
+    m = machine.load(str(toml))
+    assert m.mpi.recv_overhead_host == 3e-6 and m.mpi.send_overhead_host == 0
+    assert m.sources["mpi.recv_overhead_host"] == (
+        "carried: calibration/other/calibration.json (fitted on h100-pcie by orrery calibrate): the same stack"
+    )
+    assert set(m.parameters()) == set(m.sources)
+    for key, error in (
+        ("gaps.device_intra", f"{cal}: 'gaps.device_intra' is a measured model of h100-pcie's routes"),
+        ("mpi.send_overhead_host", f"{cal}: no override 'mpi.send_overhead_host' to carry into h100-ib200"),
+    ):
+        with pytest.raises(SystemExit, match=re.escape(error)):
+            sync.carry("other", "h100-ib200", [key], "why", tmp_path)
+    assert toml.read_text() == once
 
 
 def test_a_repo_without_the_measurements_is_named(tmp_path):

@@ -229,6 +229,32 @@ def test_without_gpudirect_rdma_nics_hang_off_the_root_complex(h100):
     assert ("n0-gpu1-port", "n0-nic1-port") not in edges
 
 
+def test_above_the_rdma_limit_a_gpu_has_a_staged_endpoint_through_host_memory(h100):
+    """gpudirect.rdma_limit: besides the GPUDirect RDMA routes, each GPU gets a staged endpoint
+    (a leaf) whose one edge to its rail's NIC goes out of the GPU to the root complex and through
+    the NIC's staging link, at the staging pipeline's rate and with one chunk's copy as latency:
+    the way a machine without RDMA takes. Without the key there is neither (the hosts of
+    test_hosts_routers_and_links_of_a_two_node_job)."""
+    m = machine.load("h100-ib200", machine.parse_overrides(["gpudirect.rdma_limit='1MiB'"]))
+    layout = platform.Layout.for_machine(m, 1)
+    root, edges = routes(platform.platform_xml(m, layout))
+    assert ("n0-pcie1", "n0-nic1-port") in edges  # GPUDirect RDMA stays for the rest
+    assert edges[("n0-gpu1-staged", "n0-nic1")] == [
+        ("n0-gpu1-pcie", "DOWN"),
+        ("n0-gpu1-sw", "DOWN"),
+        ("n0-up1", "DOWN"),
+        ("n0-nic1-stage", "UP"),
+        ("n0-nic1-pcie", "UP"),
+    ]
+    stage = next(link for link in root.iter("link") if link.get("id") == "n0-nic1-stage")
+    assert stage.get("bandwidth") == f"{platform.staging_bandwidth(m)!r}Bps"
+    assert stage.get("latency") == f"{m.overheads.memcpy + m.gpudirect.staging_chunk / m.pcie.bandwidth!r}s"
+    assert not [key for key in edges if "n0-nic1-stage" in str(edges[key]) and key[0] != "n0-gpu1-staged"]
+    assert platform.staging_links(m, layout) == [f"n0-nic{i}-stage" for i in range(4)]
+    assert [p["staged_end"] for p in platform.gpu_places(m, layout)] == [f"n0-gpu{g}-staged" for g in range(4)]
+    assert all(p["staged_end"] is None for p in platform.gpu_places(h100, layout))
+
+
 def dragonfly(**more):
     sets = {
         "fabric.topology": "'dragonfly'",

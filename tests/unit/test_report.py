@@ -25,9 +25,12 @@ def tally(count: int, ms: float, nbytes: int = 0) -> dict:
 
 
 def rank(n: int, host: float, mpi: dict, gpu_wait: float, kernels: dict, comm: float, hidden: float) -> dict:
-    """A rank as results.json holds it, times in ms; its MPI time is its calls' time, its end host + MPI + GPU wait."""
+    """A rank as results.json holds it, times in ms; its MPI time is its calls' time, its end host + MPI + GPU wait.
+    Its terms: its GPU wait all kernel time, its MPI_Allreduce a collective, its other calls
+    point-to-point, 0.1 ms of its host time CUDA API overheads."""
     mpi_ms = math.fsum(t["time_s"] for t in mpi.values()) / MS
     end = host + mpi_ms + gpu_wait
+    collectives = mpi["MPI_Allreduce"]["time_s"] if "MPI_Allreduce" in mpi else 0.0
     return {
         "rank": n,
         "host": f"n0-gpu{n}",
@@ -50,6 +53,15 @@ def rank(n: int, host: float, mpi: dict, gpu_wait: float, kernels: dict, comm: f
         "mpi": mpi,
         "nccl": {},
         "nccl_s": 0.0,
+        "terms": {
+            "kernels_s": gpu_wait * MS,
+            "exposed_p2p_s": mpi_ms * MS - collectives,
+            "exposed_collectives_s": collectives,
+            "copies_sync_s": 0.0,
+            "host_overheads_s": 0.1 * MS,
+            "host_s": (host - 0.1) * MS,
+            "idle_s": MAKESPAN - end * MS,
+        },
     }
 
 
@@ -84,7 +96,7 @@ LINKS = [
 ]
 
 
-def results_json(ranks=RANKS, links=LINKS, status="completed", failure=None, makespan=MAKESPAN) -> str:
+def results_json(ranks=RANKS, links=LINKS, status="completed", failure=None, makespan=MAKESPAN, iterations=None) -> str:
     return json.dumps(
         {
             "status": status,
@@ -92,9 +104,10 @@ def results_json(ranks=RANKS, links=LINKS, status="completed", failure=None, mak
             "makespan_s": makespan,
             "ranks": ranks,
             "kernels_without_cost": {},
-            "run": {"machine": "h100-ib200", "exit_code": 0},
+            "run": {"machine": "h100-ib200", "exit_code": 0, "iterations": iterations},
             "physics_violations": [],
             "links": links,
+            "terms": None,  # (what orrery run writes here, the report computes from the ranks' own)
         }
     )
 
@@ -299,6 +312,11 @@ def test_beyond_64_ranks_groups_give_min_mean_max(tmp_path, capsys):
         ),
         (["{tmp}/run", "--format", "pdf"], "orrery: error: --format: got 'pdf', expected png, svg or png,svg"),
         (["{tmp}/run", "--top", "0"], "orrery: error: --top: got 0, expected a positive whole number"),
+        (
+            ["{tmp}/run", "--iterations", "0"],
+            "orrery: error: --iterations: got 0, expected a positive whole number (the iterations the run's "
+            "terms are divided by)",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, args, message):
@@ -352,6 +370,71 @@ def test_a_run_that_left_no_report_of_its_ranks_gives_its_failure_and_says_so(tm
     assert out.index("The run did not complete: **crashed**: the simulation was killed by signal 9") < out.index(
         "## Time by category"
     )
-    assert out.count("No per-rank report in this run.") == 4 and "No link statistics in this run." in out
+    assert out.count("No per-rank report in this run.") == 5 and "No link statistics in this run." in out
     assert not list((run / "report").glob("*.png")) and not list((run / "report").glob("*.svg"))
     assert (run / "report" / "slowest_ranks.csv").read_text() == ",".join(report.SLOWEST_COLUMNS) + "\n"
+
+
+TERMS = (
+    "kernels_s",
+    "exposed_p2p_s",
+    "exposed_collectives_s",
+    "copies_sync_s",
+    "host_overheads_s",
+    "host_s",
+    "idle_s",
+)
+
+
+def test_time_by_term_shows_the_critical_rank_and_the_mean_per_iteration(tmp_path, capsys):
+    """Rank 3 finishes last (10 ms): its terms, the mean over the four ranks, each divided by the
+    4 iterations --iterations gives (the run itself was given none)."""
+    run = make_run(tmp_path / "run")
+    code, out, _ = orrery_report(capsys, run, "--iterations", "4", "--format", "svg")
+    assert code == 0
+    rows = read_csv(run / "report" / "terms.csv")
+    assert list(rows[0]) == ["row", "rank", "per", "iterations", *TERMS, "total_s"]
+    assert [(r["row"], r["rank"], r["per"], r["iterations"]) for r in rows] == [
+        ("critical", "3", "run", "4"),
+        ("mean", "", "run", "4"),
+        ("critical", "3", "iteration", "4"),
+        ("mean", "", "iteration", "4"),
+    ]
+    # rank 3: GPU wait 2 ms (kernels), MPI_Allreduce 3 ms, MPI_Sendrecv 2.5 ms, host 2.5 ms of which 0.1 API
+    critical = {"kernels_s": 2.0, "exposed_p2p_s": 2.5, "exposed_collectives_s": 3.0, "host_overheads_s": 0.1}
+    critical.update(copies_sync_s=0.0, host_s=2.4, idle_s=0.0)
+    # the means: GPU wait (2 + 2 + 3 + 2) / 4, MPI_Allreduce (2 + 2.2 + 2 + 3) / 4, MPI_Sendrecv
+    # (2 + 2.3 + 2 + 2.5) / 4, host (2 + 2 + 2 + 2.5) / 4 - 0.1, idle 10 ms less the ends (8, 8.5, 9, 10) / 4
+    mean = {"kernels_s": 2.25, "exposed_p2p_s": 2.2, "exposed_collectives_s": 2.3, "host_overheads_s": 0.1}
+    mean.update(copies_sync_s=0.0, host_s=2.025, idle_s=1.125)
+    for r, expected, scale in zip(rows, (critical, mean, critical, mean), (1, 1, 4, 4)):
+        for name in TERMS:
+            assert float(r[name]) == pytest.approx(expected[name] * MS / scale, rel=1e-12, abs=1e-18), (r["row"], name)
+        assert float(r["total_s"]) == pytest.approx(MAKESPAN / scale, rel=1e-12)
+    per_rank = read_csv(run / "report" / "terms_by_rank.csv")
+    assert list(per_rank[0]) == ["rank", "end_s", *TERMS, "total_s"]
+    assert [float(r["end_s"]) for r in per_rank] == pytest.approx([8 * MS, 8.5 * MS, 9 * MS, 10 * MS], rel=1e-12)
+    assert all(float(r["total_s"]) == pytest.approx(MAKESPAN, rel=1e-12) for r in per_rank)
+    assert "## Time by term" in out and "Rank 3 finished last" in out and "divided by 4 iterations" in out
+    assert row(
+        "rank 3 per iteration", "500.000 us", "625.000 us", "750.000 us", "0 s", "25.000 us", "600.000 us", "0 s"
+    ).search(out)
+    assert row(
+        "mean", "2.250 ms", "2.200 ms", "2.300 ms", "0 s", "100.000 us", "2.025 ms", "1.125 ms", "10.000 ms"
+    ).search(out)
+
+
+def test_time_by_term_per_iteration_takes_the_run_s_own_iterations(tmp_path, capsys):
+    run = make_run(tmp_path / "run", iterations=2)
+    assert orrery_report(capsys, run, "--format", "svg")[0] == 0
+    rows = read_csv(run / "report" / "terms.csv")
+    assert [(r["row"], r["per"]) for r in rows][2:] == [("critical", "iteration"), ("mean", "iteration")]
+    assert float(rows[2]["kernels_s"]) == pytest.approx(1 * MS, rel=1e-12)  # rank 3's 2 ms over 2 iterations
+    # without them, the whole run only
+    plain = make_run(tmp_path / "plain")
+    code, out, _ = orrery_report(capsys, plain, "--format", "svg")
+    assert code == 0
+    assert [r["per"] for r in read_csv(plain / "report" / "terms.csv")] == ["run", "run"]
+    assert row(
+        "rank 3", "2.000 ms", "2.500 ms", "3.000 ms", "0 s", "100.000 us", "2.400 ms", "0 s", "10.000 ms"
+    ).search(out)

@@ -4,6 +4,8 @@ outside, Orrery's own limits)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 
 from orrery.run import results
@@ -92,3 +94,57 @@ def test_a_deadlock_with_no_rank_blocked_is_orrery_s_error(tmp_path):
     res = results.read_run(tmp_path, {}, 0)
     assert (res.status, res.run["exit_code"], res.failure.ranks) == ("orrery_error", 3, [])
     assert "after every rank had finished" in res.failure.message
+
+
+def approx_terms(*seconds: float):
+    return pytest.approx(asdict(results.Terms(*seconds)), rel=1e-12, abs=1e-18)
+
+
+def term_rows(rank: int, **seconds: float) -> str:
+    return "".join(f"{rank}\tterm\t{name}\t0\t0\t{t!r}\n" for name, t in seconds.items())
+
+
+def test_the_critical_rank_and_the_mean_terms_per_iteration_in_results_and_summary(tmp_path):
+    """Two ranks ending at 2 us and 3 us (the makespan): rank 1 is the critical rank; the mean of
+    each term is the two ranks' over 2, idle rank 0's 1 us over 2; per iteration each over 4."""
+    us = 1e-6
+    terms = {
+        0: {"kernels": 1 * us, "exposed_p2p": 0.5 * us, "host": 0.5 * us},
+        1: {"kernels": 1 * us, "exposed_collectives": 1.5 * us, "copies_sync": 0.25 * us, "host_overheads": 0.25 * us},
+    }
+    text = HEADER + "-1\trun\tmakespan\t0\t0\t3e-06\n0\tstatus\tcompleted\t0\t0\t3e-06\n"
+    for rank, end in ((0, 2 * us), (1, 3 * us)):
+        text += rank_rows(rank, end, True) + term_rows(rank, **terms[rank])
+    (tmp_path / "report.tsv").write_text(text)
+    res = results.read_run(tmp_path, {"machine": "h100-ib200", "iterations": 4}, 0)
+    t = res.terms
+    assert t is not None and (t.critical_rank, t.iterations) == (1, 4)
+    assert asdict(t.critical) == approx_terms(1 * us, 0, 1.5 * us, 0.25 * us, 0.25 * us, 0, 0)
+    assert asdict(t.mean) == approx_terms(1 * us, 0.25 * us, 0.75 * us, 0.125 * us, 0.125 * us, 0.25 * us, 0.5 * us)
+    assert asdict(t.mean_per_iteration) == approx_terms(
+        0.25 * us, 0.0625 * us, 0.1875 * us, 0.03125 * us, 0.03125 * us, 0.0625 * us, 0.125 * us
+    )
+    assert t.mean.total_s() == pytest.approx(3 * us, rel=1e-12)
+    lines = results.summary(res).splitlines()
+    i = lines.index(
+        "time by term, per iteration (4 iterations): the critical rank (last to finish) and the mean over 2 ranks"
+    )
+    assert lines[i + 2].split() == [
+        "rank",
+        "1",
+        "250.0",
+        "ns",
+        "0",
+        "375.0",
+        "ns",
+        "62.5",
+        "ns",
+        "62.5",
+        "ns",
+        "0",
+        "0",
+        "750.0",
+        "ns",
+    ]
+    assert lines[i + 3].split()[:3] == ["mean", "250.0", "ns"]
+    assert results.Results.from_json(res.to_json()).terms == t

@@ -190,6 +190,53 @@ int main(int argc, char** argv) {
     else
       MPI_Recv(r, (int)n, MPI_BYTE, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     printf("rank %d elapsed %.17g\n", rank, MPI_Wtime() - t1);
+  } else if (!strcmp(mode, "ipc-cache")) {
+    // rank 0 sends n bytes to rank 1 four times: from d, from d again, from a buffer allocated
+    // after d is freed, from that one again; each after a 1-byte exchange that leaves both ranks
+    // at the same time (below any eager threshold, so the MPI library takes no CUDA IPC for it)
+    float *r, *tiny, *tr;
+    CHECK(cudaMalloc(&r, n));
+    CHECK(cudaMalloc(&tiny, 1));
+    CHECK(cudaMalloc(&tr, 1));
+    float* from = d;
+    for (int i = 0; i < 4; i++) {
+      if (i == 2) {
+        CHECK(cudaFree(d));
+        CHECK(cudaMalloc(&from, n));
+      }
+      MPI_Sendrecv(tiny, 1, MPI_BYTE, rank ^ 1, 0, tr, 1, MPI_BYTE, rank ^ 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      const double t1 = MPI_Wtime();
+      if (rank == 0)
+        MPI_Send(from, (int)n, MPI_BYTE, 1, 5, MPI_COMM_WORLD);
+      else
+        MPI_Recv(r, (int)n, MPI_BYTE, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      printf("rank %d message %d %.17g\n", rank, i, MPI_Wtime() - t1);
+    }
+    d = from;
+  } else if (!strcmp(mode, "send-after-kernel")) {
+    // rank 0 launches busy on d and at once sends d (n bytes) to rank 1: first with busy on a
+    // blocking stream (s1), then on a cudaStreamNonBlocking one; each after a 1-byte exchange
+    // that leaves both ranks at the same time
+    float *r, *tiny, *tr;
+    CHECK(cudaMalloc(&r, n));
+    CHECK(cudaMalloc(&tiny, 1));
+    CHECK(cudaMalloc(&tr, 1));
+    cudaStream_t nb;
+    CHECK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
+    const cudaStream_t streams[2] = {s1, nb};
+    const char* names[2] = {"blocking", "nonblocking"};
+    for (int i = 0; i < 2; i++) {
+      MPI_Sendrecv(tiny, 1, MPI_BYTE, rank ^ 1, 0, tr, 1, MPI_BYTE, rank ^ 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      const double t1 = MPI_Wtime();
+      if (rank == 0) {
+        busy<<<1, 1, 0, streams[i]>>>(d);
+        MPI_Send(d, (int)n, MPI_BYTE, 1, 5, MPI_COMM_WORLD);
+      } else {
+        MPI_Recv(r, (int)n, MPI_BYTE, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      }
+      printf("rank %d %s %.17g\n", rank, names[i], MPI_Wtime() - t1);
+      CHECK(cudaStreamSynchronize(streams[i]));
+    }
   } else if (!strcmp(mode, "polls")) {
     // rank 1 polls for host messages of n bytes from rank 0: with MPI_Test, then with MPI_Probe
     // and MPI_Iprobe for a message rank 0 sends once it has rank 1's empty "go" message
