@@ -35,6 +35,7 @@
 #include <smpi/smpi.h>
 
 #include <dlfcn.h>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -140,9 +141,9 @@ void request_unref(void** request) {
  * not in it, its parent's (SMPI lets threads a rank spawns act for it). Orrery's own actors,
  * which ranks create on their GPU's host (streams, NCCL's lanes), never act for their rank:
  * counted as members, they make Comm::find_intra_comm, which lists the group's actors on a
- * host, put them into the node's communicator, and the SMP-aware algorithms (Open MPI's
- * k-nomial broadcast, SMPI's bcast__mvapich2_knomial_intra_node, the ompi selector's choice
- * from 8 ranks) then wait forever on them. An actor answers for itself only. */
+ * host, put them into the node's communicator, and SMPI's SMP-aware algorithms (the two-level
+ * ones the mvapich2, impi and mpich selectors take, the k-nomial broadcast before the stand-in
+ * below) then wait forever on them. An actor answers for itself only. */
 #define GROUP_RANK "_ZNK7simgrid4smpi5Group4rankEl"
 EXPORTED int group_rank(const void* self, long pid) __asm__(GROUP_RANK);
 int group_rank(const void* self, long pid) {
@@ -183,7 +184,8 @@ int knomial_bcast(void* buf, int count, void* type, int root, void* comm) {
   static const Isend isend = next<Isend>(REQUEST_ISEND);
   static const Recv recv = next<Recv>(REQUEST_RECV);
   static const Waitall waitall = next<Waitall>(REQUEST_WAITALL);
-  static const int radix = *next<int*>("mv2_intra_node_knomial_factor");
+  static const int* const factor = next<int*>("mv2_intra_node_knomial_factor");  // the mvapich2 selector sets it
+  const int radix = std::max(*factor, 2);
   const int size = size_of(comm), rank = rank_of(comm), relative = (rank - root + size) % size;
   int mask = 1;
   for (; mask < size; mask *= radix)
