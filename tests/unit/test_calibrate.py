@@ -345,23 +345,29 @@ def test_gh200_built_in_carries_its_committed_calibration():
     assert raw.messages.device_inter is None and raw.collectives.alltoall_device is None
 
 
-def test_sync_builtin_writes_a_calibration_into_the_description(tmp_path):
-    """calibration/sync_builtin.py: scalar overrides replace values in their sections, measured
-    models go between the markers, sources name the calibration; running it twice changes nothing."""
+def sync_builtin_in(tmp_path: Path):
+    """calibration/sync_builtin.py loaded as a module, with a copy of the built-in
+    h100-ib200 description under `tmp_path` (a checkout's layout) for it to write into."""
     import importlib.util
     import shutil
-
-    from orrery import machines as machine
 
     repo = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location("sync_builtin", repo / "calibration" / "sync_builtin.py")
     sync = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sync)
+    builtin = tmp_path / "orrery" / "machines" / "builtin"
+    builtin.mkdir(parents=True)
+    shutil.copy(repo / "orrery" / "machines" / "builtin" / "h100-ib200.toml", builtin)
+    return sync
+
+
+def test_sync_builtin_writes_a_calibration_into_the_description(tmp_path):
+    """calibration/sync_builtin.py: scalar overrides replace values in their sections, measured
+    models go between the markers, sources name the calibration; running it twice changes nothing."""
+    from orrery import machines as machine
+
+    sync = sync_builtin_in(tmp_path)
     (tmp_path / "calibration" / "h100-ib200").mkdir(parents=True)
-    (tmp_path / "orrery" / "machines" / "builtin").mkdir(parents=True)
-    shutil.copy(
-        repo / "orrery" / "machines" / "builtin" / "h100-ib200.toml", tmp_path / "orrery" / "machines" / "builtin"
-    )
     overrides = {
         "pcie.bandwidth": 50e9,
         "mpi.collective_selector": "ompi",
@@ -417,20 +423,10 @@ def test_sync_builtin_carries_another_machine_s_scalars_and_refuses_its_route_mo
     of another machine replace values in MACHINE's description, each source naming the
     calibration, the machine it was fitted on and why; running it twice changes nothing; a
     measured model (that machine's routes) or a key the calibration lacks is refused, naming it."""
-    import importlib.util
-    import shutil
-
     from orrery import machines as machine
 
-    repo = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("sync_builtin", repo / "calibration" / "sync_builtin.py")
-    sync = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sync)
+    sync = sync_builtin_in(tmp_path)
     (tmp_path / "calibration" / "other").mkdir(parents=True)
-    (tmp_path / "orrery" / "machines" / "builtin").mkdir(parents=True)
-    shutil.copy(
-        repo / "orrery" / "machines" / "builtin" / "h100-ib200.toml", tmp_path / "orrery" / "machines" / "builtin"
-    )
     cal = tmp_path / "calibration" / "other" / "calibration.json"
     overrides = {"mpi.recv_overhead_host": 3e-6, "gaps.device_intra": [{"latency": 1e-6, "bandwidth": 1e9}]}
     cal.write_text(json.dumps({"machine": "h100-pcie", "overrides": overrides}))
