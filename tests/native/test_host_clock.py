@@ -26,7 +26,9 @@ def costs(tmp_path) -> tuple[str, str]:
 
 def _values(run) -> dict[str, float]:
     assert run.returncode == 0, run.stderr
-    pairs = [line.split() for line in run.stdout.splitlines() if not line.startswith(("orrery:", " ", "rank "))]
+    # the program's "name value" lines, before Orrery's summary (its first line "orrery: ...")
+    lines = run.stdout.split("\norrery: ", 1)[0].splitlines()
+    pairs = [line.split() for line in lines if not line.startswith("orrery:")]
     return {k: float(v) for k, v in pairs}
 
 
