@@ -57,11 +57,7 @@ def sync(name: str, repo: Path = REPO) -> str:
             models.setdefault(section, []).append(f"{field} = [\n  {items},\n]")
         else:
             text = _set_scalar(text, toml_path, key, value)
-        source = re.search(rf'^"{re.escape(key)}" = "(.*)"$', text, re.M)
-        if source is None:
-            text = text.rstrip("\n") + f'\n"{key}" = {json.dumps(cited)}\n'
-        elif not source.group(1).startswith("fitted:"):
-            text = text[: source.start(1)] + cited + text[source.end(1) :]
+        text = _cite(text, key, cited, keep="fitted:")
     # the measured models are written anew: the source of one the calibration no longer has goes
     measured = "|".join(machine.MEASURED_MODELS)
     text = re.sub(
@@ -99,6 +95,18 @@ def _set_scalar(text: str, toml_path: Path, key: str, value: object) -> str:
     return text[: block.start(1)] + body + text[block.end(1) :]
 
 
+def _cite(text: str, key: str, cited: str, keep: str | None = None) -> str:
+    """The description's text with `key`'s source in [sources] (the last section) saying `cited`:
+    added at the end, or in place of the one there, unless that one starts with `keep`."""
+    line = f'"{key}" = {json.dumps(cited)}'
+    source = re.search(rf'^"{re.escape(key)}" = "(.*)"$', text, re.M)
+    if source is None:
+        return text.rstrip("\n") + f"\n{line}\n"
+    if keep is not None and source.group(1).startswith(keep):
+        return text
+    return text[: source.start()] + line + text[source.end() :]
+
+
 def carry(name: str, into: str, keys: list[str], why: str, repo: Path = REPO) -> str:
     """Scalar overrides `keys` of calibration/NAME into the built-in description of machine
     `into` (not the machine NAME calibrates): each value replaces the parameter's in its
@@ -116,21 +124,24 @@ def carry(name: str, into: str, keys: list[str], why: str, repo: Path = REPO) ->
         if isinstance(value, list):
             sys.exit(f"{cal_path}: '{key}' is a measured model of {fitted_on}'s routes; only scalars are carried")
         text = _set_scalar(text, toml_path, key, value)
-        source = re.search(rf'^"{re.escape(key)}" = "(.*)"$', text, re.M)
-        line = f'"{key}" = {json.dumps(cited)}'
-        text = text.rstrip("\n") + f"\n{line}\n" if source is None else text.replace(source.group(0), line)
+        text = _cite(text, key, cited)
     toml_path.write_text(text)
     return str(toml_path)
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if "--into" in args:
-        i = args.index
-        name, into = args[0], args[i("--into") + 1]
-        keys = args[i("--keys") + 1].split(",")
-        why = args[i("--why") + 1]
-        print(f"sync_builtin: {carry(name, into, keys, why)}")
+    import argparse
+
+    cli = argparse.ArgumentParser(description="Write committed calibrations into built-in descriptions.")
+    cli.add_argument("names", nargs="*", default=["gh200-slingshot"], help="calibration/NAME folders")
+    cli.add_argument("--into", help="carry scalars of one calibration into this other built-in")
+    cli.add_argument("--keys", help="with --into: the comma-separated keys carried")
+    cli.add_argument("--why", help="with --into: why these values stand for the other machine's")
+    a = cli.parse_args()
+    if a.into:
+        if len(a.names) != 1 or not a.keys or not a.why:
+            cli.error("--into takes one calibration NAME, --keys and --why")
+        print(f"sync_builtin: {carry(a.names[0], a.into, a.keys.split(','), a.why)}")
     else:
-        for n in args or ["gh200-slingshot"]:
+        for n in a.names:
             print(f"sync_builtin: {sync(n)}")

@@ -117,17 +117,36 @@ void host_overhead(Rank& r, double seconds) {
   r.stats.host_api_s += seconds;
 }
 
+namespace {
+/* A host wait for its GPU: traced, accounted as gpu_wait and as the GpuWait state of the host's
+ * timeline (terms.cpp) from its start to the end of its scope. */
+class GpuWait {
+ public:
+  GpuWait(Rank& r, Stream* s, int device) : rank_(r), t0_(now()) {
+    if (trace::on())
+      trace::gpu_wait_begin(r, s, device);
+    host_enter(r, HostState::GpuWait);
+  }
+  ~GpuWait() {
+    host_leave(rank_);
+    if (trace::on())
+      trace::gpu_wait_end(rank_);
+    rank_.stats.gpu_wait_s += now() - t0_;
+  }
+  GpuWait(const GpuWait&) = delete;
+  GpuWait& operator=(const GpuWait&) = delete;
+
+ private:
+  Rank& rank_;
+  double t0_;
+};
+}  // namespace
+
 void wait_for(Rank& r, Stream* s, uint64_t seq) {
-  double t0 = now();
-  if (trace::on())
-    trace::gpu_wait_begin(r, s, s->device);
   {
-    HostSpan waiting(r, HostState::GpuWait);
+    GpuWait waiting(r, s, s->device);
     wait_seq(s, seq);
   }
-  if (trace::on())
-    trace::gpu_wait_end(r);
-  r.stats.gpu_wait_s += now() - t0;
   host_overhead(r, r.gpus.at(s->device)->sync_overhead_s);
 }
 
@@ -139,39 +158,25 @@ bool poll_for(Rank& r, Stream* s, uint64_t seq) {
   // Answering "not ready" at once would leave the simulated clock where it is: a loop such as
   // nccl-tests' testStreamSynchronize (cudaStreamQuery until cudaSuccess) would spin forever,
   // since the stream's actor only runs when the rank's actor waits.
-  double t0 = now();
-  if (trace::on())
-    trace::gpu_wait_begin(r, s, s->device);
-  {
-    HostSpan waiting(r, HostState::GpuWait);
-    std::unique_lock<sg4::Mutex> lock(*sim_mutex());
-    double poll = r.gpus.at(s->device)->sync_overhead_s;
-    if (poll > 0)
-      s->done_cv->wait_for(lock, poll);
-    else
-      s->done_cv->wait(lock);  // no spin time given: until the stream's next completion
-  }
-  if (trace::on())
-    trace::gpu_wait_end(r);
-  r.stats.gpu_wait_s += now() - t0;
+  GpuWait waiting(r, s, s->device);
+  std::unique_lock<sg4::Mutex> lock(*sim_mutex());
+  double poll = r.gpus.at(s->device)->sync_overhead_s;
+  if (poll > 0)
+    s->done_cv->wait_for(lock, poll);
+  else
+    s->done_cv->wait(lock);  // no spin time given: until the stream's next completion
   return s->completed >= seq;
 }
 
 void wait_device(Rank& r, int device) { wait_device_streams(r, device, false); }
 
 void wait_device_streams(Rank& r, int device, bool blocking_only) {
-  double t0 = now();
-  if (trace::on())
-    trace::gpu_wait_begin(r, nullptr, device);
   {
-    HostSpan waiting(r, HostState::GpuWait);
+    GpuWait waiting(r, nullptr, device);
     for (Stream* s : r.streams)
       if (s->device == device && !(blocking_only && (s->flags & cudaStreamNonBlocking)))
         wait_seq(s, s->enqueued);
   }
-  if (trace::on())
-    trace::gpu_wait_end(r);
-  r.stats.gpu_wait_s += now() - t0;
   host_overhead(r, r.gpus.at(device)->sync_overhead_s);
 }
 

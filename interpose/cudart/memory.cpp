@@ -43,12 +43,11 @@ const Allocation* find_allocation(const void* p) {
 
 /* Records an allocation under a serial of its own, so that what is keyed by allocation (the MPI
  * library's CUDA IPC cache, mpi.cpp) tells a reallocation at a freed address from the freed one. */
-static void record(Allocation a) {
+void register_allocation(const Allocation& a) {
   static uint64_t serials = 0;
-  a.serial = ++serials;
-  registry()[a.base] = a;
+  Allocation& held = registry()[a.base] = a;
+  held.serial = ++serials;
 }
-void register_allocation(const Allocation& a) { record(a); }
 void unregister_allocation(uintptr_t base) { registry().erase(base); }
 
 /* Folding: a folded allocation reserves its address range and maps one
@@ -359,7 +358,7 @@ ORR_EXPORT cudaError_t cudaMalloc(void** p, size_t size) {
   void* mem = allocate(size, fold);
   if (!mem)
     fatal("cudaMalloc(%zu) on rank %d: the host could not reserve the address space", size, r.id);
-  record(Allocation{(uintptr_t)mem, size, true, fold, &g});
+  register_allocation(Allocation{(uintptr_t)mem, size, true, fold, &g});
   g.memory_used += size;
   *p = mem;
   return cudaSuccess;
@@ -390,7 +389,7 @@ ORR_EXPORT cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int /*flags
   if (!mem)
     return r.last_error = cudaErrorMemoryAllocation;
   // The device current now: the one cudaPointerGetAttributes reports for it.
-  record(Allocation{(uintptr_t)mem, size, false, fold, &current_gpu(r)});
+  register_allocation(Allocation{(uintptr_t)mem, size, false, fold, &current_gpu(r)});
   *p = mem;
   return cudaSuccess;
 }
