@@ -135,9 +135,6 @@ class Programs(Mapping[str, Path]):
         src = self.sources[name]
         return built_once(self.root / name, lambda tmp: build(src, tmp, obj=self.root / f"{name}.o"))
 
-    def __contains__(self, name: object) -> bool:  # without building it
-        return name in self.sources
-
     def __iter__(self) -> Iterator[str]:
         return iter(self.sources)
 

@@ -19,6 +19,11 @@ pytestmark = [
 ]
 
 
+def jacobi_time(stdout: str) -> float:
+    """The Jacobi example's own timing line ("time: T s ..."), in seconds."""
+    return float(next(ln for ln in stdout.splitlines() if ln.startswith("time:")).split()[1])
+
+
 @pytest.fixture(scope="module")
 def example(tmp_path_factory):
     """A copy of examples/jacobi, built, with its fit spec (its CSV path made absolute)."""
@@ -74,7 +79,7 @@ def test_parameters_a_simulation_was_made_with_are_recovered(example, tmp_path):
             "10",
         )
         assert r.returncode == 0, r.stderr
-        figures.append(float(next(ln for ln in r.stdout.splitlines() if ln.startswith("time:")).split()[1]) / 10)
+        figures.append(jacobi_time(r.stdout) / 10)
     spec = (example / "fit.toml").read_text()
     head = spec[: spec.index("[measured]")]
     runs = "".join(
@@ -178,10 +183,6 @@ initial = "2us"
 
 def jacobi_args(example, nx: int) -> list[str]:
     return [str(example / "jacobi"), "-nx", str(nx), "-ny", str(nx), "-niter", str(NITER)]
-
-
-def jacobi_time(stdout: str) -> float:
-    return float(next(ln for ln in stdout.splitlines() if ln.startswith("time:")).split()[1])
 
 
 @pytest.fixture(scope="module")

@@ -11,25 +11,27 @@ device buffers set to zero here so that each derivation holds whatever the built
 from __future__ import annotations
 
 import pytest
-from derivations import BUSY, REL, SMPI_ENVELOPE, US, cost_options, gpudirect_latency, run_ok, staged_message, wire
+from derivations import (
+    BUSY,
+    NO_DEVICE_OVERHEADS,
+    REL,
+    SMPI_ENVELOPE,
+    US,
+    cost_options,
+    gpudirect_latency,
+    run_ok,
+    staged_message,
+    wire,
+)
 
 pytestmark = pytest.mark.native
 
 EAGER = 65536  # bytes: the device eager threshold set below; a message this large or larger is a rendezvous
-PROTOCOL = (
-    "--set",
-    f"mpi.eager_threshold_device={EAGER}B",
-    *(
-        a
-        for side in ("send", "recv")
-        for key in (f"mpi.{side}_overhead_device", f"mpi.{side}_overhead_device_intra")
-        for a in ("--set", f"{key}=0us")
-    ),
-)
+PROTOCOL = ("--set", f"mpi.eager_threshold_device={EAGER}B", *NO_DEVICE_OVERHEADS)
 ONE_NODE = ("--gpus-per-node", "2", "--ranks-per-node", "2", *PROTOCOL)
 TWO_NODES = ("--gpus-per-node", "1", "--ranks-per-node", "1", *PROTOCOL)
 IPC = 50 * US  # a set-up time for the test, not a measured one
-WITH_IPC = ("--set", "mpi.ipc_setup=50us")
+WITH_IPC = ("--set", f"mpi.ipc_setup={IPC!r}s")
 
 
 def nvlink_message(h100, n: int) -> float:

@@ -10,39 +10,41 @@ import json
 
 import pytest
 from conftest import needs_nvcc
+from derivations import BRIEF, BUSY, cost_options
 
 pytestmark = [pytest.mark.native, needs_nvcc]
-
-US = 1e-6
-BUSY, BRIEF = 100 * US, 20 * US
 
 
 @pytest.fixture
 def costs(tmp_path) -> tuple[str, str]:
-    path = tmp_path / "costs.json"
-    path.write_text(json.dumps({"kernels": {"busy": {"time": "100us"}, "brief": {"time": "20us"}}}))
-    return ("--costs", str(path))
+    return cost_options(tmp_path)
+
+
+def _program_lines(run) -> list[str]:
+    """The program's output lines, before Orrery's summary (its first line "orrery: ...")."""
+    assert run.returncode == 0, run.stderr
+    return [line for line in run.stdout.split("\norrery: ", 1)[0].splitlines() if not line.startswith("orrery:")]
 
 
 def _values(run) -> dict[str, float]:
-    assert run.returncode == 0, run.stderr
-    # the program's "name value" lines, before Orrery's summary (its first line "orrery: ...")
-    lines = run.stdout.split("\norrery: ", 1)[0].splitlines()
-    pairs = [line.split() for line in lines if not line.startswith("orrery:")]
-    return {k: float(v) for k, v in pairs}
+    """The program's "name value" lines."""
+    return {k: float(v) for k, v in (line.split() for line in _program_lines(run))}
 
 
-def test_every_wall_clock_of_the_host_reads_the_simulated_time(run_program, programs, costs, h100):
-    r = run_program(programs["host_clock"], "clocks", options=("--gpus-per-node", "1", *costs))
+def test_every_wall_clock_of_the_host_reads_the_simulated_time(run_program, programs, tmp_path, h100):
+    # a kernel of 2 s: the simulated time passes a second, the simulator's CPU time does not
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps({"kernels": {"busy": {"time": "2s"}}}))
+    r = run_program(programs["host_clock"], "clocks", options=("--gpus-per-node", "1", "--costs", str(path)))
     v = _values(r)
     o = h100.overheads
     # cudaDeviceSynchronize's return, the launch, the kernel, cudaStreamSynchronize's return
-    expected = o.sync + o.launch + BUSY + o.sync
+    expected = o.sync + o.launch + 2.0 + o.sync
     assert v["wtime"] == pytest.approx(expected, rel=1e-9)
     for clock in ("steady", "monotonic", "realtime"):  # to the nanosecond
         assert v[clock] == pytest.approx(expected, abs=1e-9), clock
     assert v["gettimeofday"] == pytest.approx(expected, abs=1e-6)
-    assert v["cputime_below_1s"] == 1  # a CPU-time clock stays the process's own
+    assert v["cputime_below_1s"] == 1  # a CPU-time clock stays the process's own (2 s if simulated)
 
 
 @pytest.mark.parametrize("mode", ["poll-stream", "poll-event"])
@@ -84,7 +86,7 @@ def test_each_rank_s_host_name_is_its_node_s(run_program, programs):
 
 def _rank_lines(run) -> list[str]:
     assert run.returncode == 0, run.stderr
-    return sorted(line for line in run.stdout.splitlines() if line.startswith("rank ") and "us" not in line)
+    return sorted(line for line in _program_lines(run) if line.startswith("rank "))
 
 
 def test_each_rank_parses_its_own_options_with_getopt(run_program, programs):

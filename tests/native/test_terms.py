@@ -17,14 +17,13 @@ import json
 import math
 
 import pytest
-from conftest import HERE, REPO, build, needs_nvcc, orrery
-from derivations import BRIEF, BUSY, wire
+from conftest import HERE, REPO, build, built_once, needs_nvcc, orrery, session_dir
+from derivations import BRIEF, BUSY, REL, wire
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 pytestmark = [pytest.mark.native, needs_nvcc]
 
-REL = 1e-9
 N = 1_000_000
 TERMS = (
     "kernels_s",
@@ -41,7 +40,9 @@ MACHINE = REPO / "examples" / "jacobi" / "h100-ib200-uncalibrated.toml"
 def simulate(tmp_path_factory):
     """Runs the program's steps on two GPUs of one node (or of two nodes); returns results.json."""
     d = tmp_path_factory.mktemp("terms")
-    program = build(HERE / "native" / "programs" / "terms" / "nccl_terms.cu", d / "nccl_terms")
+    source = HERE / "native" / "programs" / "terms" / "nccl_terms.cu"
+    programs = session_dir(tmp_path_factory, "programs")  # built once for every worker, as conftest's programs
+    program = built_once(programs / "nccl_terms", lambda tmp: build(source, tmp, obj=programs / "nccl_terms.o"))
     costs = d / "costs.json"
     costs.write_text(json.dumps({"kernels": {"busy": {"time": f"{BUSY!r}s"}, "brief": {"time": f"{BRIEF!r}s"}}}))
     counter = itertools.count()

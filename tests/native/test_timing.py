@@ -160,6 +160,7 @@ def test_collectives_on_device_buffers(run_program, programs, h100):
     v = r.values()
     # two ranks on one node: the broadcast is one NVLink message from rank 0 to rank 1 (rendezvous;
     # Open MPI's choice for 1 MB on 2 ranks is a binomial tree)
+    # (a collective's own message: no per-message software time, as in the allreduce test below)
     bcast = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
     assert v["rank 1 bcast"] == pytest.approx(bcast, rel=REL)
     assert "rank 0 done" in r.stdout and "rank 1 done" in r.stdout
@@ -211,6 +212,8 @@ def test_small_allreduce_takes_the_steps_of_the_chosen_algorithm(run_program, pr
         str(n),
         options=("--gpus-per-node", "2", "--set", f"mpi.collective_selector={selector}"),
     )
+    # the messages SMPI's collectives make of their own pay no per-message software time (only the
+    # program's point-to-point calls do, in their wrappers: docs/simulation.md's approximations)
     one = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
     for rank in (0, 1):
         assert r.values()[f"rank {rank} allreduce"] == pytest.approx(messages[rank] * one, rel=REL), rank
@@ -223,6 +226,7 @@ def test_open_mpi_s_knomial_broadcast_on_device_buffers_is_a_radix_4_tree(run_pr
     sends to rank 4 (across nodes, GPUDirect) and to ranks 1-3 (NVLink), rank 4 to ranks 5-7."""
     n = 1024
     r = run_ok(run_program, programs, "collectives", str(n), nodes=2, options=("--gpus-per-node", "4"))
+    # each one message of the collective, without software time (as in the allreduce above)
     nvlink = wire(h100.nvlink.latency, n, h100.nvlink_pair_bandwidth, h100.mpi.eager_threshold_device)
     across = gpudirect_message(h100, n)
     expected = [0.0, nvlink, nvlink, nvlink, across, across + nvlink, across + nvlink, across + nvlink]
