@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import heapq
 import xml.etree.ElementTree as ET
+from collections import Counter
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -312,13 +313,17 @@ class _Builder:
         self.links: list[ET.Element] = []
         self.routes: list[ET.Element] = []
         self.edges: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {}  # netpoint -> (neighbour, links)
+        self.declared: list[tuple[str, str, list[tuple[str, str]]]] = []  # every edge (a, b, links), in order
+        self.netpoints: list[tuple[str, str]] = []  # ("host" | "router", name), in order
         self.link_specs: dict[str, Link] = {}
 
     def host(self, name: str) -> None:
         ET.SubElement(self.zone, "host", id=name, speed=f"{HOST_SPEED!r}f")
+        self.netpoints.append(("host", name))
 
     def router(self, name: str) -> None:
         ET.SubElement(self.zone, "router", id=name)
+        self.netpoints.append(("router", name))
 
     def link(self, name: str, a: str | None, b: str | None, bandwidth: float, latency: float, kind: str) -> None:
         """A full-duplex link (each direction at full rate) between two neighbours, or, without
@@ -348,6 +353,7 @@ class _Builder:
             ET.SubElement(route, "link_ctn", id=name, direction=direction)
         self.routes.append(route)
         back = [(name, "DOWN" if d == "UP" else "UP") for name, d in reversed(links)]
+        self.declared.append((a, b, links))
         self.edges.setdefault(a, []).append((b, links))
         self.edges.setdefault(b, []).append((a, back))
 
@@ -449,6 +455,107 @@ def generate(machine: Machine, layout: Layout) -> tuple[str, dict[str, Link]]:
     return xml, _directions(builder)
 
 
+#: The version of platform.json (description) that interpose/platform/platform.cpp reads.
+DESCRIPTION_FORMAT = "orrery-platform/1"
+
+
+def _of_node(name: str, node: int) -> str:
+    """A node's own name for a name of the template (node 0's): "n0-gpu1" of node 7 is "n7-gpu1"."""
+    return f"n{node}-{name[3:]}"
+
+
+def description(machine: Machine, layout: Layout) -> tuple[dict[str, object], dict[str, Link]]:
+    """The structured platform of a job (platform.json, which liborrery_platform.so reads,
+    interpose/platform/) and its link directions (link_directions).
+
+    It is the flat platform (platform_xml) by parts: node 0's netpoints, links and routing edges,
+    which every node repeats under its own names; the fabric's switches, links and edges; and the
+    switch each node's NICs meet. ``order`` gives every vertex's place in the flat platform's
+    declaration order, which settles SimGrid's routes between equally short paths
+    (interpose/platform/routing.hpp)."""
+    _, b = _build(machine, layout, range(1))
+
+    def local(name: str) -> bool:
+        return name.startswith("n0-")
+
+    node_points = [[kind, name] for kind, name in b.netpoints if local(name)]
+    fabric_points = [[kind, name] for kind, name in b.netpoints if not local(name)]
+    index = {name: i for i, (_, name) in enumerate(node_points)}
+    fabric_index = {name: i for i, (_, name) in enumerate(fabric_points)}
+    node_edges: list[object] = []
+    fabric_edges: list[object] = []
+    nics: list[list[str]] = []  # [router, its link to the fabric]
+    nic_ids: list[int] = []
+    order: list[int | str] = []  # the flat declaration order of a node's vertices, "@i" where exit i's switch is
+    seen: set[str] = set()
+    for a, c, links in b.declared:
+        hops = [[name, direction] for name, direction in links]
+        if local(a) and local(c):
+            node_edges.append([a, c, hops])
+        elif not local(a) and not local(c):
+            fabric_edges.append([a, c, hops])
+        else:  # a NIC's link to its switch, declared from the NIC
+            assert local(a) and len(links) == 1 and links[0][1] == "UP", (a, c, links)
+            nic = int(a.removeprefix("n0-nic"))
+            assert c == fabric_switch(machine, leaf_of_node(machine, 0), nic), (a, c)
+            nics.append([a, links[0][0]])
+            nic_ids.append(nic)
+        for x in (a, c):
+            if local(x) and x not in seen:
+                seen.add(x)
+                order.append(index[x])
+        if local(a) != local(c):
+            order.append(f"@{len(nics) - 1}")
+    assert len(seen) == len(node_points), "a netpoint of the node is on no route"
+    attach = [
+        [fabric_index[fabric_switch(machine, leaf_of_node(machine, n), nic)] for nic in nic_ids]
+        for n in range(layout.nodes)
+    ]
+    slot = {entry: i for i, entry in enumerate(order) if isinstance(entry, str)}
+    fabric_order: list[list[int] | None] = [None] * len(fabric_points)
+    for n, row in enumerate(attach):
+        for exit_, switch in enumerate(row):
+            if fabric_order[switch] is None:
+                fabric_order[switch] = [n, slot[f"@{exit_}"]]
+    later = 0
+    for a, c, _ in b.declared:
+        for x in (a, c):
+            if not local(x) and fabric_order[fabric_index[x]] is None:
+                fabric_order[fabric_index[x]] = [layout.nodes, later]
+                later += 1
+    assert all(key is not None for key in fabric_order), "a switch of the fabric is on no route"
+    node_links = [link for name, link in b.link_specs.items() if local(name)]
+    fabric_links = [link for name, link in b.link_specs.items() if not local(name)]
+    desc: dict[str, object] = {
+        "format": DESCRIPTION_FORMAT,
+        "zone": machine.name,
+        "host_speed": HOST_SPEED,
+        "nodes": layout.nodes,
+        "node": {
+            "netpoints": node_points,
+            "links": [[link.name, link.bandwidth, link.latency] for link in node_links],
+            "edges": node_edges,
+            "nics": nics,
+            "order": order,
+        },
+        "fabric": {
+            "netpoints": fabric_points,
+            "links": [[link.name, link.bandwidth, link.latency] for link in fabric_links],
+            "edges": fabric_edges,
+            "order": fabric_order,
+        },
+        "attach": attach,
+    }
+    directions = {
+        _of_node(link.name, n) + direction: Link(_of_node(link.name, n), link.bandwidth, link.latency, link.kind)
+        for n in range(layout.nodes)
+        for link in node_links
+        for direction in DIRECTIONS
+    }
+    directions.update({link.name + direction: link for link in fabric_links for direction in DIRECTIONS})
+    return desc, directions
+
+
 def routes(machine: Machine, layout: Layout) -> Routes:
     """The routes of the platform ``platform_xml`` writes for the same job."""
     return Routes(_build(machine, layout)[1])
@@ -469,7 +576,18 @@ def _directions(builder: _Builder) -> dict[str, Link]:
     return {link.name + direction: link for link in builder.link_specs.values() for direction in DIRECTIONS}
 
 
-def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
+def fabric_switch(machine: Machine, leaf: int, nic: int | None) -> str:
+    """The switch a node's NIC ``nic`` meets the fabric at: its leaf, its rail's switch of that
+    leaf (rail-optimized) or its group's router (dragonfly)."""
+    f = machine.fabric
+    if f.topology == "dragonfly":
+        return dragonfly_router(machine, leaf)
+    return f"rail{nic}-{leaf}" if f.topology == "rail-optimized" else f"leaf{leaf}"
+
+
+def _build(machine: Machine, layout: Layout, nodes: range | None = None) -> tuple[ET.Element, _Builder]:
+    """The platform of a job: every node of ``nodes`` (all of the layout's by default) and the
+    whole fabric the layout's nodes meet at."""
     root = ET.Element("platform", version="4.1")
     zone = ET.SubElement(root, "zone", id=machine.name, routing="DijkstraCache")
     b = _Builder(zone)
@@ -482,12 +600,10 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
     leaves = sorted({leaf_of_node(m, n) for n in range(layout.nodes)})
 
     def leaf_switch(leaf: int, nic: int | None) -> str:
-        if f.topology == "dragonfly":
-            return dragonfly_router(m, leaf)
-        return f"rail{nic}-{leaf}" if f.topology == "rail-optimized" else f"leaf{leaf}"
+        return fabric_switch(m, leaf, nic)
 
     sockets = m.node.sockets_modelled
-    for n in range(layout.nodes):
+    for n in range(layout.nodes) if nodes is None else nodes:
         dma_ends: list[tuple[str, int, int]] = []  # (process endpoint, its socket, its rail's NIC)
         rootc = root_complex(n, 0)
         b.host(cpu_host(n))
@@ -685,8 +801,9 @@ def _build(machine: Machine, layout: Layout) -> tuple[ET.Element, _Builder]:
         spine_up: dict[int | None, float] = {}
         for pod in pods:
             b.router(spine_switch(pod))
+        under = Counter(leaf_of_node(m, n) for n in range(layout.nodes))
         for leaf in leaves:
-            nodes_here = sum(1 for n in range(layout.nodes) if leaf_of_node(m, n) == leaf)
+            nodes_here = under[leaf]
             pod = pod_of_leaf(m, leaf) if f.levels == 3 else None
             for rail in rails:
                 nics_up = nodes_here * (len(nics) if rail is None else 1)

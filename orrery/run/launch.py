@@ -10,6 +10,7 @@ before anything is written.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -189,6 +190,31 @@ def _preload(lib: Path) -> str:
     return "env LD_PRELOAD=" + os.pathsep.join(p for p in preload if p)
 
 
+#: The job's platform in a run's folder: the structured description liborrery_platform.so reads.
+PLATFORM_FILE = "platform.json"
+
+
+def platform_library() -> Path:
+    """The platform SimGrid loads (smpirun -platform): Orrery's plugin (interpose/platform/), which
+    builds the job's platform from the run folder's description (ORRERY_PLATFORM)."""
+    return lib_dir() / "liborrery_platform.so"
+
+
+def platform_args(out: Path) -> tuple[list[str], dict[str, str]]:
+    """smpirun's platform arguments, and the environment they need, for the platform a run wrote in
+    folder ``out``: what `orrery run` gives SimGrid, for other runs on the same platform (bench/)."""
+    return ["-platform", str(platform_library())], {"ORRERY_PLATFORM": str(Path(out).resolve() / PLATFORM_FILE)}
+
+
+def write_platform(machine: Machine, layout: platform.Layout, out: Path) -> dict[str, platform.Link]:
+    """The job's platform description in folder ``out``, and its links' directions."""
+    desc, links = platform.description(machine, layout)
+    tmp = out / (PLATFORM_FILE + ".part")
+    tmp.write_text(json.dumps(desc, separators=(",", ":")) + "\n")
+    tmp.replace(out / PLATFORM_FILE)
+    return links
+
+
 def run(opts: RunOptions) -> RunOutcome:
     exe = _check(opts)
     lib = lib_dir()
@@ -197,20 +223,20 @@ def run(opts: RunOptions) -> RunOutcome:
     out.mkdir(parents=True, exist_ok=True)
     # orrery.cfg: the shim's configuration before run.json, which a run must not leave looking current
     stale = ("results.json", "report.tsv", "report.tsv.crash", "error.txt", "orrery.cfg", "link_series.tsv")
+    (out / "platform.xml").unlink(missing_ok=True)  # an earlier version's flat platform
     for name in (*stale, "link_series.tsv.part", TRACE_FILE, TRACE_FILE + ".part", EVENTS_FILE):
         (out / name).unlink(missing_ok=True)
-    xml, links = platform.generate(opts.machine, opts.layout)
-    (out / "platform.xml").write_text(xml)
+    links = write_platform(opts.machine, opts.layout, out)
     (out / "hostfile").write_text("\n".join(platform.rank_hosts(opts.layout)) + "\n")
     (out / "run.json").write_text(_description(opts, out, exe))
     (out / "machine.json").write_text(opts.machine.model_dump_json(indent=1) + "\n")
 
+    platform_cmd, platform_env = platform_args(out)
     cmd = [
         "smpirun",
         "-np",
         str(opts.layout.ranks),
-        "-platform",
-        str(out / "platform.xml"),
+        *platform_cmd,
         "-hostfile",
         str(out / "hostfile"),
     ]
@@ -236,6 +262,7 @@ def run(opts: RunOptions) -> RunOutcome:
     cmd += [str(exe), *opts.program[1:]]
     env = {**os.environ, **opts.env}
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(lib), env.get("LD_LIBRARY_PATH")) if p)
+    env.update(platform_env)
     env["ORRERY_RUN"] = str(out / "run.json")
     env["ORRERY_ERROR_FILE"] = str(out / "error.txt")
     proc = subprocess.run(

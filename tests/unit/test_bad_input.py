@@ -26,7 +26,7 @@ pytestmark = pytest.mark.unit
 
 TIMEOUT = 60  # seconds; a case that takes longer hangs
 # what `orrery run` writes in --out (orrery/run.py)
-RUN_OUTPUTS = ("results.json", "report.tsv", "error.txt", "platform.xml", "hostfile", "run.json", "machine.json")
+RUN_OUTPUTS = ("results.json", "report.tsv", "error.txt", "platform.json", "hostfile", "run.json", "machine.json")
 UNIT = {
     "bandwidth": "a bandwidth with its unit, such as 53.8GB/s, 200Gbps or 2.5e10B/s",
     "time": "a time with its unit, such as 2.5us, 1ms or 0.5s",

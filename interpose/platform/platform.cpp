@@ -1,0 +1,293 @@
+/* Orrery's SimGrid platform, loaded by `smpirun -platform liborrery_platform.so` (SimGrid calls
+ * load_platform below) from the structured description that orrery/machines/platform.py writes
+ * (platform.json, named by the environment's ORRERY_PLATFORM).
+ *
+ * The description holds one node's hosts, routers, links and routing graph (a template: node 0's,
+ * every name beginning "n0-"), the fabric's switches, links and graph, and for every node the
+ * fabric switch each of its NICs meets. The platform is these nodes and that fabric, and its one
+ * zone, an OrreryZone, routes by their structure: a route inside a node is found in the template
+ * (once per local source, for every node), a route between nodes leaves its node through a NIC,
+ * crosses the fabric between the two switches (found once per source switch, in the fabric's graph
+ * alone), and enters the other node through a NIC. Nothing is searched over the whole platform and
+ * no table grows with the square of the node count.
+ *
+ * The routes are the ones SimGrid's DijkstraCache zone finds on the flat platform (platform.xml,
+ * the same graph as one zone): fewest links, a tie going to the path SimGrid's search settles first
+ * (routing.hpp). SimGrid's own hierarchy of zones cannot carry them: between two zones it has one
+ * route, through one gateway, whereas each GPU of a node leaves it through its own rail's NIC.
+ */
+#include "platform/routing.hpp"
+
+#include <simgrid/kernel/routing/NetPoint.hpp>
+#include <simgrid/kernel/routing/NetZoneImpl.hpp>
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/Host.hpp>
+#include <simgrid/s4u/Link.hpp>
+#include <simgrid/s4u/NetZone.hpp>
+#include <xbt/config.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace sg4 = simgrid::s4u;
+using simgrid::kernel::resource::StandardLinkImpl;
+using simgrid::kernel::routing::NetPoint;
+using simgrid::kernel::routing::NetZoneImpl;
+using simgrid::kernel::routing::Route;
+
+namespace orrery::platform {
+namespace {
+
+[[noreturn]] void fail(const std::string& what)
+{
+  std::fprintf(stderr, "orrery: platform: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::_Exit(3);  // Orrery's own error (orrery/run/launch.py)
+}
+
+/* A node's own name for one of its netpoints or links: "n0-gpu1" of node 7 is "n7-gpu1". */
+std::string of_node(const std::string& template_name, long node)
+{
+  return "n" + std::to_string(node) + template_name.substr(template_name.find('-'));
+}
+
+class OrreryZone : public NetZoneImpl {
+public:
+  OrreryZone(const std::string& name, Structure s) : NetZoneImpl(name), routes_(std::move(s)) {}
+
+  /* The netpoint's place: (node, local vertex) or (-1, fabric vertex). */
+  void place(const NetPoint* np, long node, int vertex)
+  {
+    if (np->id() >= where_.size())
+      where_.resize(np->id() + 1, {-2, -1});
+    where_[np->id()] = {node, vertex};
+  }
+  void set_links(std::vector<StandardLinkImpl*> node_links, std::vector<StandardLinkImpl*> fabric_links,
+                 std::vector<double> node_latency, std::vector<double> fabric_latency, StandardLinkImpl* loopback,
+                 double loopback_latency)
+  {
+    node_links_     = std::move(node_links);
+    fabric_links_   = std::move(fabric_links);
+    node_latency_   = std::move(node_latency);
+    fabric_latency_ = std::move(fabric_latency);
+    loopback_       = loopback;
+    loopback_latency_ = loopback_latency;
+  }
+
+  void get_local_route(const NetPoint* src, const NetPoint* dst, Route* into, double* latency) override
+  {
+    if (src == dst) {  // SimGrid's loopback, as its own zones give a host to itself
+      into->link_list_.push_back(loopback_);
+      if (latency)
+        *latency += loopback_latency_;
+      return;
+    }
+    auto [src_node, src_vertex] = where(src);
+    auto [dst_node, dst_vertex] = where(dst);
+    if (src_node < 0 || dst_node < 0)
+      fail("a route from or to a fabric switch (" + src->get_name() + " -> " + dst->get_name() + ")");
+    // SimGrid sums a route's latencies from its destination back (routing.hpp), and lists its
+    // links from the source
+    const std::vector<Hop>& hops = routes_.route(src_node, src_vertex, dst_node, dst_vertex);
+    for (auto h = hops.rbegin(); h != hops.rend(); ++h)
+      into->link_list_.push_back(link(*h));
+    if (latency)
+      for (const Hop& h : hops)
+        *latency += h.fabric ? fabric_latency_[h.link] : node_latency_[h.link];
+  }
+
+private:
+  StandardLinkImpl* link(const Hop& h) const
+  {
+    if (h.fabric)
+      return fabric_links_[2 * h.link + h.down];
+    return node_links_[2 * (static_cast<size_t>(h.node) * routes_.node_link_count() + h.link) + h.down];
+  }
+  std::pair<long, int> where(const NetPoint* np) const
+  {
+    if (np->id() >= where_.size() || where_[np->id()].first == -2)
+      fail("no place for netpoint " + np->get_name());
+    return where_[np->id()];
+  }
+
+  Routes routes_;
+  std::vector<std::pair<long, int>> where_;
+  std::vector<StandardLinkImpl*> node_links_;    // (node * links of a node + link) * 2 + down
+  std::vector<StandardLinkImpl*> fabric_links_;  // link * 2 + down
+  std::vector<double> node_latency_;             // of a node's link (the same in every node)
+  std::vector<double> fabric_latency_;
+  StandardLinkImpl* loopback_ = nullptr;
+  double loopback_latency_    = 0;
+};
+
+nlohmann::json read(const char* path)
+{
+  std::ifstream in(path);
+  if (!in)
+    fail(std::string("cannot read the platform description ") + path);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail(std::string(path) + ": " + e.what());
+  }
+}
+
+/* The graph of one part (a node or the fabric): its vertices by name, in the description's order,
+ * its links by name and its edges. */
+struct Part {
+  std::unordered_map<std::string, int> vertex;
+  std::unordered_map<std::string, int> link;
+};
+
+std::vector<Hop> hops_of(const nlohmann::json& links, const Part& part, const Part* fabric, const std::string& edge)
+{
+  std::vector<Hop> hops;
+  for (const auto& l : links) {
+    const std::string name = l.at(0);
+    Hop h;
+    h.down = l.at(1) == "DOWN";
+    if (auto it = part.link.find(name); it != part.link.end()) {
+      h.link = it->second;
+    } else if (fabric && fabric->link.count(name)) {
+      fail("edge " + edge + " crosses fabric link " + name);
+    } else {
+      fail("edge " + edge + ": unknown link " + name);
+    }
+    hops.push_back(h);
+  }
+  return hops;
+}
+
+void load(const sg4::Engine& engine, const char* path)
+{
+  const nlohmann::json d = read(path);
+  try {
+    if (d.at("format") != "orrery-platform/1")
+      fail(std::string(path) + ": format " + d.at("format").dump() + ", expected \"orrery-platform/1\"");
+    const long nodes   = d.at("nodes");
+    const double speed = d.at("host_speed");
+    const auto& node   = d.at("node");
+    const auto& fabric = d.at("fabric");
+
+    Structure s;
+    Part local, fab;
+    for (const auto& v : node.at("netpoints"))
+      local.vertex.emplace(v.at(1).get<std::string>(), static_cast<int>(local.vertex.size()));
+    for (const auto& v : fabric.at("netpoints"))
+      fab.vertex.emplace(v.at(1).get<std::string>(), static_cast<int>(fab.vertex.size()));
+    for (const auto& l : node.at("links"))
+      local.link.emplace(l.at(0).get<std::string>(), static_cast<int>(local.link.size()));
+    for (const auto& l : fabric.at("links"))
+      fab.link.emplace(l.at(0).get<std::string>(), static_cast<int>(fab.link.size()));
+
+    s.node.resize(local.vertex.size());
+    for (const auto& e : node.at("edges")) {
+      const std::string a = e.at(0), b = e.at(1);
+      auto ia = local.vertex.find(a), ib = local.vertex.find(b);
+      if (ia == local.vertex.end() || ib == local.vertex.end())
+        fail(std::string(path) + ": node edge " + a + " - " + b + " names an unknown netpoint");
+      s.node.add(ia->second, ib->second, hops_of(e.at(2), local, &fab, a + " - " + b));
+    }
+    s.fabric.resize(fab.vertex.size());
+    for (const auto& e : fabric.at("edges")) {
+      const std::string a = e.at(0), b = e.at(1);
+      auto ia = fab.vertex.find(a), ib = fab.vertex.find(b);
+      if (ia == fab.vertex.end() || ib == fab.vertex.end())
+        fail(std::string(path) + ": fabric edge " + a + " - " + b + " names an unknown switch");
+      auto hops = hops_of(e.at(2), fab, nullptr, a + " - " + b);
+      for (Hop& h : hops)
+        h.fabric = true;
+      s.fabric.add(ia->second, ib->second, std::move(hops));
+    }
+    for (const auto& nic : node.at("nics")) {  // [router, its link to the fabric]
+      Exit x;
+      x.vertex = local.vertex.at(nic.at(0).get<std::string>());
+      x.link   = local.link.at(nic.at(1).get<std::string>());
+      s.exits.push_back(x);
+    }
+    const auto& attach = d.at("attach");
+    if (static_cast<long>(attach.size()) != nodes)
+      fail(std::string(path) + ": attach has " + std::to_string(attach.size()) + " nodes, expected " +
+           std::to_string(nodes));
+    for (const auto& row : attach) {
+      if (row.size() != s.exits.size())
+        fail(std::string(path) + ": an attach row has " + std::to_string(row.size()) + " switches for " +
+             std::to_string(s.exits.size()) + " NICs");
+      for (const auto& sw : row)
+        s.attach.push_back(sw.get<int>());
+    }
+    s.nodes = nodes;
+    s.node_links = static_cast<int>(local.link.size());
+    s.order_from(node.at("order"), fabric.at("order"));
+
+    auto* zone = new OrreryZone(d.at("zone").get<std::string>(), std::move(s));
+    // Every netpoint, node by node, then the fabric's switches, as the flat platform declares them
+    std::vector<StandardLinkImpl*> node_links(2 * nodes * local.link.size());
+    std::vector<double> node_latency(local.link.size());
+    std::vector<std::string> local_names(local.vertex.size());
+    for (const auto& [name, i] : local.vertex)
+      local_names[i] = name;
+    std::vector<bool> is_host(local.vertex.size());
+    for (const auto& v : node.at("netpoints"))
+      is_host[local.vertex.at(v.at(1).get<std::string>())] = v.at(0) == "host";
+    for (long n = 0; n < nodes; n++) {
+      for (size_t v = 0; v < local_names.size(); v++) {
+        const std::string name = of_node(local_names[v], n);
+        NetPoint* np = is_host[v] ? zone->get_iface()->create_host(name, {speed})->get_netpoint()
+                                  : zone->create_router(name);
+        zone->place(np, n, static_cast<int>(v));
+      }
+      for (const auto& l : node.at("links")) {
+        const std::string name = l.at(0);
+        const int i            = local.link.at(name);
+        auto* link = zone->get_iface()->create_split_duplex_link(of_node(name, n), {l.at(1).get<double>()});
+        link->set_latency(l.at(2).get<double>());
+        node_links[2 * (n * local.link.size() + i)]     = link->get_link_up()->get_impl();
+        node_links[2 * (n * local.link.size() + i) + 1] = link->get_link_down()->get_impl();
+        node_latency[i]                                 = l.at(2).get<double>();
+      }
+    }
+    std::vector<StandardLinkImpl*> fabric_links(2 * fab.link.size());
+    std::vector<double> fabric_latency(fab.link.size());
+    for (const auto& v : fabric.at("netpoints"))
+      zone->place(zone->create_router(v.at(1).get<std::string>()), -1, fab.vertex.at(v.at(1).get<std::string>()));
+    for (const auto& l : fabric.at("links")) {
+      const std::string name = l.at(0);
+      const int i            = fab.link.at(name);
+      auto* link             = zone->get_iface()->create_split_duplex_link(name, {l.at(1).get<double>()});
+      link->set_latency(l.at(2).get<double>());
+      fabric_links[2 * i]     = link->get_link_up()->get_impl();
+      fabric_links[2 * i + 1] = link->get_link_down()->get_impl();
+      fabric_latency[i]       = l.at(2).get<double>();
+    }
+    // a host's route to itself: the network model's loopback, as SimGrid's own zones give it
+    // (run.py configures it: network/loopback-bw and -lat)
+    sg4::Link* loopback = sg4::Link::by_name_or_null("__loopback__");
+    if (loopback == nullptr)
+      fail("SimGrid's network model has no loopback link (__loopback__)");
+    const double loopback_latency = loopback->get_latency();
+    zone->set_links(std::move(node_links), std::move(fabric_links), std::move(node_latency), std::move(fabric_latency),
+                    loopback->get_impl(), loopback_latency);
+    zone->seal();
+  } catch (const nlohmann::json::exception& e) {
+    fail(std::string(path) + ": " + e.what());
+  }
+  (void)engine;
+}
+
+}  // namespace
+}  // namespace orrery::platform
+
+extern "C" __attribute__((visibility("default"))) void load_platform(const sg4::Engine& engine)
+{
+  const char* path = std::getenv("ORRERY_PLATFORM");
+  if (path == nullptr || *path == '\0')
+    orrery::platform::fail("ORRERY_PLATFORM names no platform description (orrery run sets it)");
+  orrery::platform::load(engine, path);
+}
