@@ -38,7 +38,10 @@ RUN_OUTPUTS = (
     "results.json.part",
     "report.tsv",
     "error.txt",
+    "platform.json",  # the platform (orrery/run/launch.py: PLATFORM_FILE, or FLAT_PLATFORM_FILE)
+    "platform.json.part",
     "platform.xml",
+    "platform.xml.part",
     "hostfile",
     "run.json",
     "machine.json",

@@ -190,8 +190,10 @@ def _preload(lib: Path) -> str:
     return "env LD_PRELOAD=" + os.pathsep.join(p for p in preload if p)
 
 
-#: The job's platform in a run's folder: the structured description liborrery_platform.so reads.
+#: The job's platform in a run's folder: the structured description liborrery_platform.so reads,
+#: or, where SimGrid is 4.x and the plugin is not built (CMakeLists.txt), the same platform as flat XML.
 PLATFORM_FILE = "platform.json"
+FLAT_PLATFORM_FILE = "platform.xml"
 
 
 def platform_library() -> Path:
@@ -203,15 +205,26 @@ def platform_library() -> Path:
 def platform_args(out: Path) -> tuple[list[str], dict[str, str]]:
     """smpirun's platform arguments, and the environment they need, for the platform a run wrote in
     folder ``out``: what `orrery run` gives SimGrid, for other runs on the same platform (bench/)."""
-    return ["-platform", str(platform_library())], {"ORRERY_PLATFORM": str(Path(out).resolve() / PLATFORM_FILE)}
+    out = Path(out).resolve()
+    if (out / PLATFORM_FILE).exists():
+        return ["-platform", str(platform_library())], {"ORRERY_PLATFORM": str(out / PLATFORM_FILE)}
+    return ["-platform", str(out / FLAT_PLATFORM_FILE)], {}
 
 
 def write_platform(machine: Machine, layout: platform.Layout, out: Path) -> dict[str, platform.Link]:
-    """The job's platform description in folder ``out``, and its links' directions."""
-    desc, links = platform.description(machine, layout)
-    tmp = out / (PLATFORM_FILE + ".part")
-    tmp.write_text(json.dumps(desc, separators=(",", ":")) + "\n")
-    tmp.replace(out / PLATFORM_FILE)
+    """The job's platform in folder ``out`` (PLATFORM_FILE, or FLAT_PLATFORM_FILE without the
+    plugin), and its links' directions; the other one, an earlier run's, is removed."""
+    for name in (PLATFORM_FILE, FLAT_PLATFORM_FILE):
+        (out / name).unlink(missing_ok=True)
+    if platform_library().exists():
+        desc, links = platform.description(machine, layout)
+        text, name = json.dumps(desc, separators=(",", ":")) + "\n", PLATFORM_FILE
+    else:
+        text, links = platform.generate(machine, layout)
+        name = FLAT_PLATFORM_FILE
+    tmp = out / (name + ".part")
+    tmp.write_text(text)
+    tmp.replace(out / name)
     return links
 
 
@@ -223,7 +236,6 @@ def run(opts: RunOptions) -> RunOutcome:
     out.mkdir(parents=True, exist_ok=True)
     # orrery.cfg: the shim's configuration before run.json, which a run must not leave looking current
     stale = ("results.json", "report.tsv", "report.tsv.crash", "error.txt", "orrery.cfg", "link_series.tsv")
-    (out / "platform.xml").unlink(missing_ok=True)  # an earlier version's flat platform
     for name in (*stale, "link_series.tsv.part", TRACE_FILE, TRACE_FILE + ".part", EVENTS_FILE):
         (out / name).unlink(missing_ok=True)
     links = write_platform(opts.machine, opts.layout, out)

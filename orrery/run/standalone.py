@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..api import simulate
 from ..errors import InputError, OrreryError
-from .launch import platform_library, program_file
+from .launch import FLAT_PLATFORM_FILE, platform_library, program_file
 from .results import EXIT_BAD_INPUT, EXIT_ORRERY_ERROR
 
 #: The machine a program started on its own runs on (`orrery run`'s default), one node, one GPU, one rank.
@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     with tempfile.TemporaryDirectory(prefix="orrery-standalone-") as tmp:
         out = Path(tmp).resolve()
-        stdout = _Stdout((program_file(program) or Path(program)).resolve(), platform_library())
+        platform_file = platform_library() if platform_library().exists() else out / FLAT_PLATFORM_FILE
+        stdout = _Stdout((program_file(program) or Path(program)).resolve(), platform_file)
         try:
             with stdout.filtered():
                 res = simulate(
