@@ -4,17 +4,16 @@
  *
  * The description holds one node's hosts, routers, links and routing graph (a template: node 0's,
  * every name beginning "n0-"), the fabric's switches, links and graph, and for every node the
- * fabric switch each of its NICs meets. The platform is these nodes and that fabric, and its one
- * zone, an OrreryZone, routes by their structure: a route inside a node is found in the template
- * (once per local source, for every node), a route between nodes leaves its node through a NIC,
- * crosses the fabric between the two switches (found once per source switch, in the fabric's graph
- * alone), and enters the other node through a NIC. Nothing is searched over the whole platform and
- * no table grows with the square of the node count.
+ * fabric switch each of its NICs meets. The platform is these nodes and that fabric, in one zone,
+ * an OrreryZone, which routes by their structure (routing.hpp): a route between two hosts is found
+ * in their two nodes' graphs and the fabric's alone, never over the whole platform, and is kept
+ * once found. Nothing grows with the square of the node count but the routes a run uses.
  *
  * The routes are the ones SimGrid's DijkstraCache zone finds on the flat platform (platform.xml,
- * the same graph as one zone): fewest links, a tie going to the path SimGrid's search settles first
- * (routing.hpp). SimGrid's own hierarchy of zones cannot carry them: between two zones it has one
- * route, through one gateway, whereas each GPU of a node leaves it through its own rail's NIC.
+ * the same graph as one zone, which `orrery machine export` prints), link for link and with the
+ * same latency to the last bit. SimGrid's own hierarchy of zones cannot carry them: between two
+ * zones it has one route, through one gateway, whereas each GPU of a node leaves it through its
+ * own rail's NIC.
  */
 #include "platform/routing.hpp"
 
