@@ -315,6 +315,8 @@ class _Builder:
         self.edges: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {}  # netpoint -> (neighbour, links)
         self.declared: list[tuple[str, str, list[tuple[str, str]]]] = []  # every edge (a, b, links), in order
         self.netpoints: list[tuple[str, str]] = []  # ("host" | "router", name), in order
+        # SimGrid's graph id of a netpoint: its place in the order netpoints first appear in the routes
+        self.graph_id: dict[str, int] = {}
         self.link_specs: dict[str, Link] = {}
 
     def host(self, name: str) -> None:
@@ -354,16 +356,20 @@ class _Builder:
         self.routes.append(route)
         back = [(name, "DOWN" if d == "UP" else "UP") for name, d in reversed(links)]
         self.declared.append((a, b, links))
+        for end in (a, b):
+            self.graph_id.setdefault(end, len(self.graph_id))
         self.edges.setdefault(a, []).append((b, links))
         self.edges.setdefault(b, []).append((a, back))
 
     def shortest(self, a: str, b: str) -> list[tuple[str, str]]:
         """The links of the route from a to b with the fewest links, as SimGrid's routing finds
-        it among the edges declared so far."""
+        it among the edges declared so far: of equally short paths, the one its search settles
+        first, popping vertices by (links so far, graph id) and keeping a vertex's first
+        predecessor at its final cost (DijkstraZone, SimGrid 3.32)."""
         best: dict[str, tuple[int, list[tuple[str, str]]]] = {a: (0, [])}
-        queue = [(0, a)]
+        queue = [(0, self.graph_id.get(a, -1), a)]
         while queue:
-            cost, here = heapq.heappop(queue)
+            cost, _, here = heapq.heappop(queue)
             if here == b:
                 return best[b][1]
             if cost > best[here][0]:
@@ -371,7 +377,7 @@ class _Builder:
             for there, links in self.edges.get(here, []):
                 if there not in best or cost + len(links) < best[there][0]:
                     best[there] = (cost + len(links), best[here][1] + links)
-                    heapq.heappush(queue, (cost + len(links), there))
+                    heapq.heappush(queue, (cost + len(links), self.graph_id[there], there))
         raise ValueError(f"no route from {a} to {b}")
 
     def finish(self) -> None:
