@@ -414,7 +414,8 @@ def main() -> None:
         print(f"\nskipped: {line}")
 
     # 2. fixed costs
-    fixed: dict[str, float] = {}
+    fixed: dict[str, float] = {}  # the itemized fixed costs, seconds
+    fixed_cost: dict[str, float] = {}  # Orrery's whole fixed cost ("intercept") and Python's start-up
     full = next((r for r in rows if r.gpus == a.fixed_gpus), None)
     if a.fixed_gpus and full is not None:
         layout = platform.Layout.for_machine(m, a.fixed_gpus // per_node)
@@ -442,6 +443,7 @@ def main() -> None:
         )
         python = statistics.median(timed([ORRERY, "machine", "list"]).wall_s for _ in range(3))
         intercept = orr1.wall_s - (full.orrery.wall_s - orr1.wall_s) / (full.iterations - 1)
+        fixed_cost.update(intercept=intercept, python=python)
         print(
             f"\nFixed costs at {a.fixed_gpus} GPUs, as shares of the Orrery run of {full.iterations} iterations "
             f"({full.orrery.wall_s:.2f} s) and of the bare one ({full.bare.wall_s:.2f} s):\n"
@@ -520,10 +522,17 @@ def main() -> None:
             f"messages per wall s (ratio {fmt_ratio(rate, ev.messages / ev.bare.wall_s)})"
         )
     if fixed and full is not None:
-        share = sum(fixed.values()) / full.orrery.wall_s
+        # Orrery's route set-up is not separable from its other first-iteration work: the target is
+        # judged on the upper bound (all of Orrery's fixed cost but Python's start-up), the lower
+        # (the bare pattern's routes) beside it
+        low = sum(fixed.values()) / full.orrery.wall_s
+        high = (fixed_cost["intercept"] - fixed_cost["python"]) / full.orrery.wall_s
         print(
-            f"- fixed costs at {full.gpus} GPUs: {100 * share:.1f} % of the {full.iterations}-iteration run "
-            f"(target < {100 * FIXED_TARGET:.0f} %): {met(share < FIXED_TARGET)}"
+            f"- fixed costs at {full.gpus} GPUs (platform generation, SimGrid start-up, route set-up): at most "
+            f"{100 * high:.1f} % of the {full.iterations}-iteration run (Orrery's whole fixed cost but Python's "
+            f"start-up), at least {100 * low:.1f} % (with the bare pattern's routes) (target < "
+            f"{100 * FIXED_TARGET:.0f} %): {met(high < FIXED_TARGET)}; of the bare run "
+            f"{100 * sum(fixed.values()) / full.bare.wall_s:.1f} %"
         )
 
 
