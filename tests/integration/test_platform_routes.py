@@ -238,11 +238,13 @@ def job_of(name: str, label: str, d: Path) -> Job:
     m, layout = load(name, VARIANTS[label])
     ends = endpoints(m, layout)
     pairs = [(a.name, b.name) for a in ends for b in ends]
-    xml = d / "platform.xml"
+    xml = d / "flat.xml"  # beside the run folder's platform, which write_platform replaces
     xml.write_text(platform.platform_xml(m, layout))
     hosts = [h.attrib["id"] for h in ET.parse(xml).iter("host")]
-    launch.write_platform(m, layout, d)
-    args, env = launch.platform_args(d)
+    (d / "run").mkdir()
+    launch.write_platform(m, layout, d / "run")
+    args, env = launch.platform_args(d / "run")
+    assert args[1].endswith("liborrery_platform.so"), args
     asked = d / "pairs.txt"
     asked.write_text("".join(f"{a} {b}\n" for a, b in pairs))
     flat, structured = routes_of(xml, asked), routes_of(Path(args[1]), asked, env)
