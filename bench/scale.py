@@ -144,11 +144,10 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> Measured:
 
 def platform_args(out: Path) -> tuple[list[str], dict[str, str]]:
     """smpirun's platform arguments and environment for the run folder ``out``, as ``orrery run``
-    used them: Orrery's own (launch.platform_args) where it has them, else the flat platform.xml."""
-    try:
-        from orrery.run.launch import platform_args as orrery_platform_args  # type: ignore[attr-defined]
-    except ImportError:
-        return ["-platform", str(out / "platform.xml")], {}
+    used them (the structured platform.json through liborrery_platform.so, or platform.xml where
+    SimGrid is 4.x and the plugin is not built)."""
+    from orrery.run.launch import platform_args as orrery_platform_args
+
     args, env = orrery_platform_args(out)
     return list(args), dict(env)
 
@@ -157,7 +156,7 @@ def structured_platform() -> bool:
     """Whether orrery run writes the structured platform (not the flat DijkstraCache zone)."""
     from orrery.run import launch
 
-    return hasattr(launch, "platform_args")
+    return launch.platform_library().exists()
 
 
 @dataclass
@@ -352,6 +351,7 @@ def main() -> None:
     a = ap.parse_args()
     from orrery import machines
     from orrery.machines import platform
+    from orrery.run import launch
 
     m = machines.load(a.machine, machines.parse_overrides(a.set))
     per_node = m.node.gpus
@@ -422,7 +422,7 @@ def main() -> None:
         gen = []
         for _ in range(3):
             t0 = time.perf_counter()
-            platform.generate(m, layout)
+            launch.write_platform(m, layout, work)  # the description and its links, as orrery run makes them
             gen.append(time.perf_counter() - t0)
         out1 = work / f"o{a.fixed_gpus}x1"
         orr1 = b.orrery(a.fixed_gpus, 1, out1, per_node)
