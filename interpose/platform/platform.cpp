@@ -274,6 +274,9 @@ void load(const sg4::Engine& engine, const char* path)
     zone->set_links(std::move(node_links), std::move(fabric_links), std::move(node_latency), std::move(fabric_latency),
                     loopback->get_impl(), loopback_latency);
     zone->seal();
+    // what SimGrid's XML parser signals at the platform's end (and a platform library must too):
+    // the engine's presolve, tracing's and plugins' set-up
+    sg4::Engine::on_platform_created();
   } catch (const nlohmann::json::exception& e) {
     fail(std::string(path) + ": " + e.what());
   }

@@ -2,7 +2,11 @@
 
 Every GPU is a SimGrid host (``n3-gpu1``) that executes its kernels; every
 node has a CPU host (``n3-cpu``), the other end of host<->device copies. The
-platform is one zone routed by shortest path over these links::
+platform is routed by shortest path (fewest links) over these links; ``description`` gives it by
+parts, one node's graph that every node repeats, the fabric's, and where each node meets the
+fabric (platform.json, which liborrery_platform.so routes by that structure,
+interpose/platform/), and ``platform_xml`` as the same graph in one flat SimGrid zone
+(``orrery machine export``)::
 
   n-cpu --mem-- n-root --up{s}-- n-pcie{s} --gpu{g}-sw-- n-gpu{g}-port --gpu{g}-pcie-- n-gpu{g}
                                  n-pcie{s} --nic{i}-sw-- n-nic{i}-port --nic{i}-pcie-- n-nic{i}

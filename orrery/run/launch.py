@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,6 +229,29 @@ def write_platform(machine: Machine, layout: platform.Layout, out: Path) -> dict
     return links
 
 
+#: Memory maps a rank of the Jacobi example takes at full size (bench/README.md, "Memory maps"):
+#: SimGrid's actor stacks and their guard pages, SMPI's copy of the program, and 34 of folded device
+#: memory (one per fold block of a large allocation). A rough guide to a run's needs, no limit.
+MAPS_PER_RANK = 48
+
+
+def map_count_warning(ranks: int, limit_file: Path = Path("/proc/sys/vm/max_map_count")) -> str | None:
+    """The warning for a run whose ranks may need more memory maps than the kernel allows a process."""
+    try:
+        limit = int(limit_file.read_text())
+    except (OSError, ValueError):
+        return None
+    need = ranks * MAPS_PER_RANK
+    if need <= limit:
+        return None
+    return (
+        f"orrery: warning: {ranks} ranks may need about {need} memory maps ({MAPS_PER_RANK} a rank for the "
+        f"Jacobi example: SimGrid's stacks, SMPI's copy of the program, folded device memory), more than "
+        f"vm.max_map_count ({limit}); should the run stop for want of them, raise it: "
+        f"sysctl -w vm.max_map_count={-(-2 * need // 65536) * 65536}"
+    )
+
+
 def run(opts: RunOptions) -> RunOutcome:
     exe = _check(opts)
     lib = lib_dir()
@@ -244,6 +268,9 @@ def run(opts: RunOptions) -> RunOutcome:
     (out / "machine.json").write_text(opts.machine.model_dump_json(indent=1) + "\n")
 
     platform_cmd, platform_env = platform_args(out)
+    warning = map_count_warning(opts.layout.ranks)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     cmd = [
         "smpirun",
         "-np",

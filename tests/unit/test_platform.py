@@ -299,3 +299,24 @@ def test_dragonfly_needs_its_group_parameters():
                 ["fabric.topology='dragonfly'", "fabric.routers_per_group=4", "fabric.local_bandwidth='50GB/s'"]
             ),
         )
+
+
+@pytest.mark.parametrize("name", ["h100-ib200", "dgx-h100", "gh200-slingshot"])
+def test_the_structured_description_has_the_flat_platform_s_links_and_grows_linearly(name):
+    """platform.json describes the flat platform's links exactly (the results name them), and
+    grows with the nodes only by their attachments and the fabric's switches: one node's part is
+    the same at 2 and 4096 nodes, and nothing in it is per pair of nodes."""
+    m = machine.load(name)
+    small, large = platform.Layout.for_machine(m, 2), platform.Layout.for_machine(m, 4096 // m.node.gpus * 4)
+    desc, directions = platform.description(m, small)
+    assert directions == platform.link_directions(m, small)
+    big, big_directions = platform.description(m, large)
+    assert big["node"] == desc["node"]
+    assert len(big["attach"]) == large.nodes and {len(row) for row in big["attach"]} == {m.nic.per_node}
+    switches = {
+        platform.fabric_switch(m, platform.leaf_of_node(m, n), nic)
+        for n in range(large.nodes)
+        for nic in range(m.nic.per_node)
+    }
+    assert len(big["fabric"]["netpoints"]) == len(switches) + 1  # the leaves (or rail switches) and the spine
+    assert len(big_directions) == 2 * (large.nodes * len(desc["node"]["links"]) + len(big["fabric"]["links"]))

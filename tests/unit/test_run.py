@@ -23,3 +23,39 @@ def test_the_pinning_library_is_preloaded_into_smpi_s_launcher_only(monkeypatch,
     assert running._preload(Path("/opt/orrery/lib")) == f"env LD_PRELOAD={ours}"
     with pytest.raises(SimulationError, match=r"installed under a path with a space \(/opt/my orrery/lib\)"):
         running._preload(Path("/opt/my orrery/lib"))
+
+
+def test_a_run_that_may_need_more_memory_maps_than_the_kernel_allows_says_what_to_raise(tmp_path):
+    """At 48 maps a rank, 1365 ranks (65 520) fit Linux's default vm.max_map_count of 65 530 and
+    1366 (65 568) do not; the advice is twice the need, rounded up to 65 536: 196 608."""
+    limit = tmp_path / "max_map_count"
+    limit.write_text("65530\n")
+    assert running.map_count_warning(1365, limit) is None
+    assert running.map_count_warning(1366, limit) == (
+        "orrery: warning: 1366 ranks may need about 65568 memory maps (48 a rank for the Jacobi example: "
+        "SimGrid's stacks, SMPI's copy of the program, folded device memory), more than vm.max_map_count "
+        "(65530); should the run stop for want of them, raise it: sysctl -w vm.max_map_count=196608"
+    )
+    assert running.map_count_warning(16384, tmp_path / "absent") is None  # no such file: nothing to say
+
+
+def test_without_the_platform_plugin_a_run_gives_simgrid_the_flat_platform(monkeypatch, tmp_path):
+    """Where liborrery_platform.so is not built (SimGrid 4.x), the run folder gets platform.xml and
+    smpirun its path, with no ORRERY_PLATFORM; with it, platform.json, and no earlier platform.xml."""
+    from orrery import machines
+    from orrery.machines import platform
+
+    m = machines.load("h100-ib200")
+    layout = platform.Layout.for_machine(m, 2)
+    assert running.platform_library().exists()
+    running.write_platform(m, layout, tmp_path)
+    assert running.platform_args(tmp_path) == (
+        ["-platform", str(running.platform_library())],
+        {"ORRERY_PLATFORM": str(tmp_path / "platform.json")},
+    )
+    monkeypatch.setattr(running, "platform_library", lambda: tmp_path / "absent.so")
+    links = running.write_platform(m, layout, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["platform.xml"]
+    assert (tmp_path / "platform.xml").read_text() == platform.platform_xml(m, layout)
+    assert links == platform.link_directions(m, layout)
+    assert running.platform_args(tmp_path) == (["-platform", str(tmp_path / "platform.xml")], {})
