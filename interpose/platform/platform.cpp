@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -93,7 +94,13 @@ public:
       fail("a route from or to a fabric switch (" + src->get_name() + " -> " + dst->get_name() + ")");
     // SimGrid sums a route's latencies from its destination back (routing.hpp), and lists its
     // links from the source
-    const std::vector<Hop>& hops = routes_.route(src_node, src_vertex, dst_node, dst_vertex);
+    const std::vector<Hop>* found = nullptr;
+    try {
+      found = &routes_.route(src_node, src_vertex, dst_node, dst_vertex);
+    } catch (const std::runtime_error& e) {
+      fail(std::string(e.what()) + " from " + src->get_name() + " to " + dst->get_name());
+    }
+    const std::vector<Hop>& hops = *found;
     for (auto h = hops.rbegin(); h != hops.rend(); ++h)
       into->link_list_.push_back(link(*h));
     if (latency)
