@@ -3,12 +3,13 @@
  * lane: the transfers of one lane run one after another, like the steps of one NCCL channel
  * worker, and lanes run at once. A transfer first waits for its dependencies, then for the
  * step's latency beyond its route's own (NCCL's per-step hardware latency of the algorithm and
- * protocol on its link class, tuning.cpp), then moves its bytes as the protocol puts them on the
- * wire (LL: 8 bytes of flags per 8 of data; LL128: 8 per 120; Simple: none), divided by the
- * link class's efficiency (machine keys nccl.efficiency.*, nvls_efficiency), between the GPUs'
- * copy-engine hosts (the GPU's side of its links; no MPI message factors apply there), so that
- * they contend with every other transfer on those links. A collective starts with its base
- * latency (nccl.base_latency.*, once) and ends when its last transfer arrived.
+ * protocol on its link class, tuning.cpp; NVLS's on NVLink is nccl.step_latency_nvls), then moves
+ * its bytes as the protocol puts them on the wire (LL: 8 bytes of flags per 8 of data; LL128: 8
+ * per 120; Simple: none), divided by the link class's efficiency (machine keys nccl.efficiency.*,
+ * nvls_efficiency), between the GPUs' copy-engine hosts (the GPU's side of its links; no MPI
+ * message factors apply there), so that they contend with every other transfer on those links.
+ * A collective starts with its base latency (nccl.base_latency.*, once) and ends when its last
+ * transfer arrived.
  *
  * What is approximated (docs/nccl.md says more): channels are not simulated one by one (the
  * platform's link between a GPU and its NVSwitch, or its NIC, is the sum of NCCL's channels on
@@ -111,6 +112,15 @@ double base_latency(int algo, int proto) {
 }
 
 
+/* The step latency a transfer waits: NCCL's hwLatencies of the algorithm and protocol on the link
+ * class (the tuner's), but NVLS's on NVLink (NVLS and NVLSTree within a node), which is the
+ * machine's nccl.step_latency_nvls (by default NCCL's 25 us). */
+double step_latency(const Clique& c, int algo, int proto, int hw) {
+  if ((algo == kNvls || algo == kNvlsTree) && hw == kHwNvlink)
+    return run_description().nccl.nvls_step_latency_s;
+  return c.tuner->step_latency_s(algo, proto, hw);
+}
+
 int hw_between(const Gpu& a, const Gpu& b) {
   if (a.node != b.node)
     return kHwNet;
@@ -158,7 +168,7 @@ void run(const Clique& c, const Schedule& sched, int algo, int proto) {
         const Gpu& a = *c.members[t.from]->gpu;
         const Gpu& b = *c.members[t.to]->gpu;
         int hw = hw_between(a, b);
-        double lat = c.tuner->step_latency_s(algo, proto, hw);
+        double lat = step_latency(c, algo, proto, hw);
         if (&a == &b) {
           sg4::this_actor::sleep_for(lat + t.bytes / a.d2d_bandwidth);
         } else {

@@ -1,7 +1,8 @@
 """NCCL's machine keys ([nccl]) fitted on nccl-tests sweeps, simulator in the loop.
 
 What is fitted: ``nccl.base_latency_<algo>_<proto>`` (what one NCCL call takes beyond its steps'
-transfers, per algorithm and protocol), ``nccl.efficiency_<link>`` (the fraction of a route's
+transfers, per algorithm and protocol), ``nccl.step_latency_nvls`` (an NVLS step's latency on
+NVLink, NCCL's 25 us), ``nccl.efficiency_<link>`` (the fraction of a route's
 bandwidth NCCL's transfers get, per link class) and ``nccl.nvls_efficiency``, on the sweeps of
 the set marked ``fit`` (orrery/calibration/catalogue/MACHINE.toml, ``metric = "nccl_time"``).
 NCCL's choice of algorithm, protocol and channels is NCCL's own tuning model with NCCL's
@@ -17,14 +18,18 @@ out-of-place and in-place from one run):
    k-th key: a size whose time moved by one key's step (to a quarter step) depends on that key,
    once per call: the algorithm and protocol NCCL ran that size with; a size whose time moved
    otherwise is left to the efficiencies;
-3. efficiency probes: each efficiency key lowered by PROBE_FACTOR, one at a time: each size's
-   time as ``a + b / efficiency``;
+3. step-latency probes: each step latency (``nccl.step_latency_nvls``, on an NVSwitch) raised by
+   PROBE_STEP, one at a time: each size's time as ``a + slope x latency`` (an NVLS size depends on
+   it as on its base latency, once per call); efficiency probes: each efficiency key lowered by
+   PROBE_FACTOR, one at a time: each size's time as ``a + b / efficiency``;
 4. solve: the keys minimising ``score`` (per fitted sweep, its mean |error|, a bound of its
    median, over the median's tolerance, and the mean of its worst 10 % of |errors|, a bound of
    its 95th percentile, over that one's; the worst of these: the targets are a median and a 95th
    percentile on every sweep), with the time linear in each latency and each 1 / efficiency as
    the probes found (a linear programme: scipy's linprog), latencies 0 or more, efficiencies in
-   (0, 1];
+   (0, 1]; a step latency's change costs STEP_TIE per second, so that of a base latency and a
+   step latency that move the same sizes alike (NVLS's), the step latency keeps NCCL's value
+   unless the base latency alone, at 0, cannot give the time;
 5. check: the solved keys simulated; the solve repeats from that base (the probes' slopes kept)
    while it lowers the score, at most ROUNDS times;
 6. refine: the score's figures bound the targets' from above (a mean for the median, a tail's
@@ -61,11 +66,18 @@ EFFICIENCY_FLOOR = 0.05  # nor an efficiency below this
 TIE = 0.01  # the weight of the mean over the sweeps beside the worst sweep's score
 TAIL = 0.9  # the score's tail: the worst 10 % of a sweep's sizes (about its 95th percentile's 2-3 of 31)
 SENSITIVE = 0.002  # a probe that moves a time by less than this fraction: the time does not depend on it
+STEP_TIE = 1e3  # per s: the cost of moving a step latency from NCCL's value (1e-3 per us), a tie-break
 
 
 def latency_keys(m: machines.Machine) -> list[str]:
     """The machine's base-latency keys (nccl.base_latency_<algo>_<proto>), in the schema's order."""
     return [f"nccl.{f}" for f in type(m.nccl).model_fields if f.startswith("base_latency_")]
+
+
+def step_keys(m: machines.Machine) -> list[str]:
+    """The machine's step-latency keys sweeps on it can depend on: NVLS's
+    (nccl.step_latency_nvls) only on an NVSwitch, where NCCL runs NVLS."""
+    return ["nccl.step_latency_nvls"] if m.nvlink.topology == "nvswitch" else []
 
 
 def efficiency_keys(m: machines.Machine, multi_node: bool) -> list[str]:
@@ -105,6 +117,12 @@ class Point:
     latency_slope: float = 0.0  # d time / d latency
     # d time / d (1 / efficiency), per efficiency key
     efficiency_slopes: dict[str, float] | None = None
+    # d time / d latency, per step-latency key its time depends on
+    step_slopes: dict[str, float] | None = None
+
+    def latency_slopes(self) -> dict[str, float]:
+        """d time / d latency per latency key (its base latency's, then its step latencies')."""
+        return {**({self.latency_key: self.latency_slope} if self.latency_key else {}), **(self.step_slopes or {})}
 
 
 def _groups(pairs: list[tuple[Sweep, list[tuple[int, float]]]]) -> dict[tuple, list[tuple[Sweep, list[int]]]]:
@@ -182,6 +200,7 @@ def fit(machine_name: str, repo: Path | None, pairs, overrides: dict) -> dict:
     validate.build_bench(repo, nccl=True)
     m = merge.candidate(machine_name, overrides)
     lat_keys = latency_keys(m)
+    stp_keys = step_keys(m)
     eff_keys = efficiency_keys(m, any(sw.nodes > 1 for sw, _ in fitted_pairs))
     # from NCCL's constants (the schema's defaults), not the description's values, which may be an
     # earlier calibration's (sync_builtin): the same command gives the same keys, whatever the
@@ -205,6 +224,15 @@ def fit(machine_name: str, repo: Path | None, pairs, overrides: dict) -> dict:
         if abs(shift - steps[nearest]) < PROBE_STEP / 4:
             p.latency_key, p.latency_slope = nearest, 1.0
         p.efficiency_slopes = {}
+        p.step_slopes = {}
+    for k in stp_keys:
+        log.info("NCCL fit: probe of %s", k)
+        probed = simulate_all(repo, on({**start, k: start[k] + PROBE_STEP}), fitted_pairs)
+        for p in points:
+            shift = probed[(p.sweep, p.size)] - p.base
+            assert p.step_slopes is not None
+            if abs(shift) > PROBE_STEP / 4:
+                p.step_slopes[k] = shift / PROBE_STEP
     for k in eff_keys:
         log.info("NCCL fit: probe of %s", k)
         lowered = start[k] * PROBE_FACTOR
@@ -215,12 +243,13 @@ def fit(machine_name: str, repo: Path | None, pairs, overrides: dict) -> dict:
             if abs(delta) > SENSITIVE * p.base:
                 p.efficiency_slopes[k] = delta / (1 / lowered - 1 / start[k])
     used_lat = [k for k in lat_keys if any(p.latency_key == k for p in points)]
+    used_lat += [k for k in stp_keys if any(k in (p.step_slopes or {}) for p in points)]
     used_eff = [k for k in eff_keys if any(k in (p.efficiency_slopes or {}) for p in points)]
     keys = dict(start)
     rounds: list[dict] = [{"keys": dict(keys), "score": score(points, base), "targets": targets(points, base)}]
     times = base
     for _ in range(1 + ROUNDS):
-        trial = _solve(points, times, keys, used_lat, used_eff)
+        trial = _solve(points, times, keys, used_lat, used_eff, start)
         checked = simulate_all(repo, on(trial), fitted_pairs)
         error = score(points, checked)
         log.info("NCCL fit: solved keys score %.3f", error)
@@ -262,10 +291,13 @@ def _solve(
     keys: dict[str, float],
     used_lat: list[str],
     used_eff: list[str],
+    start: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """The keys minimising `score`, the time of each point linear in the latencies and the inverse
     efficiencies around `keys` (where `times` were simulated), with the probes' slopes: a linear
-    programme (the tail's mean as Rockafellar and Uryasev's CVaR: t + sum max(0, e_i - t) / ((1 - q) n))."""
+    programme (the tail's mean as Rockafellar and Uryasev's CVaR: t + sum max(0, e_i - t) / ((1 - q) n)),
+    plus STEP_TIE times how far each step latency moves from its value in `start` (NCCL's; `keys`
+    without it)."""
     from scipy.optimize import linprog
 
     n_var = len(used_lat) + len(used_eff)
@@ -273,14 +305,25 @@ def _solve(
     names = sorted({p.sweep for p in points})
     members = {name: [i for i, p in enumerate(points) if p.sweep == name] for name in names}
     # variables: each latency's change, each efficiency's new inverse, then |error| e_i per point,
-    # the tail's threshold t_s per sweep, and each point's excess u_i over its sweep's threshold
-    # and last the worst sweep's score w
+    # the tail's threshold t_s per sweep, and each point's excess u_i over its sweep's threshold,
+    # the worst sweep's score w, and last each step latency's distance d_k from its start
     z0, t0, u0 = n_var, n_var + n, n_var + n + len(names)
     worst = u0 + n
-    width = worst + 1
+    steps = [j for j, k in enumerate(used_lat) if k.startswith("nccl.step_latency_")]
+    width = worst + 1 + len(steps)
     cost = np.zeros(width)
     cost[worst] = 1.0
     a_ub, b_ub = [], []
+    for d, j in enumerate(steps):
+        k = used_lat[j]
+        # |keys[k] + x_j - start[k]| <= d_k, at STEP_TIE per second
+        moved = keys[k] - (start or keys)[k]
+        cost[worst + 1 + d] = STEP_TIE
+        for sign in (1.0, -1.0):
+            row = np.zeros(width)
+            row[j], row[worst + 1 + d] = sign, -1.0
+            a_ub.append(row)
+            b_ub.append(-sign * moved)
     for s, name in enumerate(names):
         size = len(members[name])
         # this sweep's mean |error| / MEDIAN_TOLERANCE and tail mean / P95_TOLERANCE, each <= w
@@ -296,8 +339,9 @@ def _solve(
             b_ub.append(0.0)
     for i, p in enumerate(points):
         row = np.zeros(width)
-        if p.latency_key in used_lat:
-            row[used_lat.index(p.latency_key)] = p.latency_slope
+        for k, slope in p.latency_slopes().items():
+            if k in used_lat:
+                row[used_lat.index(k)] = slope
         offset = times[(p.sweep, p.size)] - p.measured
         for j, k in enumerate(used_eff):
             slope = (p.efficiency_slopes or {}).get(k, 0.0)

@@ -550,6 +550,9 @@ NCCL_BASE_LATENCY_US = {
     "pat_simple": 8.0,
 }
 NCCL_NVLS_EFFICIENCY = 0.85
+#: s: NCCL's per-step latency of NVLS (and NVLSTree) on NVLink, Simple (tuning.cc @5067397c,
+#: hwLatencies[NCCL_HW_NVLINK][NCCL_ALGO_NVLS][NCCL_PROTO_SIMPLE] = 25 us).
+NCCL_NVLS_STEP_LATENCY = 25e-6
 Fraction = Annotated[float, Field(strict=False, gt=0, le=1)]
 
 
@@ -579,6 +582,14 @@ class Nccl(_Section):
     base_latency_nvls_simple: Time = _nccl_latency("nvls_simple")
     base_latency_nvls_tree_simple: Time = _nccl_latency("nvls_tree_simple")
     base_latency_pat_simple: Time = _nccl_latency("pat_simple")
+    step_latency_nvls: Time = Field(
+        NCCL_NVLS_STEP_LATENCY,
+        description=(
+            "Latency of one NVLS step on NVLink (the NVSwitch's reduction and multicast), which every NVLS and "
+            "NVLSTree transfer within a node waits beyond its route's latency (default NCCL's hwLatencies for "
+            "NVLS on NVLink; NCCL's choice of algorithm keeps NCCL's value)."
+        ),
+    )
     efficiency_nvlink: Fraction = Field(
         1.0, description="Fraction of an NVLink route's bandwidth NCCL's transfers get (1: all of it)."
     )

@@ -135,6 +135,7 @@ def nccl_model(machine: Machine) -> dict[str, Any]:
         "base_latency_s": n.base_latencies(),
         "efficiency": {"nvlink": n.efficiency_nvlink, "pcie": n.efficiency_pcie, "net": n.efficiency_net},
         "nvls_efficiency": n.nvls_efficiency,
+        "nvls_step_latency_s": n.step_latency_nvls,
         "sm": sm,
         "intra_nvlink": topology != "none",
         "nvswitch": topology == "nvswitch",

@@ -98,6 +98,22 @@ def test_broadcast_streams_along_the_chain_each_hop_starting_once_a_512_kib_chun
         assert nccl_entry(r, rank, "ncclBroadcast Ring/Simple")["time_s"] == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.parametrize("step", [None, 7 * US])
+def test_an_nvls_allreduce_waits_one_nvls_step_latency_its_machine_key(run_program, programs, dgx, monkeypatch, step):
+    """NVLS: each GPU's NVLink carries S (1 + 1/n) at nvls_efficiency, every GPU at once, after one
+    NVLS step latency: the machine's nccl.step_latency_nvls (NCCL's 25 us, hwLatencies of NVLS on
+    NVLink, unless fitted), or what --set gives it."""
+    pinned(monkeypatch, "NVLS", "Simple")
+    size, n = 1 << 20, 4
+    options = one_node(n) + (("--set", f"nccl.step_latency_nvls={step / US}us") if step is not None else ())
+    r = run_program(programs["nccl_calls"], "coll", "allreduce", str(size), options=options)
+    latency = dgx.nccl.step_latency_nvls if step is None else step
+    moved = math.ceil(size * (1 + 1 / n) / dgx.nccl.nvls_efficiency)
+    expected = dgx.nccl.base_latency_nvls_simple + max(latency, dgx.nvlink.latency) + moved / dgx.nvlink_pair_bandwidth
+    for rank in range(n):
+        assert nccl_entry(r, rank, "ncclAllReduce NVLS/Simple")["time_s"] == pytest.approx(expected, rel=1e-9)
+
+
 def ring_finish(durations: list[float], steps: int) -> float:
     """When the last transfer of a ring arrives: position p's step s starts once its own step s-1
     and its predecessor's step s-1 (the data it forwards) are done; each takes durations[p]."""

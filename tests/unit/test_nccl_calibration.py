@@ -250,3 +250,21 @@ def test_dgx_h100_ships_its_committed_nccl_calibration():
             assert m.sources[f"nccl.{key}"].startswith("fitted: calibration/dgx-h100-nccl/calibration.json")
         else:
             assert shipped == pytest.approx(getattr(defaults, key), rel=1e-12)
+
+
+@pytest.mark.parametrize(("fixed", "expected"), [(30e-6, (5e-6, 25e-6)), (15e-6, (0.0, 15e-6))])
+def test_solve_moves_nvls_step_latency_only_where_the_base_latency_alone_cannot(fixed, expected):
+    """NVLS sizes depend on nccl.base_latency_nvls_simple and nccl.step_latency_nvls alike (once per
+    call): t = base + step + b / e. The solve keeps the step at NCCL's 25 us while the base latency
+    (0 or more) can give the fixed time, and lowers it only for a fixed time below 25 us."""
+    base, step, eff = "nccl.base_latency_nvls_simple", "nccl.step_latency_nvls", "nccl.nvls_efficiency"
+    start = {base: 0.0, step: 25e-6, eff: 0.85}
+    points, times = [], {}
+    for i, b in enumerate([1e-5, 1e-4, 1e-3]):
+        p = nccl.Point("s", i, fixed + b / 0.7, latency_key=base, latency_slope=1.0)
+        p.efficiency_slopes, p.step_slopes = {eff: b}, {step: 1.0}
+        points.append(p)
+        times[("s", i)] = start[base] + start[step] + b / start[eff]
+    solved = nccl._solve(points, times, start, [base, step], [eff], start)
+    assert (solved[base], solved[step]) == pytest.approx(expected, abs=1e-9)
+    assert solved[eff] == pytest.approx(0.7, rel=1e-4)

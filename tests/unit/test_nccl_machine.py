@@ -28,6 +28,8 @@ def test_every_builtin_has_nccls_defaults_with_sources(name):
     m = machine.load(name)
     keys = {f"nccl.{k}" for k in type(m.nccl).model_fields}
     assert keys <= set(m.sources)
+    # NCCL's hwLatencies for NVLS on NVLink (tuning.cc @5067397c): 25 us
+    assert m.nccl.step_latency_nvls == 25e-6 or m.sources["nccl.step_latency_nvls"].startswith("fitted")
     if name == "dgx-h100":
         # it ships the keys fitted on the shared nccl-tests sweeps instead: calibration/dgx-h100-nccl,
         # checked by tests/unit/test_nccl_calibration.py
@@ -40,6 +42,9 @@ def test_every_builtin_has_nccls_defaults_with_sources(name):
 def test_the_run_description_tells_the_shim_what_nccl_sees_of_a_dgx_h100():
     n = run_description.nccl_model(machine.load("dgx-h100", machine.parse_overrides(["nccl.base_latency_ring_ll=7us"])))
     assert n["base_latency_s"]["ring_ll"] == pytest.approx(7e-6)
+    assert n["nvls_step_latency_s"] == 25e-6
+    n = run_description.nccl_model(machine.load("dgx-h100", machine.parse_overrides(["nccl.step_latency_nvls=9us"])))
+    assert n["nvls_step_latency_s"] == pytest.approx(9e-6)
     assert (n["sm"], n["intra_nvlink"], n["nvswitch"]) == (90, True, True)
     assert n["intra_bandwidth"] == pytest.approx(18 * 20.6e9)  # 18 NVLinks x NCCL's SM90_NVLINK_BW
     # a 400 Gb/s NIC per GPU, at most PCIe Gen5 x16 as NCCL counts it: 16 x 240 / 80 = 48 GB/s
