@@ -192,25 +192,23 @@ void load(const sg4::Engine& engine, const char* path)
     for (const auto& l : fabric.at("links"))
       fab.link.emplace(l.at(0).get<std::string>(), static_cast<int>(fab.link.size()));
 
-    s.node.resize(local.vertex.size());
-    for (const auto& e : node.at("edges")) {
-      const std::string a = e.at(0), b = e.at(1);
-      auto ia = local.vertex.find(a), ib = local.vertex.find(b);
-      if (ia == local.vertex.end() || ib == local.vertex.end())
-        fail(std::string(path) + ": node edge " + a + " - " + b + " names an unknown netpoint");
-      s.node.add(ia->second, ib->second, hops_of(e.at(2), local, &fab, a + " - " + b));
-    }
-    s.fabric.resize(fab.vertex.size());
-    for (const auto& e : fabric.at("edges")) {
-      const std::string a = e.at(0), b = e.at(1);
-      auto ia = fab.vertex.find(a), ib = fab.vertex.find(b);
-      if (ia == fab.vertex.end() || ib == fab.vertex.end())
-        fail(std::string(path) + ": fabric edge " + a + " - " + b + " names an unknown switch");
-      auto hops = hops_of(e.at(2), fab, nullptr, a + " - " + b);
-      for (Hop& h : hops)
-        h.fabric = true;
-      s.fabric.add(ia->second, ib->second, std::move(hops));
-    }
+    // a part's edges, between its own vertices over its own links
+    auto edges = [&](const nlohmann::json& list, const Part& part, bool is_fabric, Graph& graph) {
+      graph.resize(part.vertex.size());
+      for (const auto& e : list) {
+        const std::string a = e.at(0), b = e.at(1);
+        auto ia = part.vertex.find(a), ib = part.vertex.find(b);
+        if (ia == part.vertex.end() || ib == part.vertex.end())
+          fail(std::string(path) + ": " + (is_fabric ? "fabric" : "node") + " edge " + a + " - " + b +
+               " names a netpoint of no " + (is_fabric ? "fabric" : "node"));
+        auto hops = hops_of(e.at(2), part, is_fabric ? nullptr : &fab, a + " - " + b);
+        for (Hop& h : hops)
+          h.fabric = is_fabric;
+        graph.add(ia->second, ib->second, std::move(hops));
+      }
+    };
+    edges(node.at("edges"), local, false, s.node);
+    edges(fabric.at("edges"), fab, true, s.fabric);
     for (const auto& nic : node.at("nics")) {  // [router, its link to the fabric]
       Exit x;
       x.vertex = local.vertex.at(nic.at(0).get<std::string>());
