@@ -48,7 +48,7 @@ def test_machine_validate_accepts_a_good_file_and_names_the_bad_key(tmp_path):
     good = tmp_path / "mine.toml"
     good.write_text(text.replace('name = "dgx-a100"', 'name = "mine"'))
     p = orrery("machine", "validate", str(good))
-    assert (p.returncode, p.stdout.strip().endswith("valid machine 'mine' (70 parameters)")) == (0, True)
+    assert (p.returncode, p.stdout.strip().endswith("valid machine 'mine' (71 parameters)")) == (0, True)
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace('latency = "0.6us"', 'latency = "0.6 lightyears"'))
     p = orrery("machine", "validate", str(bad))
