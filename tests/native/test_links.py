@@ -196,3 +196,39 @@ def test_links_obey_their_capacity_and_the_series_integrates_to_their_figures_th
     for name in ("results.json", "link_series.tsv"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     assert json.loads((tmp_path / "a" / "results.json").read_text())["links"][0]["name"] == res.links[0].name
+
+
+@pytest.mark.parametrize(
+    ("name", "program", "args", "nodes", "gpus"),
+    [
+        ("h100-ib200", "links", ("mix", str(N)), 2, 2),  # copies, NVLink, NICs, shared memory, NIC DMA
+        ("dgx-h100", "nccl_calls", ("coll", "allreduce", str(64 * N)), 2, 8),  # NCCL's rings on the rails
+    ],
+)
+def test_the_structured_platform_gives_the_flat_platform_s_run_byte_for_byte(
+    name, program, args, nodes, gpus, programs, tmp_path, monkeypatch
+):
+    """The platform SimGrid loads from platform.json (liborrery_platform.so) and the same platform
+    as one flat XML zone (what orrery run writes without the plugin) give identical results and
+    link series: the same routes, latencies, links and their order."""
+    from orrery import machines
+
+    m = machines.load(name)
+
+    def run(out):
+        opts = launch.RunOptions(
+            machine=m,
+            layout=platform.Layout.for_machine(m, nodes, gpus),
+            program=[str(programs[program]), *args],
+            out=out,
+            link_series=True,
+            capture_output=True,
+        )
+        assert launch.run(opts).exit_code == 0
+
+    run(tmp_path / "structured")
+    monkeypatch.setattr(launch, "platform_library", lambda: tmp_path / "absent.so")
+    run(tmp_path / "flat")
+    assert (tmp_path / "structured" / "platform.json").exists() and (tmp_path / "flat" / "platform.xml").exists()
+    for file in ("results.json", "link_series.tsv"):
+        assert (tmp_path / "structured" / file).read_bytes() == (tmp_path / "flat" / file).read_bytes()
