@@ -142,16 +142,6 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> Measured:
 # ---------------------------------------------------------------- the two runs
 
 
-def platform_args(out: Path) -> tuple[list[str], dict[str, str]]:
-    """smpirun's platform arguments and environment for the run folder ``out``, as ``orrery run``
-    used them (the structured platform.json through liborrery_platform.so, or platform.xml where
-    SimGrid is 4.x and the plugin is not built)."""
-    from orrery.run.launch import platform_args as orrery_platform_args
-
-    args, env = orrery_platform_args(out)
-    return list(args), dict(env)
-
-
 def structured_platform() -> bool:
     """Whether orrery run writes the structured platform (not the flat DijkstraCache zone)."""
     from orrery.run import launch
@@ -201,9 +191,9 @@ class Bench:
         ranks (Comm::init_smp, P^2 messages: 130 000 more at 256 ranks), which Orrery's run never
         pays; its message pins cost the baseline what they cost Orrery (bench/README.md)."""
         from orrery._paths import lib_dir
-        from orrery.run.launch import SMPI_CONFIG
+        from orrery.run.launch import SMPI_CONFIG, platform_args
 
-        plat, env = platform_args(out)
+        plat, env = platform_args(out)  # as orrery run gave SimGrid the platform of that folder
         probe_file = self.work / "probe.json"
         probe_file.unlink(missing_ok=True)
         preload = f"{lib_dir() / 'liborrery_smpi.so'}:{self.probe}"
