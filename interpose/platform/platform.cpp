@@ -170,7 +170,7 @@ std::vector<Hop> hops_of(const nlohmann::json& links, const Part& part, const Pa
   return hops;
 }
 
-void load(const sg4::Engine& engine, const char* path)
+void load(const char* path)
 {
   const nlohmann::json d = read(path);
   try {
@@ -282,19 +282,18 @@ void load(const sg4::Engine& engine, const char* path)
     // what SimGrid's XML parser signals at the platform's end (and a platform library must too):
     // the engine's presolve, tracing's and plugins' set-up
     sg4::Engine::on_platform_created();
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const std::exception& e) {  // a missing key or a wrong type (nlohmann), an order that lists too little
     fail(std::string(path) + ": " + e.what());
   }
-  (void)engine;
 }
 
 }  // namespace
 }  // namespace orrery::platform
 
-extern "C" __attribute__((visibility("default"))) void load_platform(const sg4::Engine& engine)
+extern "C" __attribute__((visibility("default"))) void load_platform(const sg4::Engine&)
 {
   const char* path = std::getenv("ORRERY_PLATFORM");
   if (path == nullptr || *path == '\0')
     orrery::platform::fail("ORRERY_PLATFORM names no platform description (orrery run sets it)");
-  orrery::platform::load(engine, path);
+  orrery::platform::load(path);
 }

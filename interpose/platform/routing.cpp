@@ -24,8 +24,6 @@ void Graph::add(int a, int b, std::vector<Hop> hops)
 
 void Structure::order_from(const nlohmann::json& node_order, const nlohmann::json& fabric_order)
 {
-  // node_order: the names of the template's vertices and "@i" placeholders, by slot; a vertex's
-  // slot is found by name through the caller's table, so this takes the vertex indices as given
   slots = static_cast<int64_t>(node_order.size());
   slot.assign(node.size(), -1);
   for (size_t i = 0; i < node_order.size(); i++) {

@@ -65,8 +65,9 @@ struct Structure {
   std::vector<int64_t> fabric_key;  // a switch's flat order
   int64_t slots = 0;
 
-  /* The flat order: "order" of the node lists its vertices by slot (a name) and, as "@i", the
-   * slot where exit i's switch would first appear; the fabric's lists, per switch, [node, slot]. */
+  /* The flat order: the node's "order" lists, slot by slot, its vertices (their indices) and, as
+   * "@i", the slot where exit i's switch first appears; the fabric's gives each switch [node, slot]
+   * (orrery/machines/platform.py, description). */
   void order_from(const nlohmann::json& node_order, const nlohmann::json& fabric_order);
 };
 

@@ -12,6 +12,7 @@ between equally short paths included."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import xml.etree.ElementTree as ET
@@ -359,3 +360,29 @@ def test_routes_tool_refuses_a_missing_platform(tmp_path):
         proc.stderr
         == f"orrery-routes: platform '{tmp_path / 'none.xml'}': no such file (expected a SimGrid platform, .xml or .so)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda d: d.update(format="orrery-platform/0"), 'format "orrery-platform/0", expected "orrery-platform/1"'),
+        (lambda d: d["node"]["order"].pop(0), "a vertex of the node has no place in its order"),
+        (lambda d: d["attach"].pop(), "attach has 1 nodes, expected 2"),
+    ],
+)
+def test_a_bad_platform_description_stops_the_plugin_in_one_line(damage, message, tmp_path):
+    """liborrery_platform.so reads only what orrery/machines/platform.py writes; a description it
+    cannot build from stops SimGrid with one line naming the file (exit 3, Orrery's own error)."""
+    m, layout = load("h100-ib200", VARIANTS["1-leaf"])
+    desc, _ = platform.description(m, layout)
+    damage(desc)
+    path = tmp_path / "platform.json"
+    path.write_text(json.dumps(desc))
+    proc = subprocess.run(
+        [str(TOOL), str(launch.platform_library())],
+        input="",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ORRERY_PLATFORM": str(path)},
+    )
+    assert (proc.returncode, proc.stderr) == (3, f"orrery: platform: {path}: {message}\n")
