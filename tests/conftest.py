@@ -173,6 +173,18 @@ def bench(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def mpi_only(tmp_path_factory) -> Path:
+    """tests/native/programs/mpi_only.c, the pure-MPI program, built with `orrery mpicc` (no nvcc,
+    no CUDA call), once per session."""
+
+    def make(d: Path) -> None:
+        d.mkdir()
+        orrery("mpicc", str(HERE / "native" / "programs" / "mpi_only.c"), "-o", str(d / "mpi_only"), check=True)
+
+    return built_once(session_dir(tmp_path_factory, "built") / "mpi_only", make) / "mpi_only"
+
+
+@pytest.fixture(scope="session")
 def jacobi(tmp_path_factory) -> Path:
     """examples/jacobi built with its own Makefile and the wrappers, once per session, outside the
     checkout."""

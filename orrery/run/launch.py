@@ -101,7 +101,17 @@ def program_file(program: str) -> Path | None:
     return Path(found) if found else None
 
 
+# ORRERY_SMPI_DETACHED: who keeps SMPI's detached comms (interpose/mpi/smpi_detached.cpp); unset:
+# liborrery_smpi.so, in a hash table; "simgrid": SimGrid's own list; "report": the former, with a
+# line of counts on stderr at the end
+DETACHED_MODES = ("simgrid", "report")
+
+
 def _check(opts: RunOptions) -> Path:
+    env = {**os.environ, **opts.env}
+    detached = env.get("ORRERY_SMPI_DETACHED", "")
+    if detached not in ("", *DETACHED_MODES):
+        raise InputError("environment variable ORRERY_SMPI_DETACHED", None, detached, "'simgrid' or 'report', or unset")
     if opts.mode != "skeleton":
         raise InputError("--mode", None, opts.mode, "skeleton (Twin mode is not implemented yet)")
     if opts.d2h_fill not in FILL_POLICIES:

@@ -29,14 +29,6 @@ def costs(tmp_path):
     return ("--costs", str(path))
 
 
-@pytest.fixture(scope="module")
-def mpi_only(tmp_path_factory):
-    """The pure-MPI program, a C file built with `orrery mpicc` (no nvcc, no CUDA call)."""
-    dest = tmp_path_factory.mktemp("mpi_only") / "mpi_only"
-    orrery("mpicc", str(HERE / "native" / "programs" / "mpi_only.c"), "-o", str(dest), check=True)
-    return dest
-
-
 def fail(run_program, programs, mode, costs, ranks=2):
     return run_program(programs["failures"], mode, options=(*costs, "--gpus-per-node", str(ranks)))
 

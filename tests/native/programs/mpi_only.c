@@ -1,7 +1,10 @@
 /* A pure-MPI program (no CUDA call), built with `orrery mpicc`. Usage: mpi_only MODE, 2 ranks.
  *   bytes: MPI calls with known counts and types, for the bytes results.json counts;
  *   exit5: rank 1 calls exit(5) at once (smpicc makes it SMPI's smpi_exit), rank 0 waits for a
- *          message that never comes. */
+ *          message that never comes;
+ *   eager N: rank 0 sends N eager messages (64 B, tags 0..N-1), then one of 4 MiB (tag N, above
+ *          any eager threshold); rank 1 receives the large one first, so that all N are in
+ *          flight at once, unmatched, then the N in order. */
 #include <mpi.h>
 
 #include <stdio.h>
@@ -48,6 +51,18 @@ int main(int argc, char** argv) {
       exit(5);
     int token;
     MPI_Recv(&token, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else if (!strcmp(mode, "eager") && argc > 2) {
+    const int n = atoi(argv[2]);
+    static char big[4 << 20];
+    if (rank == 0) {
+      for (int i = 0; i < n; i++)
+        MPI_Send(v, 8, MPI_DOUBLE, 1, i, MPI_COMM_WORLD);
+      MPI_Send(big, (int)sizeof big, MPI_CHAR, 1, n, MPI_COMM_WORLD);
+    } else {
+      MPI_Recv(big, (int)sizeof big, MPI_CHAR, 0, n, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      for (int i = 0; i < n; i++)
+        MPI_Recv(v, 8, MPI_DOUBLE, 0, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
   } else {
     fprintf(stderr, "unknown mode '%s'\n", mode);
     return 2;

@@ -1,0 +1,235 @@
+/* liborrery_smpi.so: SimGrid 3.32's detached comms without its O(in flight) removal.
+ *
+ * SMPI sends a message below smpi/send-is-detached-thresh (its eager messages) as a detached
+ * kernel comm. CommImpl::detach appends the comm to one std::list of the maestro's, which holds
+ * a reference to it until it ends, and CommImpl::finish takes it out again with
+ * std::list::remove: a scan of every detached comm then in flight. In a halo exchange every rank
+ * has its sends in flight at once, so a step of P ranks costs O(P^2) in that scan alone: 1 % of a
+ * 1024-rank run, 15 % at 4096 ranks and most of a 16 384-rank run (bench/README.md). SimGrid 4
+ * keeps that set in a std::set.
+ *
+ * The stand-ins below keep the same references in a hash table instead:
+ *   - CommImpl::detach() calls SimGrid's, then unhooks the list node it appended (the maestro
+ *     list's last, holding the comm) and keeps it, the reference in it untouched;
+ *   - CommImpl::finish() calls SimGrid's, whose remove() now scans a list without it, then drops
+ *     the node and its reference, as remove() would have, once finish is done with the comm.
+ * Nothing else changes: the comm stays detached, ends when it did and is freed by the last
+ * reference, as before; the simulated times are SimGrid's own (test_paths, test_links and the
+ * suite's hand-derived MPI times run through it). The maestro's list is used besides only when a
+ * host is turned off (HostImpl::turn_off, which Orrery never does) and at the maestro's exit,
+ * when a comm still in flight would be cancelled rather than left, as here, to the exit.
+ *
+ * Neither the maestro (EngineImpl::maestro_) nor its list (ActorImpl::activities_) is reachable
+ * through an installed header: both are found at the first detach (find_maestro_list), the list
+ * as the libstdc++ list header in the maestro's first kilobyte whose last node holds the comm
+ * just detached, and the list's end is checked again at every detach. A build where they are not
+ * found, or a detach that does not end that list with its comm, is left to SimGrid's own
+ * bookkeeping, which is only slower. A detach answering a simcall (SMPI's sends) runs in the
+ * maestro; s4u::Comm::sendto's (the shim's copies to and from the host) in the actor that
+ * copies: both append to the maestro's list, and both are taken.
+ *
+ * ORRERY_SMPI_DETACHED=simgrid leaves every comm to SimGrid's list; =report keeps them here and
+ * writes at the exit one line on standard error: how many comms were taken, the most held at
+ * once (the length SimGrid's list would have had) and how many were left in flight. */
+#include <simgrid/s4u.hpp>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <new>
+#include <unordered_map>
+
+#define EXPORTED __attribute__((visibility("default")))
+
+#define COMM_DETACH "_ZN7simgrid6kernel8activity8CommImpl6detachEv"
+#define COMM_FINISH "_ZN7simgrid6kernel8activity8CommImpl6finishEv"
+#define ACTIVITY_RELEASE "_ZN7simgrid6kernel8activity21intrusive_ptr_releaseEPNS1_12ActivityImplE"
+
+namespace simgrid::kernel {
+namespace activity {
+class ActivityImpl;
+}
+namespace actor {
+class ActorImpl;
+}
+}  // namespace simgrid::kernel
+using simgrid::kernel::activity::ActivityImpl;
+using simgrid::kernel::actor::ActorImpl;
+
+extern void* engine_instance __asm__("_ZN7simgrid6kernel10EngineImpl9instance_E");  // EngineImpl*
+bool actor_is_maestro(const ActorImpl* actor) __asm__("_ZNK7simgrid6kernel5actor9ActorImpl10is_maestroEv");
+void activity_release(ActivityImpl* activity) __asm__(ACTIVITY_RELEASE);
+
+namespace {
+
+/* libstdc++'s std::list<boost::intrusive_ptr<ActivityImpl>> (the C++11 ABI, with its size): a
+ * header {next, prev, size}, nodes {next, prev, value}; an intrusive_ptr is its pointer. */
+struct Node {
+  Node* next;
+  Node* prev;
+  ActivityImpl* value;
+};
+struct Header {
+  Node* next;
+  Node* prev;
+  size_t size;
+};
+
+template <typename F>
+F next_symbol(const char* symbol) {
+  void* f = dlsym(RTLD_NEXT, symbol);
+  if (!f) {
+    fprintf(stderr, "orrery: libsimgrid has no %s: Orrery needs SimGrid 3.32\n", symbol);
+    abort();
+  }
+  return (F)f;
+}
+
+bool read_memory(int fd, const void* at, void* into, size_t bytes) {
+  return pread(fd, into, bytes, (off_t)(uintptr_t)at) == (ssize_t)bytes;
+}
+
+/* The offset in `actor` of a list header whose last node holds `comm`, or -1. */
+long find_list(int fd, const void* actor, const void* comm) {
+  for (long off = 0; off + (long)sizeof(Header) <= 1024; off += sizeof(void*)) {
+    const char* at = static_cast<const char*>(actor) + off;
+    Header h;
+    Node last, first;
+    if (!read_memory(fd, at, &h, sizeof h) || h.size == 0 || h.size > (size_t)1 << 40 ||
+        (const void*)h.prev == at || !read_memory(fd, h.prev, &last, sizeof last) ||
+        !read_memory(fd, h.next, &first, sizeof first))
+      continue;
+    if ((const void*)last.next == at && (const void*)first.prev == at && last.value == comm)
+      return off;
+  }
+  return -1;
+}
+
+/* The maestro, among the pointers in the engine's first kilobyte (EngineImpl::maestro_, a
+ * private member), and the offset of its list of detached comms, whose last holds `comm` (just
+ * appended by detach); false if none is found. Every read goes through /proc/self/mem; only an
+ * object already shown to hold such a list is asked whether it is the maestro. */
+bool find_maestro_list(const void* comm, const ActorImpl** maestro, long* offset) {
+  const void* engine = engine_instance;
+  if (!engine)
+    return false;
+  int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  bool found = false;
+  for (long off = 0; off < 1024 && !found; off += sizeof(void*)) {
+    const void* candidate;
+    if (!read_memory(fd, static_cast<const char*>(engine) + off, &candidate, sizeof candidate) || !candidate ||
+        (uintptr_t)candidate % alignof(void*))
+      continue;
+    long at = find_list(fd, candidate, comm);
+    if (at >= 0 && actor_is_maestro(static_cast<const ActorImpl*>(candidate))) {
+      *maestro = static_cast<const ActorImpl*>(candidate);
+      *offset = at;
+      found = true;
+    }
+  }
+  close(fd);
+  return found;
+}
+
+enum class Mode { Here, Simgrid, Report };
+
+Mode mode_from_environment() {
+  const char* v = getenv("ORRERY_SMPI_DETACHED");
+  if (!v || !*v)
+    return Mode::Here;
+  if (strcmp(v, "simgrid") == 0)
+    return Mode::Simgrid;
+  if (strcmp(v, "report") == 0)
+    return Mode::Report;
+  fprintf(stderr, "orrery: environment variable ORRERY_SMPI_DETACHED: got '%s', expected 'simgrid' or 'report'\n", v);
+  _exit(2);
+}
+
+struct Detached {
+  Mode mode = mode_from_environment();
+  const ActorImpl* maestro = nullptr;
+  long offset = -2;  // -2: not looked for yet; -1: not found (SimGrid keeps its list)
+  std::unordered_map<const void*, Node*> held;  // comm -> its node, taken from the maestro's list
+  uint64_t taken = 0;
+  size_t most_held = 0;
+
+  Header* list_of(const ActorImpl* actor) const {
+    return reinterpret_cast<Header*>(reinterpret_cast<char*>(const_cast<ActorImpl*>(actor)) + offset);
+  }
+
+  void take(const void* comm) {
+    if (offset == -2) {  // the first detach: find the list (or keep SimGrid's for good)
+      long found = -1;
+      if (mode == Mode::Simgrid || !find_maestro_list(comm, &maestro, &found))
+        found = -1;
+      offset = found;
+    }
+    if (offset < 0)
+      return;
+    Header* list = list_of(maestro);
+    Node* last = list->prev;
+    if ((void*)last == (void*)list || last->value != comm || held.count(comm))
+      return;  // not the list's last as found: left to SimGrid
+    last->prev->next = reinterpret_cast<Node*>(list);
+    list->prev = last->prev;
+    list->size--;
+    held.emplace(comm, last);
+    taken++;
+    most_held = std::max(most_held, held.size());
+  }
+
+  void report() const {
+    if (mode == Mode::Report)
+      fprintf(stderr, "orrery: detached comms: %llu taken from SimGrid's list, at most %zu at once, %zu left in flight\n",
+              (unsigned long long)taken, most_held, held.size());
+  }
+
+  void drop(const void* comm) {
+    auto it = held.find(comm);
+    if (it == held.end())
+      return;
+    Node* node = it->second;
+    held.erase(it);
+    ActivityImpl* activity = node->value;
+    ::operator delete(node);  // the node std::list allocated; its intrusive_ptr is released here
+    activity_release(activity);
+  }
+};
+
+Detached& detached() {
+  static Detached* d = new Detached;  // never destroyed: comms may end during the exit
+  return *d;
+}
+
+// The environment is read as the library loads: a wrong value stops smpimain before it starts.
+__attribute__((constructor)) void read_environment() { detached(); }
+__attribute__((destructor)) void report_at_exit() { detached().report(); }
+
+}  // namespace
+
+// CommImpl& simgrid::kernel::activity::CommImpl::detach()
+EXPORTED void* comm_detach(void* self) __asm__(COMM_DETACH);
+void* comm_detach(void* self) {
+  using Detach = void* (*)(void*);
+  static const Detach real = next_symbol<Detach>(COMM_DETACH);
+  void* comm = real(self);
+  detached().take(self);
+  return comm;
+}
+
+// void simgrid::kernel::activity::CommImpl::finish() (virtual: libsimgrid's vtable binds this one)
+EXPORTED void comm_finish(void* self) __asm__(COMM_FINISH);
+void comm_finish(void* self) {
+  using Finish = void (*)(void*);
+  static const Finish real = next_symbol<Finish>(COMM_FINISH);
+  real(self);
+  detached().drop(self);
+}

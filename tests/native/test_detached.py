@@ -1,0 +1,107 @@
+"""SMPI's detached comms (its eager messages, the shim's copies to and from the host) are kept by
+liborrery_smpi.so in a hash table, not in SimGrid 3.32's list of the maestro's, which
+CommImpl::finish scans whole at every end (interpose/mpi/smpi_detached.cpp): every one of them
+is taken while in flight and released at its end, and the simulation is SimGrid's own, bit for
+bit, with SimGrid keeping them (ORRERY_SMPI_DETACHED=simgrid).
+
+The counts come from the programs by hand: mpi_only's "eager N" mode sends N messages of 64 B
+(below every eager threshold) and one of 4 MiB (above), all N in flight at once while the
+receiver waits for the large one; timing's "h2d" makes one host-to-device copy, "copy-kinds" an
+H2D, a D2H and a D2D copy, of which the D2D is work of the GPU (no comm)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import ORRERY, REPO
+
+pytestmark = pytest.mark.native
+
+REPORT = re.compile(
+    r"^orrery: detached comms: (\d+) taken from SimGrid's list, at most (\d+) at once, (\d+) left in flight$", re.M
+)
+
+
+def run(program: Path, *args: str, out: Path, detached: str | None, options: tuple[str, ...] = ()):
+    env = {k: v for k, v in os.environ.items() if k != "ORRERY_SMPI_DETACHED"}
+    if detached is not None:
+        env["ORRERY_SMPI_DETACHED"] = detached
+    return subprocess.run(
+        [ORRERY, "run", "--out", str(out), *options, "--", str(program), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+
+
+def counts(program: Path, *args: str, out: Path, options: tuple[str, ...] = ()) -> tuple[int, int, int]:
+    """(taken, most at once, left in flight) from a run with ORRERY_SMPI_DETACHED=report."""
+    proc = run(program, *args, out=out, detached="report", options=options)
+    assert proc.returncode == 0, proc.stderr
+    found = REPORT.findall(proc.stderr)
+    assert len(found) == 1, proc.stderr
+    taken, most, left = (int(x) for x in found[0])
+    return taken, most, left
+
+
+def test_every_eager_message_is_held_beside_simgrid_while_in_flight(mpi_only, tmp_path):
+    opts = ("--gpus-per-node", "2")
+    base = counts(mpi_only, "eager", "0", out=tmp_path / "a", options=opts)
+    burst = counts(mpi_only, "eager", "40", out=tmp_path / "b", options=opts)
+    assert burst[0] - base[0] == 40  # the 40 eager messages; the 4 MiB one is not detached
+    assert burst[1] == 40  # all in flight at once: SimGrid's list would have held 40
+    assert base[2] == burst[2] == 0  # each released at its end
+
+
+def test_the_shim_s_copies_detached_in_their_own_actor_are_held_too(programs, tmp_path):
+    opts = ("--gpus-per-node", "1")
+    assert counts(programs["timing"], "h2d", out=tmp_path / "a", options=opts) == (1, 1, 0)
+    assert counts(programs["timing"], "copy-kinds", out=tmp_path / "b", options=opts) == (2, 1, 0)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("mpi_only", ("eager", "40"), ("--gpus-per-node", "2")),
+        ("mpi_only", ("bytes",), ("--gpus-per-node", "2")),
+        (
+            "jacobi",
+            ("-nx", "256", "-ny", "2048", "-niter", "3"),
+            (
+                "--nodes",
+                "2",
+                "--gpus-per-node",
+                "4",
+                "--costs",
+                str(REPO / "examples/jacobi/costs.toml"),
+            ),
+        ),
+    ],
+    ids=["eager", "bytes", "jacobi"],
+)
+def test_the_run_is_the_one_simgrid_s_own_bookkeeping_gives_bit_for_bit(case, mpi_only, jacobi, tmp_path):
+    name, args, opts = case
+    program = {"mpi_only": mpi_only, "jacobi": jacobi}[name]
+    ours = run(program, *args, out=tmp_path / "ours", detached="report", options=opts)
+    theirs = run(program, *args, out=tmp_path / "simgrid", detached="simgrid", options=opts)
+    assert ours.returncode == theirs.returncode == 0, ours.stderr + theirs.stderr
+    taken = int(REPORT.findall(ours.stderr)[0][0])
+    assert taken > 0 and not REPORT.search(theirs.stderr)
+    # the program's output and Orrery's summary, which names its folder
+    assert ours.stdout.replace(str(tmp_path / "ours"), "OUT") == theirs.stdout.replace(str(tmp_path / "simgrid"), "OUT")
+    for f in ("results.json", "report.tsv"):
+        assert (tmp_path / "ours" / f).read_bytes() == (tmp_path / "simgrid" / f).read_bytes(), f
+
+
+def test_a_wrong_orrery_smpi_detached_stops_the_run_in_one_line(mpi_only, tmp_path):
+    out = tmp_path / "out"
+    proc = run(mpi_only, "eager", "1", out=out, detached="list")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "orrery: error: environment variable ORRERY_SMPI_DETACHED: got 'list', expected 'simgrid' or 'report', or unset"
+    ]
+    assert not out.exists()
