@@ -9,7 +9,8 @@ baseline measured in the same invocation on the same generated platform:
    ``MPI_Allreduce`` from host buffers, no CUDA) under bare ``smpirun`` on the same platform:
    wall time, peak RSS, peak memory maps of ``smpimain``, simulated time, simulated events;
 2. real time (``--realtime-gpus``, ``--realtime-iterations``): simulated seconds per wall second;
-3. growth: the exponent of wall time against ranks x iterations over the rows (log-log fit);
+3. growth: the exponent of wall time against ranks x iterations over the rows (log-log fit),
+   and against the events simulated (messages for the bare run);
 4. events per wall second at ``--events-gpus``: kernels and copies from Orrery's results.json,
    MPI messages counted in the bare run of the same pattern (bench/probe.cpp);
 5. fixed costs at ``--fixed-gpus``: platform generation, SimGrid start-up (bench/mpi_init_only.c
@@ -189,14 +190,18 @@ class Bench:
         Orrery's liborrery_smpi.so, so that both runs send the same messages: without its k-nomial
         broadcast, SimGrid's first broadcast on a communicator runs a ring allgather over all the
         ranks (Comm::init_smp, P^2 messages: 130 000 more at 256 ranks), which Orrery's run never
-        pays; its message pins cost the baseline what they cost Orrery (bench/README.md)."""
+        pays; its message pins cost the baseline what they cost Orrery (bench/README.md). It also
+        runs with the allocator orrery run gives SMPI's launcher (launch.allocator: mimalloc), so
+        that the ratio is not the allocator's."""
         from orrery._paths import lib_dir
-        from orrery.run.launch import SMPI_CONFIG, platform_args
+        from orrery.run.launch import SMPI_CONFIG, allocator, platform_args
 
         plat, env = platform_args(out)  # as orrery run gave SimGrid the platform of that folder
         probe_file = self.work / "probe.json"
         probe_file.unlink(missing_ok=True)
-        preload = f"{lib_dir() / 'liborrery_smpi.so'}:{self.probe}"
+        preload = ":".join(
+            p for p in (str(lib_dir() / "liborrery_smpi.so"), str(self.probe), allocator(os.environ)) if p
+        )
         cmd = [
             "smpirun",
             "-np",
@@ -502,6 +507,16 @@ def main() -> None:
             f"{met(orr_exp <= GROWTH_TARGET)}; bare SMPI {bare_exp:.2f}"
             + ("" if max(r.gpus for r in rows) >= BIG_GPUS else f" (the target's range reaches {BIG_GPUS} GPUs)")
         )
+        # The pattern's work is not proportional to ranks x iterations: the norm's allreduce
+        # (recursive doubling at these sizes) sends P log2 P messages a call. Against the events
+        # simulated, a slope of 1 is a constant cost per event.
+        orr_ev = growth([(r.events, r.orrery.wall_s) for r in rows])
+        bare_ev = growth([(r.messages, r.bare.wall_s) for r in rows])
+        if orr_ev is not None and bare_ev is not None:
+            print(
+                f"- wall time against events simulated, {sizes}: exponent {orr_ev:.2f}; "
+                f"bare SMPI against its messages {bare_ev:.2f}"
+            )
     ev = next((r for r in rows if r.gpus == a.events_gpus), None)
     if ev is not None:
         rate = ev.events / ev.orrery.wall_s

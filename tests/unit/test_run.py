@@ -17,12 +17,27 @@ def test_the_pinning_library_is_preloaded_into_smpi_s_launcher_only(monkeypatch,
     the user's; an install path with a space, which smpirun would split, stops the run with its
     reason before anything is written."""
     ours = "/opt/orrery/lib/liborrery_smpi.so:/opt/orrery/lib/libcudart.so.13:/opt/orrery/lib/libnccl.so.2"
+    glibc = {"ORRERY_MALLOC": "system"}
     monkeypatch.setenv("LD_PRELOAD", "/opt/a.so /opt/b.so")
+    monkeypatch.setenv("ORRERY_MALLOC", "system")
     assert running._preload(Path("/opt/orrery/lib")) == f"env LD_PRELOAD={ours}:/opt/a.so:/opt/b.so"
-    monkeypatch.delenv("LD_PRELOAD")
-    assert running._preload(Path("/opt/orrery/lib")) == f"env LD_PRELOAD={ours}"
+    assert running._preload(Path("/opt/orrery/lib"), glibc) == f"env LD_PRELOAD={ours}"
     with pytest.raises(SimulationError, match=r"installed under a path with a space \(/opt/my orrery/lib\)"):
-        running._preload(Path("/opt/my orrery/lib"))
+        running._preload(Path("/opt/my orrery/lib"), glibc)
+
+
+def test_smpi_s_launcher_runs_with_mimalloc_where_installed_after_the_user_s_preloads(monkeypatch):
+    """The allocator comes last, so that one the user preloads wins; where the loader does not
+    find mimalloc, or ORRERY_MALLOC=system, the launcher keeps glibc's."""
+    ours = "/opt/orrery/lib/liborrery_smpi.so:/opt/orrery/lib/libcudart.so.13:/opt/orrery/lib/libnccl.so.2"
+    found = {"mimalloc": "libmimalloc.so.2"}
+    monkeypatch.setattr(running.ctypes.util, "find_library", lambda name: found.get(name))
+    lib = Path("/opt/orrery/lib")
+    assert running._preload(lib, {}) == f"env LD_PRELOAD={ours}:libmimalloc.so.2"
+    assert running._preload(lib, {"LD_PRELOAD": "/opt/je.so"}) == f"env LD_PRELOAD={ours}:/opt/je.so:libmimalloc.so.2"
+    assert running._preload(lib, {"ORRERY_MALLOC": "system"}) == f"env LD_PRELOAD={ours}"
+    found.clear()
+    assert running._preload(lib, {}) == f"env LD_PRELOAD={ours}"
 
 
 def test_a_run_that_may_need_more_memory_maps_than_the_kernel_allows_says_what_to_raise(tmp_path):

@@ -4,7 +4,11 @@
  *          message that never comes;
  *   eager N: rank 0 sends N eager messages (64 B, tags 0..N-1), then one of 4 MiB (tag N, above
  *          any eager threshold); rank 1 receives the large one first, so that all N are in
- *          flight at once, unmatched, then the N in order. */
+ *          flight at once, unmatched, then the N in order;
+ *   allocator: each rank prints whose heap its malloc and glibc's strdup allocate from:
+ *          "malloc from mimalloc, strdup from mimalloc" where orrery run preloaded mimalloc. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <mpi.h>
 
 #include <stdio.h>
@@ -63,6 +67,14 @@ int main(int argc, char** argv) {
       for (int i = 0; i < n; i++)
         MPI_Recv(v, 8, MPI_DOUBLE, 0, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     }
+  } else if (!strcmp(mode, "allocator")) {
+    _Bool (*in_mimalloc)(const void*) = (_Bool (*)(const void*))dlsym(RTLD_DEFAULT, "mi_is_in_heap_region");
+    void* p = malloc(16);
+    char* s = strdup(mode);  /* glibc's own allocations too */
+    printf("malloc from %s, strdup from %s\n", in_mimalloc && in_mimalloc(p) ? "mimalloc" : "glibc",
+           in_mimalloc && in_mimalloc(s) ? "mimalloc" : "glibc");
+    free(s);
+    free(p);
   } else {
     fprintf(stderr, "unknown mode '%s'\n", mode);
     return 2;

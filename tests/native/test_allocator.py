@@ -1,0 +1,55 @@
+"""SMPI's launcher runs with mimalloc where it is installed (orrery/run/launch.py, ALLOCATOR;
+scripts/setup.sh installs Debian's libmimalloc2.0): every allocation of the process comes from
+it, the program's and glibc's own (SMPI loads the program's copies with RTLD_DEEPBIND, under
+which a half-interposed allocator would free one heap's memory into the other), and the run is
+the one glibc's allocator gives, bit for bit. ORRERY_MALLOC=system keeps glibc's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import ORRERY, REPO
+
+pytestmark = pytest.mark.native
+
+
+def run(program: Path, *args: str, out: Path, malloc: str | None, options: tuple[str, ...] = ()):
+    env = {k: v for k, v in os.environ.items() if k not in ("ORRERY_MALLOC", "LD_PRELOAD")}
+    if malloc is not None:
+        env["ORRERY_MALLOC"] = malloc
+    return subprocess.run(
+        [ORRERY, "run", "--out", str(out), *options, "--", str(program), *args], capture_output=True, text=True, env=env
+    )
+
+
+def test_every_allocation_of_a_run_comes_from_mimalloc_unless_told_otherwise(mpi_only, tmp_path):
+    ours = run(mpi_only, "allocator", out=tmp_path / "a", malloc=None, options=("--gpus-per-node", "2"))
+    glibc = run(mpi_only, "allocator", out=tmp_path / "b", malloc="system", options=("--gpus-per-node", "2"))
+    assert ours.returncode == glibc.returncode == 0, ours.stderr + glibc.stderr
+    lines = lambda p: [line for line in p.stdout.splitlines() if line.startswith("malloc from")]  # noqa: E731
+    assert lines(ours) == ["malloc from mimalloc, strdup from mimalloc"] * 2  # both ranks
+    assert lines(glibc) == ["malloc from glibc, strdup from glibc"] * 2
+
+
+def test_a_run_with_mimalloc_is_the_one_glibc_s_allocator_gives_bit_for_bit(jacobi, tmp_path):
+    opts = ("--nodes", "2", "--gpus-per-node", "4", "--costs", str(REPO / "examples/jacobi/costs.toml"))
+    args = ("-nx", "256", "-ny", "2048", "-niter", "3")
+    ours = run(jacobi, *args, out=tmp_path / "ours", malloc=None, options=opts)
+    glibc = run(jacobi, *args, out=tmp_path / "glibc", malloc="system", options=opts)
+    assert ours.returncode == glibc.returncode == 0, ours.stderr + glibc.stderr
+    assert ours.stdout.replace(str(tmp_path / "ours"), "OUT") == glibc.stdout.replace(str(tmp_path / "glibc"), "OUT")
+    for f in ("results.json", "report.tsv"):
+        assert (tmp_path / "ours" / f).read_bytes() == (tmp_path / "glibc" / f).read_bytes(), f
+
+
+def test_a_wrong_orrery_malloc_stops_the_run_in_one_line(mpi_only, tmp_path):
+    out = tmp_path / "out"
+    proc = run(mpi_only, "allocator", out=out, malloc="jemalloc")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "orrery: error: environment variable ORRERY_MALLOC: got 'jemalloc', expected 'system', or unset"
+    ]
+    assert not out.exists()
