@@ -191,10 +191,11 @@ class Bench:
         broadcast, SimGrid's first broadcast on a communicator runs a ring allgather over all the
         ranks (Comm::init_smp, P^2 messages: 130 000 more at 256 ranks), which Orrery's run never
         pays; its message pins cost the baseline what they cost Orrery (bench/README.md). It also
-        runs with the allocator orrery run gives SMPI's launcher (launch.allocator: mimalloc), so
-        that the ratio is not the allocator's."""
+        runs with the allocator orrery run gives SMPI's launcher (launch.allocator: mimalloc) and
+        makes SMPI's copies of the program where orrery run does (launch.program_copies: a folder
+        on /dev/shm), so that the ratio is neither's."""
         from orrery._paths import lib_dir
-        from orrery.run.launch import SMPI_CONFIG, allocator, platform_args
+        from orrery.run.launch import SMPI_CONFIG, allocator, platform_args, program_copies, smpirun_copies_to
 
         plat, env = platform_args(out)  # as orrery run gave SimGrid the platform of that folder
         probe_file = self.work / "probe.json"
@@ -209,8 +210,6 @@ class Bench:
             *plat,
             "-hostfile",
             str(out / "hostfile"),
-            "-wrapper",
-            f"env LD_PRELOAD={preload}",
             *[f"--cfg={c}" for c in SMPI_CONFIG],
             f"--cfg=smpi/coll-selector:{self.collective_selector}",  # the same collective algorithms
             f"--cfg=smpi/send-is-detached-thresh:{self.eager_threshold}",  # the same eager sends
@@ -219,7 +218,11 @@ class Bench:
             str(program),
             *args,
         ]
-        m = timed(cmd, {**env, "BENCH_PROBE": str(probe_file)})
+        with program_copies(ranks, program, os.environ) as copies:
+            run_env, wrapper = smpirun_copies_to(
+                copies, {**env, "BENCH_PROBE": str(probe_file)}, f"env LD_PRELOAD={preload}"
+            )
+            m = timed([cmd[0], "-wrapper", wrapper, *cmd[1:]], run_env)
         probe = json.loads(probe_file.read_text())
         m.maps = max(m.maps, probe["maps"])  # counted at the simulation's end: every rank's maps exist
         return m, probe

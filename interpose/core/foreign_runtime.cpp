@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xbt/config.hpp>
 
 #include <cstring>
 #include <string>
@@ -91,14 +92,18 @@ Runtime read_runtime(const char* path) {
   return rt;
 }
 
-// SMPI runs a private copy of the program per rank, /tmp/NAME_PID_RANK.so, deleted once loaded.
+// SMPI runs a private copy of the program per rank, NAME_PID_RANK.so in its smpi/tmpdir (the
+// folder orrery run gives smpirun, /tmp by default), deleted once loaded.
 bool is_smpi_copy(const std::string& object) {
+  static const std::string folder = simgrid::config::get_value<std::string>("smpi/tmpdir");
   size_t slash = object.rfind('/');
+  if (slash == std::string::npos || object.compare(0, slash, folder) != 0 || slash != folder.size())
+    return false;
   std::string base = object.substr(slash + 1);
   size_t rank = base.rfind('_');
   size_t pid = rank == std::string::npos || rank == 0 ? std::string::npos : base.rfind('_', rank - 1);
-  return object.compare(0, 5, "/tmp/") == 0 && slash == 4 && pid != std::string::npos && base.size() > 3 &&
-         base.compare(base.size() - 3, 3, ".so") == 0 && base.find_first_not_of("0123456789", pid + 1) == rank &&
+  return pid != std::string::npos && base.size() > 3 && base.compare(base.size() - 3, 3, ".so") == 0 &&
+         base.find_first_not_of("0123456789", pid + 1) == rank &&
          base.find_first_not_of("0123456789", rank + 1) == base.size() - 3;
 }
 

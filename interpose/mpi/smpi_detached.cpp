@@ -31,9 +31,10 @@
  * ORRERY_SMPI_DETACHED=simgrid leaves every comm to SimGrid's list; =report keeps them here and
  * writes at the exit one line on standard error: how many comms were taken, the most held at
  * once (the length SimGrid's list would have had) and how many were left in flight. */
+#include "mpi/smpi_next.hpp"
+
 #include <simgrid/s4u.hpp>
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <cstddef>
@@ -80,16 +81,6 @@ struct Header {
   Node* prev;
   size_t size;
 };
-
-template <typename F>
-F next_symbol(const char* symbol) {
-  void* f = dlsym(RTLD_NEXT, symbol);
-  if (!f) {
-    fprintf(stderr, "orrery: libsimgrid has no %s: Orrery needs SimGrid 3.32\n", symbol);
-    abort();
-  }
-  return (F)f;
-}
 
 bool read_memory(int fd, const void* at, void* into, size_t bytes) {
   return pread(fd, into, bytes, (off_t)(uintptr_t)at) == (ssize_t)bytes;
@@ -219,7 +210,7 @@ __attribute__((destructor)) void report_at_exit() { detached().report(); }
 EXPORTED void* comm_detach(void* self) __asm__(COMM_DETACH);
 void* comm_detach(void* self) {
   using Detach = void* (*)(void*);
-  static const Detach real = next_symbol<Detach>(COMM_DETACH);
+  static const Detach real = orrery_smpi::next<Detach>(COMM_DETACH);
   void* comm = real(self);
   detached().take(self);
   return comm;
@@ -229,7 +220,7 @@ void* comm_detach(void* self) {
 EXPORTED void comm_finish(void* self) __asm__(COMM_FINISH);
 void comm_finish(void* self) {
   using Finish = void (*)(void*);
-  static const Finish real = next_symbol<Finish>(COMM_FINISH);
+  static const Finish real = orrery_smpi::next<Finish>(COMM_FINISH);
   real(self);
   detached().drop(self);
 }

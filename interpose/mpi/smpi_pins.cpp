@@ -31,6 +31,8 @@
  * the Itanium C++ ABI; linking against their symbols checks at build time
  * that libsimgrid has them. The flags and mailbox names are SimGrid 3.32's;
  * tests/native/test_paths.py fails when a pin is missed. */
+#include "mpi/smpi_next.hpp"
+
 #include <simgrid/s4u.hpp>
 #include <smpi/smpi.h>
 
@@ -66,15 +68,7 @@ struct Posted {
 };
 std::unordered_map<const void*, Posted> g_requests;  // made, not yet started (or persistent)
 
-template <typename F>
-F next(const char* symbol) {
-  void* f = dlsym(RTLD_NEXT, symbol);
-  if (!f) {
-    fprintf(stderr, "orrery: libsimgrid has no %s: Orrery needs SimGrid 3.32\n", symbol);
-    abort();
-  }
-  return (F)f;
-}
+using orrery_smpi::next;
 
 sg4::Mailbox* mailbox_of(long pid) {
   static std::unordered_map<long, sg4::Mailbox*> boxes;

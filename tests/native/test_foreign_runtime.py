@@ -86,9 +86,16 @@ def test_the_same_library_on_the_shared_runtime_is_simulated(prebuilt, run_progr
     ] * 2
 
 
-def test_a_program_linked_with_the_static_runtime_archive_is_named(tmp_path, run_program):
+@pytest.mark.parametrize("tmpdir", [None, "scratch"], ids=["default", "user-tmpdir"])
+def test_a_program_linked_with_the_static_runtime_archive_is_named(tmp_path, run_program, monkeypatch, tmpdir):
     """The archive given as a file on the link line (the wrapper drops only -lcudart_static):
-    the program's own copy, which SMPI runs renamed per rank, is named by the file built."""
+    the program's own copy, which SMPI runs renamed per rank from the folder of its copies (a
+    folder of the run's on /dev/shm, or the user's TMPDIR), is named by the file built."""
+    if tmpdir:
+        (tmp_path / tmpdir).mkdir()
+        monkeypatch.setenv("TMPDIR", str(tmp_path / tmpdir))
+    else:
+        monkeypatch.delenv("TMPDIR", raising=False)
     obj, app = tmp_path / "kernels.o", tmp_path / "app"
     _sh(BIN / "orrery-nvcc", "-c", SRC / "kernels.cu", "-o", obj)
     _sh(BIN / "orrery-mpicxx", SRC / "main.cpp", obj, _static_runtime(), "-o", app)

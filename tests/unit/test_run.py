@@ -1,5 +1,6 @@
 """How `orrery run` launches SMPI (orrery/run.py)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,36 @@ def test_without_the_platform_plugin_a_run_gives_simgrid_the_flat_platform(monke
     assert (tmp_path / "platform.xml").read_text() == platform.platform_xml(m, layout)
     assert links == platform.link_directions(m, layout)
     assert running.platform_args(tmp_path) == (["-platform", str(tmp_path / "platform.xml")], {})
+
+
+def test_smpi_s_copies_of_the_program_go_to_a_private_folder_on_the_tmpfs_that_has_room(tmp_path):
+    """A folder of the run's own under the tmpfs, gone after the run; none (smpirun's default)
+    where the user chose one (TMPDIR) or the tmpfs lacks room for SHM_HEADROOM times the copies."""
+    exe = tmp_path / "program"
+    exe.write_bytes(b"x" * 1000)
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    with running.program_copies(8, exe, {}, shm) as folder:
+        assert folder is not None and Path(folder).parent == shm and Path(folder).is_dir()
+    assert not Path(folder).exists()
+    with running.program_copies(8, exe, {"TMPDIR": "/scratch"}, shm) as folder:
+        assert folder is None
+    room = os.statvfs(shm)
+    too_many = room.f_bavail * room.f_frsize // (running.SHM_HEADROOM * 1000) + 1
+    with running.program_copies(too_many, exe, {}, shm) as folder:
+        assert folder is None
+    with running.program_copies(8, exe, {}, tmp_path / "absent") as folder:
+        assert folder is None
+    assert sorted(p.name for p in shm.iterdir()) == []
+
+
+def test_smpirun_gets_the_folder_through_tmpdir_and_the_program_the_user_s_environment():
+    """SimGrid 3.32's smpirun -tmpdir swallows the program's name: TMPDIR carries the folder to
+    smpirun, and the wrapper unsets it for SMPI's launcher."""
+    env, wrapper = running.smpirun_copies_to("/dev/shm/orrery-smpi-x", {"PATH": "/bin"}, "env LD_PRELOAD=/a.so")
+    assert env == {"PATH": "/bin", "TMPDIR": "/dev/shm/orrery-smpi-x"}
+    assert wrapper == "env -u TMPDIR LD_PRELOAD=/a.so"
+    assert running.smpirun_copies_to(None, {"PATH": "/bin"}, "env LD_PRELOAD=/a.so") == (
+        {"PATH": "/bin"},
+        "env LD_PRELOAD=/a.so",
+    )

@@ -6,7 +6,9 @@
  *          any eager threshold); rank 1 receives the large one first, so that all N are in
  *          flight at once, unmatched, then the N in order;
  *   allocator: each rank prints whose heap its malloc and glibc's strdup allocate from:
- *          "malloc from mimalloc, strdup from mimalloc" where orrery run preloaded mimalloc. */
+ *          "malloc from mimalloc, strdup from mimalloc" where orrery run preloaded mimalloc;
+ *   copies: each rank prints the folder of the file its code was loaded from (SMPI's copy of
+ *          the program for that rank) and its TMPDIR. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <mpi.h>
@@ -75,6 +77,17 @@ int main(int argc, char** argv) {
            in_mimalloc && in_mimalloc(s) ? "mimalloc" : "glibc");
     free(s);
     free(p);
+  } else if (!strcmp(mode, "copies")) {
+    Dl_info self;
+    char folder[4096] = "?";
+    if (dladdr((void*)&main, &self) && self.dli_fname) {
+      snprintf(folder, sizeof folder, "%s", self.dli_fname);
+      char* slash = strrchr(folder, '/');
+      if (slash)
+        *slash = 0;
+    }
+    const char* tmpdir = getenv("TMPDIR");
+    printf("copy in %s, TMPDIR %s\n", folder, tmpdir ? tmpdir : "unset");
   } else {
     fprintf(stderr, "unknown mode '%s'\n", mode);
     return 2;

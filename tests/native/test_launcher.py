@@ -1,8 +1,12 @@
-"""SMPI's launcher runs with mimalloc where it is installed (orrery/run/launch.py, ALLOCATOR;
-scripts/setup.sh installs Debian's libmimalloc2.0): every allocation of the process comes from
-it, the program's and glibc's own (SMPI loads the program's copies with RTLD_DEEPBIND, under
-which a half-interposed allocator would free one heap's memory into the other), and the run is
-the one glibc's allocator gives, bit for bit. ORRERY_MALLOC=system keeps glibc's."""
+"""What SMPI's launcher runs with (orrery/run/launch.py), none of which changes a result:
+
+- mimalloc, where it is installed (ALLOCATOR; scripts/setup.sh installs Debian's libmimalloc2.0):
+  every allocation of the process comes from it, the program's and glibc's own (SMPI loads the
+  program's copies with RTLD_DEEPBIND, under which a half-interposed allocator would free one
+  heap's memory into the other), and the run is the one glibc's allocator gives, bit for bit.
+  ORRERY_MALLOC=system keeps glibc's;
+- SMPI's copies of the program, one per rank, in a folder of the run's own on /dev/shm, removed
+  after it, unless the user's TMPDIR says where; the program sees the user's TMPDIR."""
 
 from __future__ import annotations
 
@@ -16,10 +20,11 @@ from conftest import ORRERY, REPO
 pytestmark = pytest.mark.native
 
 
-def run(program: Path, *args: str, out: Path, malloc: str | None, options: tuple[str, ...] = ()):
-    env = {k: v for k, v in os.environ.items() if k not in ("ORRERY_MALLOC", "LD_PRELOAD")}
+def run(program: Path, *args: str, out: Path, malloc: str | None, options: tuple[str, ...] = (), **env_vars: str):
+    env = {k: v for k, v in os.environ.items() if k not in ("ORRERY_MALLOC", "LD_PRELOAD", "TMPDIR")}
     if malloc is not None:
         env["ORRERY_MALLOC"] = malloc
+    env.update(env_vars)
     return subprocess.run(
         [ORRERY, "run", "--out", str(out), *options, "--", str(program), *args], capture_output=True, text=True, env=env
     )
@@ -53,3 +58,22 @@ def test_a_wrong_orrery_malloc_stops_the_run_in_one_line(mpi_only, tmp_path):
         "orrery: error: environment variable ORRERY_MALLOC: got 'jemalloc', expected 'system', or unset"
     ]
     assert not out.exists()
+
+
+def test_smpi_s_copies_of_the_program_are_made_in_a_folder_of_the_run_s_own_on_dev_shm(mpi_only, tmp_path):
+    proc = run(mpi_only, "copies", out=tmp_path / "a", malloc=None, options=("--gpus-per-node", "2"))
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("copy in ")]
+    assert len(lines) == 2 and lines[0] == lines[1], proc.stdout
+    folder = lines[0].removeprefix("copy in ").removesuffix(", TMPDIR unset")
+    assert Path(folder).parent == Path("/dev/shm") and Path(folder).name.startswith("orrery-smpi-"), lines
+    assert not Path(folder).exists()  # removed with the run
+
+
+def test_a_tmpdir_of_the_user_s_is_where_smpi_copies_the_program_and_what_it_sees(mpi_only, tmp_path):
+    mine = tmp_path / "scratch"
+    mine.mkdir()
+    proc = run(mpi_only, "copies", out=tmp_path / "a", malloc=None, options=("--gpus-per-node", "2"), TMPDIR=str(mine))
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("copy in ")]
+    assert lines == [f"copy in {mine}, TMPDIR {mine}"] * 2
