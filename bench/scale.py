@@ -510,9 +510,8 @@ def main() -> None:
             f"{met(orr_exp <= GROWTH_TARGET)}; bare SMPI {bare_exp:.2f}"
             + ("" if max(r.gpus for r in rows) >= BIG_GPUS else f" (the target's range reaches {BIG_GPUS} GPUs)")
         )
-        # The pattern's work is not proportional to ranks x iterations: the norm's allreduce
-        # (recursive doubling at these sizes) sends P log2 P messages a call. Against the events
-        # simulated, a slope of 1 is a constant cost per event.
+        # Against the events simulated (whose count per rank and iteration the collectives'
+        # algorithms may change with the ranks), a slope of 1 is a constant cost per event.
         orr_ev = growth([(r.events, r.orrery.wall_s) for r in rows])
         bare_ev = growth([(r.messages, r.bare.wall_s) for r in rows])
         if orr_ev is not None and bare_ev is not None:

@@ -50,11 +50,27 @@ class Run:
         return vals
 
 
-def orrery(*args: str, cwd: Path | None = None, check: bool = False) -> subprocess.CompletedProcess:
-    proc = subprocess.run([ORRERY, *args], capture_output=True, text=True, cwd=cwd)
+def orrery(
+    *args: str, cwd: Path | None = None, check: bool = False, env: Mapping[str, str | None] | None = None
+) -> subprocess.CompletedProcess:
+    """The orrery CLI; `env` changes this process's environment for it (None: a variable unset)."""
+    environment = None
+    if env is not None:
+        environment = {k: v for k, v in os.environ.items() if k not in env}
+        environment.update({k: v for k, v in env.items() if v is not None})
+    proc = subprocess.run([ORRERY, *args], capture_output=True, text=True, cwd=cwd, env=environment)
     if check and proc.returncode:
         raise AssertionError(f"orrery {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def assert_same_run(a: subprocess.CompletedProcess, out_a: Path, b: subprocess.CompletedProcess, out_b: Path) -> None:
+    """Two `orrery run`s that succeeded with the same output, results.json and report byte for
+    byte (Orrery's summary names each run's folder)."""
+    assert a.returncode == b.returncode == 0, a.stderr + b.stderr
+    assert a.stdout.replace(str(out_a), "OUT") == b.stdout.replace(str(out_b), "OUT")
+    for f in ("results.json", "report.tsv"):
+        assert (out_a / f).read_bytes() == (out_b / f).read_bytes(), f
 
 
 def assert_same_calibration(produced, committed, path: str = "") -> None:

@@ -110,8 +110,7 @@ def program_file(program: str) -> Path | None:
 DETACHED_MODES = ("simgrid", "report")
 
 
-def _check(opts: RunOptions) -> Path:
-    env = {**os.environ, **opts.env}
+def _check(opts: RunOptions, env: Mapping[str, str]) -> Path:
     detached = env.get("ORRERY_SMPI_DETACHED", "")
     if detached not in ("", *DETACHED_MODES):
         raise InputError("environment variable ORRERY_SMPI_DETACHED", None, detached, "'simgrid' or 'report', or unset")
@@ -333,9 +332,10 @@ def map_count_warning(ranks: int, limit_file: Path = Path("/proc/sys/vm/max_map_
 
 
 def run(opts: RunOptions) -> RunOutcome:
-    exe = _check(opts)
+    env = {**os.environ, **opts.env}  # the program's environment beyond this process's
+    exe = _check(opts, env)
     lib = lib_dir()
-    wrapper = _preload(lib, {**os.environ, **opts.env})  # before anything is written
+    wrapper = _preload(lib, env)  # before anything is written
     out = opts.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     # orrery.cfg: the shim's configuration before run.json, which a run must not leave looking current
@@ -378,7 +378,6 @@ def run(opts: RunOptions) -> RunOutcome:
     ]
     cmd += [f"--log={c}" for c in SMPI_LOG]
     cmd += [str(exe), *opts.program[1:]]
-    env = {**os.environ, **opts.env}
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(lib), env.get("LD_LIBRARY_PATH")) if p)
     env.update(platform_env)
     env["ORRERY_RUN"] = str(out / "run.json")

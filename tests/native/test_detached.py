@@ -11,13 +11,11 @@ H2D, a D2H and a D2D copy, of which the D2D is work of the GPU (no comm)."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ORRERY, REPO
+from conftest import REPO, assert_same_run, orrery
 
 pytestmark = pytest.mark.native
 
@@ -27,15 +25,7 @@ REPORT = re.compile(
 
 
 def run(program: Path, *args: str, out: Path, detached: str | None, options: tuple[str, ...] = ()):
-    env = {k: v for k, v in os.environ.items() if k != "ORRERY_SMPI_DETACHED"}
-    if detached is not None:
-        env["ORRERY_SMPI_DETACHED"] = detached
-    return subprocess.run(
-        [ORRERY, "run", "--out", str(out), *options, "--", str(program), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    return orrery("run", "--out", str(out), *options, "--", str(program), *args, env={"ORRERY_SMPI_DETACHED": detached})
 
 
 def counts(program: Path, *args: str, out: Path, options: tuple[str, ...] = ()) -> tuple[int, int, int]:
@@ -88,13 +78,8 @@ def test_the_run_is_the_one_simgrid_s_own_bookkeeping_gives_bit_for_bit(case, mp
     program = {"mpi_only": mpi_only, "jacobi": jacobi}[name]
     ours = run(program, *args, out=tmp_path / "ours", detached="report", options=opts)
     theirs = run(program, *args, out=tmp_path / "simgrid", detached="simgrid", options=opts)
-    assert ours.returncode == theirs.returncode == 0, ours.stderr + theirs.stderr
-    taken = int(REPORT.findall(ours.stderr)[0][0])
-    assert taken > 0 and not REPORT.search(theirs.stderr)
-    # the program's output and Orrery's summary, which names its folder
-    assert ours.stdout.replace(str(tmp_path / "ours"), "OUT") == theirs.stdout.replace(str(tmp_path / "simgrid"), "OUT")
-    for f in ("results.json", "report.tsv"):
-        assert (tmp_path / "ours" / f).read_bytes() == (tmp_path / "simgrid" / f).read_bytes(), f
+    assert_same_run(ours, tmp_path / "ours", theirs, tmp_path / "simgrid")
+    assert int(REPORT.findall(ours.stderr)[0][0]) > 0 and not REPORT.search(theirs.stderr)
 
 
 def test_a_wrong_orrery_smpi_detached_stops_the_run_in_one_line(mpi_only, tmp_path):

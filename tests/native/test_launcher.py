@@ -10,24 +10,19 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ORRERY, REPO
+from conftest import REPO, assert_same_run, orrery
 
 pytestmark = pytest.mark.native
 
 
-def run(program: Path, *args: str, out: Path, malloc: str | None, options: tuple[str, ...] = (), **env_vars: str):
-    env = {k: v for k, v in os.environ.items() if k not in ("ORRERY_MALLOC", "LD_PRELOAD", "TMPDIR")}
-    if malloc is not None:
-        env["ORRERY_MALLOC"] = malloc
-    env.update(env_vars)
-    return subprocess.run(
-        [ORRERY, "run", "--out", str(out), *options, "--", str(program), *args], capture_output=True, text=True, env=env
-    )
+def run(
+    program: Path, *args: str, out: Path, malloc: str | None, options: tuple[str, ...] = (), tmpdir: str | None = None
+):
+    env = {"ORRERY_MALLOC": malloc, "LD_PRELOAD": None, "TMPDIR": tmpdir}
+    return orrery("run", "--out", str(out), *options, "--", str(program), *args, env=env)
 
 
 def test_every_allocation_of_a_run_comes_from_mimalloc_unless_told_otherwise(mpi_only, tmp_path):
@@ -44,10 +39,7 @@ def test_a_run_with_mimalloc_is_the_one_glibc_s_allocator_gives_bit_for_bit(jaco
     args = ("-nx", "256", "-ny", "2048", "-niter", "3")
     ours = run(jacobi, *args, out=tmp_path / "ours", malloc=None, options=opts)
     glibc = run(jacobi, *args, out=tmp_path / "glibc", malloc="system", options=opts)
-    assert ours.returncode == glibc.returncode == 0, ours.stderr + glibc.stderr
-    assert ours.stdout.replace(str(tmp_path / "ours"), "OUT") == glibc.stdout.replace(str(tmp_path / "glibc"), "OUT")
-    for f in ("results.json", "report.tsv"):
-        assert (tmp_path / "ours" / f).read_bytes() == (tmp_path / "glibc" / f).read_bytes(), f
+    assert_same_run(ours, tmp_path / "ours", glibc, tmp_path / "glibc")
 
 
 def test_a_wrong_orrery_malloc_stops_the_run_in_one_line(mpi_only, tmp_path):
@@ -73,7 +65,7 @@ def test_smpi_s_copies_of_the_program_are_made_in_a_folder_of_the_run_s_own_on_d
 def test_a_tmpdir_of_the_user_s_is_where_smpi_copies_the_program_and_what_it_sees(mpi_only, tmp_path):
     mine = tmp_path / "scratch"
     mine.mkdir()
-    proc = run(mpi_only, "copies", out=tmp_path / "a", malloc=None, options=("--gpus-per-node", "2"), TMPDIR=str(mine))
+    proc = run(mpi_only, "copies", out=tmp_path / "a", malloc=None, options=("--gpus-per-node", "2"), tmpdir=str(mine))
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.startswith("copy in ")]
     assert lines == [f"copy in {mine}, TMPDIR {mine}"] * 2
