@@ -18,10 +18,15 @@ static std::set<Stream*>& live_streams() {
   return s;
 }
 
+/* The stream workers are daemons: SimGrid kills them when the last rank ends, by an exception
+ * thrown from whatever simcall they are in. They release the simulation mutex explicitly, never in
+ * unique_lock's destructor: killed in that unlock, they would throw out of a destructor, and the run
+ * would abort (a stream destroyed just before its rank ended did). */
 static void wait_seq(Stream* s, uint64_t seq) {
   std::unique_lock<sg4::Mutex> lock(*sim_mutex());
   while (s->completed < seq)
     s->done_cv->wait(lock);
+  lock.unlock();
 }
 
 static void stream_worker(Stream* s) {
@@ -30,10 +35,13 @@ static void stream_worker(Stream* s) {
     {
       std::unique_lock<sg4::Mutex> lock(*sim_mutex());
       while (s->queue.empty()) {
-        if (s->destroyed)
+        if (s->destroyed) {
+          lock.unlock();
           return;
+        }
         s->work_cv->wait(lock);
       }
+      lock.unlock();
     }
     Op& op = s->queue.front();  // deque: references survive push_back
     double ready = now();

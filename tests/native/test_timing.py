@@ -98,6 +98,14 @@ def test_event_elapsed_time_is_the_simulated_interval(run_program, programs, h10
     assert v["elapsed"] == pytest.approx(L + BUSY + S, rel=REL)
 
 
+def test_destroyed_streams_complete_their_work_and_the_rank_ends_cleanly(run_program, programs, h100, costs):
+    """cudaStreamDestroy returns at once and the stream's pending work still completes, as in CUDA;
+    the program then ends (a stream's worker ending beside its rank once aborted the run)."""
+    L, S = h100.overheads.launch, h100.overheads.sync
+    v = run_ok(run_program, programs, "destroy", options=costs).values()
+    assert v["elapsed"] == pytest.approx(L + BUSY + S, rel=REL)
+
+
 def test_legacy_default_stream_waits_for_blocking_streams(run_program, programs, h100, costs):
     L, S = h100.overheads.launch, h100.overheads.sync
     v = run_ok(run_program, programs, "legacy", options=costs).values()

@@ -146,6 +146,12 @@ int main(int argc, char** argv) {
     brief<<<1, 1>>>(d);  // stream 0
     CHECK(cudaStreamSynchronize(0));
     printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "destroy")) {  // streams destroyed with work pending, then the rank ends
+    busy<<<1, 1, 0, s1>>>(d);
+    CHECK(cudaStreamDestroy(s1));  // its work still completes
+    CHECK(cudaStreamDestroy(s2));  // idle: its worker ends as the rank does
+    CHECK(cudaDeviceSynchronize());
+    printf("elapsed %.17g\n", MPI_Wtime() - t0);
   } else if (!strcmp(mode, "legacy-nonblocking")) {  // ... but not for a non-blocking stream
     cudaStream_t nb;
     CHECK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
