@@ -129,11 +129,17 @@ struct Dependency {   // operation number `seq` of `stream` must be complete
   uint64_t seq;
 };
 
+struct Capture;
+
 struct Event {
   Stream* stream = nullptr;  // where it was last recorded (nullptr: never)
   uint64_t seq = 0;
   double time = -1;          // simulated time it completed
   unsigned flags = 0;
+  // Last recorded in a stream capture (capture.cpp): the capture and its nodes the record stands
+  // for (what a stream that waits for it depends on); `stream` is then nullptr.
+  Capture* capture = nullptr;
+  std::vector<uint32_t> nodes;
 };
 
 
@@ -157,6 +163,10 @@ struct Op {
   cudaHostFn_t fn = nullptr;
   void* fn_data = nullptr;
   std::function<void(Stream*)> run;  // a Collective's execution
+  // A Collective launched again from a graph (capture.cpp): numbers it afresh among its
+  // communicator's operations, as NCCL does at each launch of a captured collective.
+  std::function<void(Op&)> relaunch;
+  bool uncosted = false;      // a kernel given the default time: each launch counts in the report
 };
 
 struct Stream {
@@ -171,6 +181,11 @@ struct Stream {
   uint64_t enqueued = 0, completed = 0;
   sg4::ConditionVariablePtr work_cv, done_cv;
   sg4::ActorPtr worker;
+  // While the stream is captured into a graph (capture.cpp): the capture, which of its streams
+  // it is (a branch of the graph) and the nodes its next operation depends on.
+  Capture* capture = nullptr;
+  int branch = -1;
+  std::vector<uint32_t> capture_tail;
 };
 
 /* ---- per-rank accounting, written to the report at the end ---- */
@@ -306,8 +321,11 @@ Stream* resolve_stream(Rank& r, cudaStream_t s, const char* function);
 Stream* legacy_stream(Rank& r, int device);  // the legacy default stream of one of the rank's devices
 Stream* create_stream(Rank& r, unsigned flags, int priority);
 
-/* Enqueue op on stream, adding the implicit legacy-stream ordering. */
-void enqueue(Stream* s, Op op);
+/* Enqueue op on stream, adding the implicit legacy-stream ordering; on a stream being captured,
+ * the operation becomes a node of the capture's graph instead (capture.cpp). An error is what
+ * CUDA returns for the call that enqueued it (an operation that would cross a capture's
+ * boundary), and nothing is enqueued. */
+cudaError_t enqueue(Stream* s, Op op);
 // Legacy default stream semantics: `op` waits for the pending work of every blocking stream of
 // `legacy`'s device (enqueue applies it to the legacy stream's own operations).
 void wait_like_legacy(Op& op, Stream* legacy);

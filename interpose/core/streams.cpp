@@ -1,6 +1,7 @@
 /* Streams: each a daemon actor on its GPU's host that takes its operations in order, waits for
  * what they depend on (events, the legacy default stream's implicit ordering) and executes them
  * (execution.cpp); and the host's waits for them. */
+#include "core/capture.hpp"
 #include "core/execution.hpp"
 #include "core/ranks.hpp"
 #include "core/trace.hpp"
@@ -101,9 +102,13 @@ void wait_like_legacy(Op& op, Stream* legacy) {
       op.deps.push_back({o, o->enqueued});
 }
 
-void enqueue(Stream* s, Op op) {
+cudaError_t enqueue(Stream* s, Op op) {
   Rank& r = *s->rank;
+  if (s->capture)
+    return capture_node(s, std::move(op));
   if (s->legacy) {
+    if (cudaError_t e = capture_implicit(s))
+      return e;
     wait_like_legacy(op, s);
   } else if (!(s->flags & cudaStreamNonBlocking)) {
     Stream* l = r.legacy.at(s->device);
@@ -113,6 +118,7 @@ void enqueue(Stream* s, Op op) {
   s->queue.push_back(std::move(op));
   s->enqueued++;
   s->work_cv->notify_all();
+  return cudaSuccess;
 }
 
 /* ---------------- host-side waits and overheads ---------------- */

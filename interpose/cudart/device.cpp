@@ -1,5 +1,6 @@
 /* Device management, answered from the machine description carried by the
  * platform's GPU hosts. A rank sees the GPUs of its node, as on a cluster. */
+#include "core/capture.hpp"
 #include "core/runtime.hpp"
 #include "core/trace.hpp"
 #include "cudart/cuda_api.h"
@@ -103,6 +104,10 @@ ORR_EXPORT cudaError_t cudaDeviceGetAttribute(int* value, int attr, int device) 
 
 ORR_EXPORT cudaError_t cudaDeviceSynchronize(void) {
   Rank& r = rank_self("cudaDeviceSynchronize");
+  if (Capture* c = active_capture(r, r.device)) {  // it would wait for a captured stream
+    capture_invalidate(c);
+    return r.last_error = cudaErrorStreamCaptureUnsupported;
+  }
   trace::CudaCall call(r, "cudaDeviceSynchronize");
   wait_device(r, r.device);
   return cudaSuccess;

@@ -58,7 +58,8 @@ static std::vector<std::string> cost_keys(const std::string& full) {
   return keys;
 }
 
-static double kernel_seconds(Rank& r, const std::string& name, dim3 grid, dim3 block) {
+// A kernel's time from the cost file; `uncosted` when it has none and gets the default.
+static double kernel_seconds(const std::string& name, dim3 grid, dim3 block, bool& uncosted) {
   const RunDescription& c = run_description();
   for (const std::string& key : cost_keys(name)) {
     auto it = c.kernels.find(key);
@@ -69,7 +70,7 @@ static double kernel_seconds(Rank& r, const std::string& name, dim3 grid, dim3 b
   }
   if (c.strict)
     fatal("kernel '%s' has no cost in the cost file (--strict)", name.c_str());
-  r.stats.uncosted[name].count++;
+  uncosted = true;
   return c.default_kernel_s;
 }
 
@@ -89,8 +90,12 @@ static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 bloc
   op.name = it->second;
   op.grid = grid;
   op.block = block;
-  op.seconds = kernel_seconds(r, it->second, grid, block);
-  enqueue(s, std::move(op));
+  op.seconds = kernel_seconds(it->second, grid, block, op.uncosted);
+  // a captured kernel is launched (and counted) by each launch of its graph
+  if (op.uncosted && !s->capture)
+    r.stats.uncosted[op.name].count++;
+  if (cudaError_t e = enqueue(s, std::move(op)))
+    return r.last_error = e;
   return cudaSuccess;
 }
 

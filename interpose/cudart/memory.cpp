@@ -7,6 +7,7 @@
  * otherwise. A device-to-host copy
  * writes the fill pattern of the run into its destination when it completes in
  * simulated time, so that data-dependent loops see a deterministic value. */
+#include "core/capture.hpp"
 #include "core/runtime.hpp"
 #include "core/trace.hpp"
 #include "cudart/cuda_api.h"
@@ -277,6 +278,17 @@ static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* sr
       return r.last_error = e;
   }
   Stream* st = resolve_stream(r, stream, fn);
+  // CUDA's API synchronisation behaviour: copies from or to pageable host memory return
+  // only once the data has moved; a synchronous copy waits too, unless it goes from
+  // device memory to device memory (cudaMemcpy D2D, cudaMemcpyPeer), which performs
+  // no host-side synchronisation (measured on an H200: calibration/data/h200-harness).
+  bool pageable = (k == CopyKind::H2D && !pinned(src)) || (k == CopyKind::D2H && !pinned(dst)) || k == CopyKind::H2H;
+  bool device_to_device = k == CopyKind::D2D || k == CopyKind::Peer;
+  bool host_waits = (sync && !device_to_device) || pageable;
+  if (st->capture && (sync || host_waits)) {  // the host cannot wait for a copy that does not run
+    capture_invalidate(st->capture);
+    return r.last_error = cudaErrorStreamCaptureUnsupported;
+  }
   trace::CudaCall call(r, fn);
   call.about(copy_kind_name(k), (uint64_t)width * height);
   host_overhead(r, current_gpu(r).copy_overhead_s);
@@ -308,19 +320,15 @@ static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* sr
       op.deps.push_back({l, l->enqueued});
     wait_like_legacy(op, l);
   }
-  enqueue(st, std::move(op));
+  if (cudaError_t e = enqueue(st, std::move(op)))
+    return r.last_error = e;
   for (Stream* l : others) {
     Op after{Op::Wait};
     after.deps.push_back({st, st->enqueued});
-    enqueue(l, std::move(after));
+    if (cudaError_t e = enqueue(l, std::move(after)))
+      return r.last_error = e;
   }
-  // CUDA's API synchronisation behaviour: copies from or to pageable host memory return
-  // only once the data has moved; a synchronous copy waits too, unless it goes from
-  // device memory to device memory (cudaMemcpy D2D, cudaMemcpyPeer), which performs
-  // no host-side synchronisation (measured on an H200: calibration/data/h200-harness).
-  bool pageable = (k == CopyKind::H2D && !pinned(src)) || (k == CopyKind::D2H && !pinned(dst)) || k == CopyKind::H2H;
-  bool device_to_device = k == CopyKind::D2D || k == CopyKind::Peer;
-  if ((sync && !device_to_device) || pageable)
+  if (host_waits)
     wait_stream(r, st);
   return cudaSuccess;
 }
@@ -337,7 +345,8 @@ static cudaError_t memset_device(const char* fn, void* p, size_t bytes, cudaStre
   Op op{Op::Memset};
   op.bytes = bytes;
   op.seconds = (double)bytes / a->gpu->memset_bandwidth;
-  enqueue(st, std::move(op));
+  if (cudaError_t e = enqueue(st, std::move(op)))
+    return r.last_error = e;
   return cudaSuccess;
 }
 
@@ -350,6 +359,12 @@ ORR_EXPORT cudaError_t cudaMalloc(void** p, size_t size) {
   Gpu& g = current_gpu(r);
   if (!p)
     return r.last_error = cudaErrorInvalidValue;
+  if (unsafe_prohibited(r)) {  // CUDA's example of a potentially unsafe call during a capture
+    for (Stream* s : r.streams)
+      if (s->capture && s->capture->mode != kCaptureRelaxed)
+        capture_invalidate(s->capture);
+    return r.last_error = cudaErrorStreamCaptureUnsupported;
+  }
   if (size > g.prop.totalGlobalMem - g.memory_used) {  // not used + size: SIZE_MAX would wrap
     *p = nullptr;
     return r.last_error = cudaErrorMemoryAllocation;

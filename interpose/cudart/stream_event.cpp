@@ -1,4 +1,5 @@
 /* Streams and events: creation, ordering, synchronisation and timing. */
+#include "core/capture.hpp"
 #include "core/runtime.hpp"
 #include "core/trace.hpp"
 #include "cudart/cuda_api.h"
@@ -10,6 +11,15 @@ using namespace orrery;
 static std::set<Event*>& live_events() {
   static std::set<Event*> e;
   return e;
+}
+
+/* Synchronising with or querying a stream that is being captured: CUDA's error, and the capture
+ * is invalidated (the Programming Guide's "Prohibited and Unhandled Operations"). */
+static cudaError_t not_while_captured(Stream* s) {
+  if (!s->capture)
+    return cudaSuccess;
+  capture_invalidate(s->capture);
+  return cudaErrorStreamCaptureUnsupported;
 }
 
 static Event* event_of(Rank& r, cudaEvent_t handle, const char* fn) {
@@ -46,14 +56,19 @@ ORR_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t handle) {
 
 ORR_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t handle) {
   Rank& r = rank_self("cudaStreamSynchronize");
+  Stream* s = resolve_stream(r, handle, "cudaStreamSynchronize");
+  if (cudaError_t e = not_while_captured(s))
+    return r.last_error = e;
   trace::CudaCall call(r, "cudaStreamSynchronize");
-  wait_stream(r, resolve_stream(r, handle, "cudaStreamSynchronize"));
+  wait_stream(r, s);
   return cudaSuccess;
 }
 
 ORR_EXPORT cudaError_t cudaStreamQuery(cudaStream_t handle) {
   Rank& r = rank_self("cudaStreamQuery");
   Stream* s = resolve_stream(r, handle, "cudaStreamQuery");
+  if (cudaError_t e = not_while_captured(s))
+    return r.last_error = e;
   return poll_for(r, s, s->enqueued) ? cudaSuccess : cudaErrorNotReady;
 }
 
@@ -75,10 +90,13 @@ ORR_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t handle, cudaEvent_t even
     return r.last_error = cudaErrorInvalidValue;
   Stream* s = resolve_stream(r, handle, "cudaStreamWaitEvent");
   Event* e = event_of(r, event, "cudaStreamWaitEvent");
+  if (s->capture || e->capture)  // a dependency within a capture, or a stream joining it
+    return r.last_error = capture_wait(s, e);
   Op op{Op::Wait};
   if (e->stream)
     op.deps.push_back({e->stream, e->seq});
-  enqueue(s, std::move(op));
+  if (cudaError_t err = enqueue(s, std::move(op)))
+    return r.last_error = err;
   return cudaSuccess;
 }
 
@@ -89,7 +107,8 @@ ORR_EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t handle, cudaHostFn_t fn, 
   Op op{Op::HostFn};
   op.fn = fn;
   op.fn_data = data;
-  enqueue(resolve_stream(r, handle, "cudaLaunchHostFunc"), std::move(op));
+  if (cudaError_t e = enqueue(resolve_stream(r, handle, "cudaLaunchHostFunc"), std::move(op)))
+    return r.last_error = e;
   return cudaSuccess;
 }
 
@@ -119,18 +138,31 @@ ORR_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t handle) {
   Rank& r = rank_self("cudaEventRecord");
   Event* e = event_of(r, event, "cudaEventRecord");
   Stream* s = resolve_stream(r, handle, "cudaEventRecord");
+  if (s->capture) {  // the event stands for the stream's captured work so far
+    if (s->capture->invalidated)
+      return r.last_error = cudaErrorStreamCaptureInvalidated;
+    capture_record(e, s);
+    return cudaSuccess;
+  }
+  if (s->legacy)
+    if (cudaError_t err = capture_implicit(s))
+      return r.last_error = err;
   Op op{Op::Record};
   op.event = e;
   e->stream = s;
   e->seq = s->enqueued + 1;
   e->time = -1;
-  enqueue(s, std::move(op));
+  e->capture = nullptr;
+  e->nodes.clear();
+  enqueue(s, std::move(op));  // cannot fail: the stream is not captured, nor legacy with a capture
   return cudaSuccess;
 }
 
 ORR_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   Rank& r = rank_self("cudaEventSynchronize");
   Event* e = event_of(r, event, "cudaEventSynchronize");
+  if (e->capture)
+    return r.last_error = cudaErrorCapturedEvent;
   trace::CudaCall call(r, "cudaEventSynchronize");
   if (e->stream)
     wait_for(r, e->stream, e->seq);
@@ -140,6 +172,8 @@ ORR_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 ORR_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) {
   Rank& r = rank_self("cudaEventQuery");
   Event* e = event_of(r, event, "cudaEventQuery");
+  if (e->capture)
+    return r.last_error = cudaErrorCapturedEvent;
   return !e->stream || poll_for(r, e->stream, e->seq) ? cudaSuccess : cudaErrorNotReady;
 }
 
@@ -149,6 +183,8 @@ ORR_EXPORT cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEv
   Event* b = event_of(r, end, "cudaEventElapsedTime");
   if (!ms)
     return r.last_error = cudaErrorInvalidValue;
+  if (a->capture || b->capture)
+    return r.last_error = cudaErrorCapturedEvent;
   if (!a->stream || !b->stream || (a->flags | b->flags) & cudaEventDisableTiming)
     return r.last_error = cudaErrorInvalidResourceHandle;
   if (a->stream->completed < a->seq || b->stream->completed < b->seq)

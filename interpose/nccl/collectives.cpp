@@ -141,6 +141,11 @@ Rank* checked(ncclComm_t comm, const char* call, ncclResult_t* error) {
   return &r;
 }
 
+// Which collective of its communicator a work is, or which part between its pair.
+void number(ncclComm* comm, Work& w) {
+  w.seq = w.kind == Work::Coll ? comm->collectives++ : (w.kind == Work::Send ? comm->sends : comm->receives)[w.root]++;
+}
+
 // Checks a call's arguments as NCCL does, numbers it (its collective, or its part between the
 // pair; w.root is a collective's root or a part's peer) and submits it.
 ncclResult_t submit_checked(Work w, size_t count, ncclDataType_t type, ncclComm_t comm, cudaStream_t stream,
@@ -155,10 +160,9 @@ ncclResult_t submit_checked(Work w, size_t count, ncclDataType_t type, ncclComm_
     return set_error(comm, ncclInvalidArgument, "%s: %s %d out of range for %d ranks", w.call,
                      w.kind == Work::Coll ? "root" : "peer", w.root, comm->clique->nranks);
   w.bytes = count * type_size(type);
-  w.seq = w.kind == Work::Coll ? comm->collectives++ : (w.kind == Work::Send ? comm->sends : comm->receives)[w.root]++;
+  number(comm, w);
   w.call_id = call_id < 0 ? g_next_call[r->id]++ : call_id;
-  submit(*r, comm, stream_of(*r, comm, stream, w.call), w);
-  return ncclSuccess;
+  return submit(*r, comm, stream_of(*r, comm, stream, w.call), w);
 }
 
 ncclResult_t collective(const char* call, int func, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
@@ -187,7 +191,21 @@ Op make_op(ncclComm* comm, std::vector<Work> works) {
   op.name = works.size() == 1 ? works[0].call : "NCCL group of " + std::to_string(works.size()) + " operations";
   for (const Work& w : works)
     op.bytes += w.bytes;
-  op.run = [comm, works = std::move(works)](Stream*) { run_works(comm, works); };
+  op.run = [comm, works](Stream*) { run_works(comm, works); };
+  // Each launch of a graph that captured the operation is another collective (or part) of the
+  // communicator: its members' launches pair by these numbers, as their calls do.
+  op.relaunch = [comm, works = std::move(works)](Op& again) {
+    std::vector<Work> fresh = works;
+    std::map<int, int> ids;  // the parts of one ncclAlltoAll share their new call number
+    for (Work& w : fresh) {
+      number(comm, w);
+      auto [it, added] = ids.try_emplace(w.call_id, 0);
+      if (added)
+        it->second = g_next_call[comm->owner->id]++;
+      w.call_id = it->second;
+    }
+    again.run = [comm, fresh](Stream*) { run_works(comm, fresh); };
+  };
   return op;
 }
 
@@ -241,8 +259,8 @@ ORR_NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, 
     if (e == ncclSuccess)
       e = point_to_point("ncclAlltoAll", Work::Recv, count, datatype, peer, comm, stream, id);
   }
-  ncclGroupEnd();
-  return e;
+  ncclResult_t launched = ncclGroupEnd();
+  return e ? e : launched;
 }
 
 ORR_NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,

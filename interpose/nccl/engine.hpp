@@ -110,8 +110,9 @@ bool in_group(Rank& r);
 // Deferred to the outermost ncclGroupEnd inside a group (its work on its stream: launched there).
 void defer_init(Rank& r, Clique* c, const char* call);
 void defer_split(Rank& r, ncclComm* comm, uint64_t seq);
-// Enqueues `w` for comm on stream now (outside a group) or at the group's end.
-void submit(Rank& r, ncclComm* comm, Stream* s, const Work& w);
+// Enqueues `w` for comm on stream now (outside a group) or at the group's end; an error is a
+// stream that refused the launch (a capture it would cross, core/capture.hpp).
+ncclResult_t submit(Rank& r, ncclComm* comm, Stream* s, const Work& w);
 
 /* ---- collectives.cpp ---- */
 // The stream operation of a member's works on one stream (a group's, or one call's).

@@ -27,9 +27,12 @@ struct Group {
 
 std::map<int, Group> g_groups;  // by rank id
 
-void launch(Rank& r, ncclComm* comm, Stream* s, std::vector<Work> works) {
+ncclResult_t launch(Rank& r, ncclComm* comm, Stream* s, std::vector<Work> works) {
   host_overhead(r, comm->gpu->launch_overhead_s);
-  enqueue(s, make_op(comm, std::move(works)));
+  const char* call = works[0].call;
+  if (cudaError_t e = enqueue(s, make_op(comm, std::move(works))))  // as NCCL's kernel launch fails
+    return set_error(comm, ncclUnhandledCudaError, "%s: the launch on its stream failed: CUDA error %d", call, e);
+  return ncclSuccess;
 }
 }  // namespace
 
@@ -39,18 +42,17 @@ void defer_init(Rank& r, Clique* c, const char* call) { g_groups[r.id].inits.pus
 
 void defer_split(Rank& r, ncclComm* comm, uint64_t seq) { g_groups[r.id].splits.push_back({comm, seq}); }
 
-void submit(Rank& r, ncclComm* comm, Stream* s, const Work& w) {
+ncclResult_t submit(Rank& r, ncclComm* comm, Stream* s, const Work& w) {
   Group& g = g_groups[r.id];
-  if (g.depth == 0) {
-    launch(r, comm, s, {w});
-    return;
-  }
+  if (g.depth == 0)
+    return launch(r, comm, s, {w});
   auto it = std::find_if(g.launches.begin(), g.launches.end(),
                          [&](const Launch& l) { return l.comm == comm && l.stream == s; });
   if (it == g.launches.end())
     g.launches.push_back({comm, s, {w}});
   else
     it->works.push_back(w);
+  return ncclSuccess;
 }
 
 }  // namespace orrery::nccl
@@ -77,7 +79,9 @@ ORR_NCCL_EXPORT ncclResult_t ncclGroupEnd(void) {
     split_finish(r, comm, seq);
   for (Clique* c : done.inits)
     wait_complete(r, c, "ncclGroupEnd");
+  ncclResult_t result = ncclSuccess;
   for (Launch& l : done.launches)
-    launch(r, l.comm, l.stream, std::move(l.works));
-  return ncclSuccess;
+    if (ncclResult_t e = launch(r, l.comm, l.stream, std::move(l.works)); e && !result)
+      result = e;
+  return result;
 }

@@ -151,6 +151,33 @@ def test_grouped_sends_and_receives_all_travel_at_once(run_program, programs, dg
             assert e["time_s"] == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.parametrize("what", ["allreduce", "ring"])
+def test_nccl_calls_captured_in_a_graph_run_at_each_launch_and_pair_across_ranks(
+    run_program, programs, dgx, monkeypatch, what
+):
+    """A CUDA graph that captured an NCCL call runs it at each launch, as nccl-tests' -G and
+    NVIDIA's nccl_graphs Jacobi do: every member's n-th launch pairs with the others' (NCCL numbers
+    the launches of a captured collective, not the capture); the calls outside the graph after it
+    pair as well. Each is alone on its stream, so each takes the time of one."""
+    pinned(monkeypatch, "Ring", "Simple")
+    size, launches = 1 << 20, 3
+    r = run_program(programs["nccl_calls"], "graph", what, str(size), str(launches), options=one_node(4))
+    assert r.returncode == 0, r.stderr
+    if what == "allreduce":
+        once = {
+            "ncclAllReduce Ring/Simple": dgx.nccl.base_latency_ring_simple
+            + 6 * nvlink_step(dgx, size / 4, RING_SIMPLE_NVLINK)
+        }
+    else:
+        once = dict.fromkeys(["ncclRecv p2p/Simple", "ncclSend p2p/Simple"], nvlink_step(dgx, size, RING_SIMPLE_NVLINK))
+    for rank in range(4):
+        entries = r.results["ranks"][rank]["nccl"]
+        assert sorted(entries) == sorted(once)
+        for name, t in once.items():
+            assert (entries[name]["count"], entries[name]["bytes"]) == (launches + 1, (launches + 1) * size)
+            assert entries[name]["time_s"] == pytest.approx((launches + 1) * t, rel=1e-9)
+
+
 def test_an_allreduce_waits_for_the_kernel_before_it_on_its_stream(run_program, programs, tmp_path, monkeypatch):
     pinned(monkeypatch, "Ring", "Simple")
     r = run_program(programs["nccl_calls"], "ordered", str(1 << 20), options=(*one_node(2), "--trace"))

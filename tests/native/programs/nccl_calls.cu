@@ -10,6 +10,8 @@
 //                             in a group
 //   ordered BYTES             a kernel, then an allreduce on the same stream: the allreduce waits
 //   split                     ncclCommSplit by parity; prints each rank's new rank and count
+//   graph WHAT BYTES REPEAT   WHAT (allreduce, or ring as above) of BYTES captured in a CUDA
+//                             graph, the graph launched REPEAT times, then WHAT called once more
 #include <mpi.h>
 #include <nccl.h>
 #include <cstdio>
@@ -120,6 +122,35 @@ int main(int argc, char** argv) {
     busy<<<1, 1, 0, stream>>>();
     CHECK(ncclAllReduce(buf, buf, bytes / 4, ncclFloat, ncclSum, comm, stream));
     cudaStreamSynchronize(stream);
+  } else if (!strcmp(mode, "graph")) {
+    const char* what = argv[2];
+    size_t bytes = strtoull(argv[3], nullptr, 10);
+    int repeat = atoi(argv[4]);
+    char *send, *recv;
+    cudaMalloc(&send, bytes);
+    cudaMalloc(&recv, bytes);
+    auto call = [&] {
+      if (!strcmp(what, "allreduce")) {
+        CHECK(ncclAllReduce(send, recv, bytes, ncclUint8, ncclSum, comm, stream));
+      } else {
+        CHECK(ncclGroupStart());
+        CHECK(ncclSend(send, bytes, ncclUint8, (rank + 1) % size, comm, stream));
+        CHECK(ncclRecv(recv, bytes, ncclUint8, (rank + size - 1) % size, comm, stream));
+        CHECK(ncclGroupEnd());
+      }
+    };
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
+    call();
+    if (cudaStreamEndCapture(stream, &graph) != cudaSuccess || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    for (int k = 0; k < repeat; k++)
+      cudaGraphLaunch(exec, stream);
+    call();
+    cudaStreamSynchronize(stream);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
   } else if (!strcmp(mode, "split")) {
     ncclComm_t half;
     CHECK(ncclCommSplit(comm, rank % 2, rank, &half, nullptr));
