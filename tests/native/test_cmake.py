@@ -140,10 +140,11 @@ def test_orrery_mpicc_compiles_fpie_as_fpic(monkeypatch):
     commands = _smpi_commands(monkeypatch)
     assert build.mpicc(["-O2", "-fPIE", "-c", "x.c"]) == 0
     assert build.mpicc(["-fpie", "-c", "y.cpp"], cxx=True) == 0
-    # C++ also gets each rank its own template statics (build.PRIVATE_STATICS)
+    # C++ also gets each rank its own template statics (build.PRIVATE_STATICS); both, Orrery's
+    # mpi-ext.h (build.include_args)
     assert [cmd[1:] for cmd in commands] == [
-        ["-O2", "-fPIC", "-c", "x.c"],
-        [build.PRIVATE_STATICS, "-fpic", "-c", "y.cpp"],
+        [*build.include_args(), "-O2", "-fPIC", "-c", "x.c"],
+        [build.PRIVATE_STATICS, *build.include_args(), "-fpic", "-c", "y.cpp"],
     ]
 
 
