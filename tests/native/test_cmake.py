@@ -1,8 +1,9 @@
 """CMake projects built for Orrery: the toolchain file the package installs (`orrery toolchain
 cmake`) builds a C + C++ + CUDA project using FindMPI and FindCUDAToolkit (tests/native/programs/
 cmake/, with position-independent code on, hence -fPIE and -pie) into a program that runs under
-`orrery run` against Orrery's runtime; and the wrappers compile -fPIE as -fPIC and drop -pie
-whoever asks for them, since SMPI loads a program as a shared object."""
+`orrery run` against Orrery's runtime, whose CUDA-aware MPI checks (mpi-ext.h) CMake's
+check_include_files and check_symbol_exists pass; and the wrappers compile -fPIE as -fPIC and
+drop -pie whoever asks for them, since SMPI loads a program as a shared object."""
 
 from __future__ import annotations
 
@@ -69,6 +70,14 @@ def test_cmake_compiles_cuda_with_orrery_nvcc_and_asks_for_pie(cmake_build):
     assert f"CUDA_cudart_LIBRARY:FILEPATH={_paths.lib_dir() / 'libcudart.so'}\n" in cache
 
 
+def test_cmake_finds_mpi_ext_h_and_links_its_query(cmake_build):
+    """check_include_files("mpi.h;mpi-ext.h") and check_symbol_exists(MPIX_Query_cuda_support),
+    which compiles and links a program taking its address, as CUDA-aware projects check."""
+    cache = (cmake_build / "CMakeCache.txt").read_text()
+    assert "HAVE_MPI_EXT_H:INTERNAL=1\n" in cache
+    assert "HAVE_MPIX_QUERY_CUDA_SUPPORT:INTERNAL=1\n" in cache
+
+
 def test_cmake_built_program_needs_orrerys_runtime_as_a_shared_object(cmake_build):
     program = cmake_build / "sample"
     dynamic = subprocess.run(["readelf", "-d", "-l", str(program)], capture_output=True, text=True, check=True).stdout
@@ -93,8 +102,8 @@ def test_cmake_built_program_needs_orrerys_runtime_as_a_shared_object(cmake_buil
 def test_cmake_built_program_runs_under_orrery(cmake_build, run_program):
     r = run_program(cmake_build / "sample", options=("--gpus-per-node", "3"))
     assert r.returncode == 0, r.stderr
-    # weights.c's rank * rank + 1, summed over 3 ranks by main.cpp's MPI_Reduce
-    assert r.values() == {"ranks": 3, "weights": 1 + 2 + 5, "failures": 0}
+    # weights.c's rank * rank + 1, summed over 3 ranks by main.cpp's MPI_Reduce; MPIX_Query_cuda_support's 1
+    assert r.values() == {"ranks": 3, "weights": 1 + 2 + 5, "failures": 0, "cuda_aware": 1}
     ranks = r.results["ranks"]
     assert [rank["kernels"][SCALE]["count"] for rank in ranks] == [1, 2, 3]  # rank + 1 launches each
     assert [rank["kernels"][FILL]["count"] for rank in ranks] == [1, 1, 1]  # the static library's
