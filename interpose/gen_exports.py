@@ -44,7 +44,16 @@ MPI_GENERATED = {
     "ORR_MPI_COLL": "collective",
     "ORR_MPI_POST": "nonblocking",
 }
-MPI_FAMILIES = ("point_to_point", "persistent", "completion", "probe", "lifecycle", *MPI_GENERATED.values())
+# extension: Open MPI's queries that SMPI lacks (mpi/mpi-ext.h), which the shim answers itself
+MPI_FAMILIES = (
+    "point_to_point",
+    "persistent",
+    "completion",
+    "probe",
+    "lifecycle",
+    "extension",
+    *MPI_GENERATED.values(),
+)
 DOC_COMMAND = "python interpose/gen_exports.py --doc docs/supported-calls.md"
 # The families of the NCCL calls the stand-in simulates (nccl/<family>.cpp).
 NCCL_FAMILIES = ("communicators", "groups", "collectives", "generated")
@@ -164,6 +173,11 @@ def check(cuda: list[Call], mpi: list[Call], real: list[str]) -> None:
             )
         if c.family == "generated" and c.policy != "REFUSE":
             raise TableError(f"{c.table}: {c.symbol}: a generated body can only refuse (policy REFUSE)")
+    for c in mpi:
+        if c.family == "extension" and c.policy != "ANSWER":
+            raise TableError(
+                f"{c.table}: {c.symbol}: an extension is answered by the shim without SMPI (policy ANSWER)"
+            )
 
 
 def stubs(cuda: list[Call], real: list[str]) -> list[str]:

@@ -1,4 +1,5 @@
-"""Where Orrery's installed pieces are: the shim built by the package's build, the CMake toolchain file."""
+"""Where Orrery's installed pieces are: the shim built by the package's build, the headers the
+wrappers add to a program's include path, the CMake toolchain file."""
 
 from __future__ import annotations
 
@@ -18,6 +19,19 @@ def lib_dir() -> Path:
                 f"Orrery's {name} is missing from {d}: install the package "
                 "(pip install .) rather than running it from the source tree"
             )
+    return d
+
+
+def include_dir() -> Path:
+    """The folder of the headers Orrery adds to SMPI's for the programs the wrappers build:
+    ``mpi-ext.h``, Open MPI's CUDA-aware MPI checks (installed with the package, from
+    interpose/mpi/)."""
+    d = Path(str(resources.files("orrery") / "include"))
+    if not (d / "mpi-ext.h").is_file():
+        raise OrreryError(
+            f"Orrery's mpi-ext.h is missing from {d}: install the package "
+            "(pip install .) rather than running it from the source tree"
+        )
     return d
 
 

@@ -21,6 +21,8 @@
 
 #include <smpi/smpi.h>
 
+#include "mpi/mpi-ext.h"  // the extension rows' declarations, which SMPI's mpi.h lacks
+
 #include <cstdlib>
 #include <initializer_list>
 #include <vector>
@@ -270,6 +272,7 @@ class Correction {
     return rc;                                 \
   }
 // the rows written out below: declared here with the row's signature, checked against SMPI's mpi.h
+// (the extension rows against mpi-ext.h)
 #define ORR_MPI_OWN(symbol, ret, params, args, family, policy) extern "C" ret symbol params;
 #include "mpi/mpi_api.def"
 #undef ORR_MPI
@@ -803,3 +806,12 @@ ORR_EXPORT int MPI_Finalize(void) {
   r.stats.end_s = now();
   return PMPI_Finalize();
 }
+
+/* ---- Open MPI's extensions (mpi-ext.h) ----
+ * SMPI has neither the header nor the calls; a CUDA-aware program asks them before it passes
+ * device buffers to MPI. The answers are the header's own macros, so that the compile-time and
+ * the run-time checks agree: CUDA-aware, since MPI calls on device buffers are simulated along
+ * the machine's GPU paths (GPUDirect RDMA, or staged through host memory, as it says); ROCm
+ * is not simulated. No SMPI call, no simulated time, nothing in results.json. */
+ORR_EXPORT int MPIX_Query_cuda_support(void) { return MPIX_CUDA_AWARE_SUPPORT; }
+ORR_EXPORT int MPIX_Query_rocm_support(void) { return MPIX_ROCM_AWARE_SUPPORT; }

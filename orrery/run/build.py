@@ -4,7 +4,9 @@
 Makefile's compiler variables (``make NVCC="orrery nvcc" MPICXX="orrery mpicxx"``):
 
 - CUDA sources are compiled by the real nvcc as position-independent code
-  against the shared CUDA runtime, with SMPI's ``mpi.h`` on the include path;
+  against the shared CUDA runtime, with SMPI's ``mpi.h`` on the include path,
+  and after it Orrery's ``mpi-ext.h`` (Open MPI's CUDA-aware checks, which SMPI
+  lacks: include_args), as C and C++ sources are;
 - links go through SimGrid's ``smpicc``/``smpicxx`` (SMPI runs a program as a
   shared object, one copy per rank) against Orrery's stand-in libcudart.so.13.
 """
@@ -21,7 +23,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .._paths import lib_dir
+from .._paths import include_dir, lib_dir
 from ..errors import BuildError, OrreryError
 
 #: Each rank's copy of the program keeps its own static variables of inline functions and templates
@@ -128,6 +130,14 @@ def smpi_include_dir() -> str:
     return str(Path(smpicc).resolve().parent.parent / "include" / "smpi")
 
 
+def include_args() -> list[str]:
+    """The include folder Orrery adds after SMPI's and before the program's own flags: it holds
+    only ``mpi-ext.h`` (``MPIX_CUDA_AWARE_SUPPORT``, ``MPIX_Query_cuda_support``), which SMPI
+    has not, so the program's own -I folders still give it every other header. Not for Fortran
+    (orrery-mpif90): the header is C."""
+    return [f"-I{include_dir()}"]
+
+
 def _pic(value: str) -> str:
     """A host compiler option list (``-fPIE,-O2``) with -fPIE/-fpie as their shared-object forms."""
     return ",".join(_PIE_TO_PIC.get(v, v) for v in value.split(","))
@@ -167,7 +177,7 @@ def nvcc(args: list[str]) -> int:
         for it in split_nvcc_args(args, nvcc_options(exe))
         if _name(it) not in _CUDART_CHOICE and not _smpi_host_compiler(it)
     ]
-    extra = [*NVCC_FLAGS, f"-I{smpi_include_dir()}"]
+    extra = [*NVCC_FLAGS, f"-I{smpi_include_dir()}", *include_args()]
     if any(_name(it) in _NOT_LINKING for it in items):
         return _run([exe, *extra, *(a for it in items for a in it)])
     # A compile-and-link line: compile the sources with nvcc, link with smpicxx.
@@ -277,9 +287,12 @@ def _smpi_compiler(exe: str, args: list[str]) -> int:
     (standalone_args)."""
     args = shared_object_args(args)
     cxx = [PRIVATE_STATICS] if Path(exe).name == "smpicxx" else []
+    # smpicc and smpicxx put SMPI's include folder before their arguments: Orrery's comes next
+    # (include_args), before the program's own flags; smpif90's Fortran gets none
+    include = [] if Path(exe).name == "smpif90" else include_args()
     if _called_by_nvcc(args):
         base = _tool(_SMPI_BASE_COMPILERS[Path(exe).name], "install gcc")
-        return _run([base, "-fPIC", *cxx, f"-I{smpi_include_dir()}", *args])
+        return _run([base, "-fPIC", *cxx, f"-I{smpi_include_dir()}", *include, *args])
     if args and all(a.startswith("-") and a != "-" for a in args):
         # A query without input (libtool's and configure's -v, -print-search-dirs, -dumpmachine):
         # smpicc would also link an empty a.out in the current folder; compile-only, it answers alone.
@@ -288,9 +301,9 @@ def _smpi_compiler(exe: str, args: list[str]) -> int:
     if not linking:
         if "-c" in args and any(_preprocessed(a) for a in args):
             return _run([_tool(_SMPI_BASE_COMPILERS[Path(exe).name], "install gcc"), "-fPIC", *cxx, *args])
-        return _run([exe, *cxx, *args])
-    with tempfile.TemporaryDirectory(prefix="orrery-link-") as tmp:
-        return _run([exe, *cxx, *link_args(args), *standalone_args(args, Path(tmp))])
+        return _run([exe, *cxx, *include, *args])
+    with tempfile.TemporaryDirectory(prefix="orrery-link-") as tmp:  # (a link may compile sources too)
+        return _run([exe, *cxx, *include, *link_args(args), *standalone_args(args, Path(tmp))])
 
 
 #: The compiler wrappers by name: ``orrery NAME`` (cli.py) and the single-word ``orrery-NAME``.

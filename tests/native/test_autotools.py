@@ -1,7 +1,8 @@
 """autotools with Orrery's wrappers: ``./configure CC=orrery-mpicc CXX=orrery-mpicxx NVCC=orrery-nvcc``
 on a small project written for these tests (programs/autotools: run tests on MPI programs,
-AC_COMPUTE_INT's conftest.val, -lcudart and -lcuda link checks, a libtool shared library, a .cu
-file built with $(NVCC)), then its program under `orrery run`; and what a wrapper-built program
+AC_COMPUTE_INT's conftest.val, -lcudart and -lcuda link checks, CUDA-aware MPI checks of
+mpi-ext.h, a libtool shared library, a .cu file built with $(NVCC)), then its program under
+`orrery run`; and what a wrapper-built program
 does when started on its own, which is what configure's run tests rely on."""
 
 from __future__ import annotations
@@ -83,15 +84,24 @@ def test_cuda_driver_link_check_finds_orrerys_driver(project):
     assert "#define HAVE_LIBCUDA 1" in _config(project)
 
 
+def test_configure_finds_mpi_ext_h_and_a_cuda_aware_mpi(project):
+    """The header (Orrery's, after SMPI's on the wrappers' include path), MPIX_Query_cuda_support
+    linked, and its answer to a run test that also checks MPIX_CUDA_AWARE_SUPPORT."""
+    config = _config(project)
+    assert "#define HAVE_MPI_EXT_H 1\n" in config
+    assert "#define HAVE_MPIX_QUERY_CUDA_SUPPORT 1\n" in config
+    assert '#define CUDA_AWARE_SEEN_BY_CONFIGURE "1"\n' in config
+
+
 def test_configure_prints_nothing_of_orrerys_on_stdout(project):
     """Orrery's line about each run test goes to stderr, which configure keeps in config.log."""
     configure = project["configure"]
     assert "orrery:" not in configure.stdout and "simulated" not in configure.stdout
     assert configure.stderr == ""
     log = (project["dir"] / "config.log").read_text()
-    # the run tests: whether configure cross-compiles, the MPI world, the failing program, and
-    # AC_COMPUTE_INT's (which runs its program once)
-    assert log.count(f"orrery: conftest {STANDALONE_LINE}") == 4
+    # the run tests: whether configure cross-compiles, the MPI world, the failing program,
+    # AC_COMPUTE_INT's (which runs its program once) and the CUDA-aware query
+    assert log.count(f"orrery: conftest {STANDALONE_LINE}") == 5
 
 
 def _entry(elf: Path) -> int:

@@ -3,6 +3,7 @@ the policies, and the rows it will not build from. (What the built library expor
 tests/native/test_exports.py.)"""
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -126,13 +127,15 @@ def test_a_forward_timed_row_keeps_its_body_and_says_its_policy(tables, tmp_path
 
 
 def test_every_wrapped_mpi_call_has_one_row():
-    # the calls of mpi.cpp that results.json breaks out by name, and the run's own (lifecycle)
+    # the calls of mpi.cpp that results.json breaks out by name, the run's own (lifecycle) and
+    # Open MPI's extensions that the shim answers (mpi-ext.h)
     mpi = gen.mpi_calls(SHIM)
     by_family = {f: sorted(c.symbol for c in mpi if c.family == f) for f in gen.MPI_FAMILIES}
     assert by_family["lifecycle"] == sorted(
         ["MPI_Init", "MPI_Init_thread", "MPI_Comm_split_type", "MPI_Abort", "MPI_Finalize", "smpi_exit"]
     )
-    assert len(mpi) - len(by_family["lifecycle"]) == 46
+    assert by_family["extension"] == ["MPIX_Query_cuda_support", "MPIX_Query_rocm_support"]
+    assert len(mpi) - len(by_family["lifecycle"]) - len(by_family["extension"]) == 46
     assert by_family["collective"] == sorted(
         f"MPI_{c}"
         for c in (
@@ -147,3 +150,24 @@ def test_every_wrapped_mpi_call_has_one_row():
             "Reduce_scatter_block",
         )
     )
+
+
+def test_every_function_mpi_ext_h_declares_is_an_extension_row_answered_by_the_shim():
+    """interpose/mpi/mpi-ext.h (installed as orrery/include/mpi-ext.h) and the table's extension
+    rows name the same functions, with the same signatures."""
+    header = (SHIM / "mpi" / "mpi-ext.h").read_text()
+    declared = re.findall(r"^int (MPIX_\w+)\(void\);$", header, re.MULTILINE)
+    rows = [c for c in gen.mpi_calls(SHIM) if c.family == "extension"]
+    assert sorted(declared) == sorted(c.symbol for c in rows) == ["MPIX_Query_cuda_support", "MPIX_Query_rocm_support"]
+    assert {(c.declaration, c.policy) for c in rows} == {(f"int {name}(void)", "ANSWER") for name in declared}
+
+
+def test_an_extension_row_that_would_call_smpi_stops_the_generator(tables):
+    src, edit = tables
+    row = "ORR_MPI_OWN(MPIX_Query_cuda_support, int, (void), (), extension, ANSWER)"
+    edit("mpi/mpi_api.def", row, row.replace("ANSWER", "SIMULATE"))
+    with pytest.raises(
+        gen.TableError,
+        match=r"^mpi_api.def: MPIX_Query_cuda_support: an extension is answered by the shim without SMPI \(policy ANSWER\)$",
+    ):
+        gen.check(gen.cuda_calls(src), gen.mpi_calls(src), gen.real_cudart(src))

@@ -1,6 +1,10 @@
 // The C++ part: MPI across the ranks, each rank launching rank + 1 kernels on its own GPU.
-// Prints "name value" lines (rank 0 only).
+// Prints "name value" lines (rank 0 only), among them whether MPI is CUDA-aware (mpi-ext.h's
+// query, where CMake found the header; -1: no query to ask).
 #include <mpi.h>
+#ifdef HAVE_MPI_EXT_H
+#include <mpi-ext.h>
+#endif
 
 #include <cstdio>
 #include <vector>
@@ -22,6 +26,11 @@ int main(int argc, char** argv) {
     std::printf("ranks %d\n", size);
     std::printf("weights %d\n", total);
     std::printf("failures %d\n", failures);
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    std::printf("cuda_aware %d\n", MPIX_Query_cuda_support());
+#else
+    std::printf("cuda_aware %d\n", -1);
+#endif
   }
   MPI_Finalize();
   return 0;
