@@ -75,10 +75,16 @@ Clique* clique_of_id(const ncclUniqueId& id, int nranks, const char* call) {
   memcpy(&number, id.internal + sizeof kIdMagic, sizeof number);
   std::unique_ptr<Clique>& c = g_id_cliques[number];
   if (!c) {
-    c = std::make_unique<Clique>();
-    c->name = "id " + std::to_string(number);
-    c->nranks = nranks;
-    c->members.assign(nranks, nullptr);
+    // A clique's condition variable is made by a simcall, in which the other ranks run: one may
+    // look the same id up meanwhile. The first clique made is the id's; a later one is dropped
+    // (two ranks calling at the same simulated time once made one each and joined their own).
+    auto made = std::make_unique<Clique>();
+    if (!c) {
+      made->name = "id " + std::to_string(number);
+      made->nranks = nranks;
+      made->members.assign(nranks, nullptr);
+      c = std::move(made);
+    }
   }
   return c.get();
 }
@@ -152,7 +158,7 @@ void split_arrive(Rank& r, ncclComm* comm, int color, int key, ncclComm** out, u
       by_color[s.color[i]].push_back({s.key[i], i});
   for (auto& [col, ranks] : by_color) {
     std::sort(ranks.begin(), ranks.end());
-    g_split_cliques.push_back(std::make_unique<Clique>());
+    g_split_cliques.push_back(std::make_unique<Clique>());  // made, then added: no rank runs between
     Clique* c = g_split_cliques.back().get();
     c->name = "split " + std::to_string(seq) + " (color " + std::to_string(col) + ") of " + parent->name;
     c->nranks = (int)ranks.size();

@@ -151,6 +151,17 @@ def test_grouped_sends_and_receives_all_travel_at_once(run_program, programs, dg
             assert e["time_s"] == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.parametrize("ranks", [2, 8])
+def test_ranks_that_create_a_communicator_at_the_same_time_all_join_it(run_program, programs, ranks):
+    """nccl-tests' order: the id broadcast, a barrier, then every rank's init at once. Making the id's
+    communicator takes a simcall, in which the other ranks ran: two once made one each (a deadlock,
+    or a crash on the one dropped)."""
+    r = run_program(programs["nccl_calls"], "together", options=one_node(ranks))
+    assert r.returncode == 0, r.stderr
+    lines = sorted(line for line in r.stdout.splitlines() if ": rank " in line)
+    assert lines == sorted(f"rank {i}: rank {i} of {ranks}" for i in range(ranks))
+
+
 @pytest.mark.parametrize("what", ["allreduce", "ring"])
 def test_nccl_calls_captured_in_a_graph_run_at_each_launch_and_pair_across_ranks(
     run_program, programs, dgx, monkeypatch, what

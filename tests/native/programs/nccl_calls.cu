@@ -10,6 +10,9 @@
 //                             in a group
 //   ordered BYTES             a kernel, then an allreduce on the same stream: the allreduce waits
 //   split                     ncclCommSplit by parity; prints each rank's new rank and count
+//   together                  the unique id broadcast, a barrier, then every rank's
+//                             ncclCommInitRankConfig in a group at the same simulated time
+//                             (nccl-tests' order); prints each rank's rank and count
 //   graph WHAT BYTES REPEAT   WHAT (allreduce, or ring as above) of BYTES captured in a CUDA
 //                             graph, the graph launched REPEAT times, then WHAT called once more
 #include <mpi.h>
@@ -80,6 +83,25 @@ int main(int argc, char** argv) {
     return 0;
   }
   cudaSetDevice(local_rank);
+  if (!strcmp(mode, "together")) {
+    ncclUniqueId id;
+    if (rank == 0)
+      CHECK(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    ncclComm_t comm;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    CHECK(ncclGroupStart());
+    CHECK(ncclCommInitRankConfig(&comm, size, id, rank, &config));
+    CHECK(ncclGroupEnd());
+    int r, n;
+    CHECK(ncclCommUserRank(comm, &r));
+    CHECK(ncclCommCount(comm, &n));
+    printf("rank %d: rank %d of %d\n", rank, r, n);
+    ncclCommDestroy(comm);
+    MPI_Finalize();
+    return 0;
+  }
   cudaStream_t stream;
   cudaStreamCreate(&stream);
   ncclComm_t comm = world_comm(rank, size);
