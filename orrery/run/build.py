@@ -223,6 +223,12 @@ REAL_MPI = {"-lmpi", "-lmpi_cxx", "-lmpicxx", "-lmpich", "-lmpichcxx", "-lmpi_ib
             "-lmpi_usempif08", "-lmpi_usempi_ignore_tkr", "-lmpichf90"}  # fmt: skip
 
 
+#: The library every program links first (liborrery_alloc.so): in SMPI's copies of the program,
+#: which SMPI loads with RTLD_DEEPBIND, malloc and free are then the process's allocator's, not
+#: glibc's, for code SMPI's compilers did not build too (launch.links_alloc).
+ALLOC = "orrery_alloc"
+
+
 def link_args(args: list[str]) -> list[str]:
     """A program's own link arguments, linked against Orrery's runtime: its directory is
     searched first (before a ``-L$CUDA_HOME/lib64`` or ``-L$NCCL_HOME/lib`` the Makefile names,
@@ -230,9 +236,14 @@ def link_args(args: list[str]) -> list[str]:
     ``-lcudart_static`` become Orrery's shared runtime; a real MPI's libraries (REAL_MPI) are
     dropped, SMPI's compilers linking SimGrid's. The runtime is linked even into a program that
     makes no CUDA call: it also times the program's MPI calls and writes the run's report, and a
-    linker dropping it as unneeded (--as-needed) would leave a pure-MPI program with neither."""
+    linker dropping it as unneeded (--as-needed) would leave a pure-MPI program with neither.
+    ALLOC, the allocator's entry points for SMPI's copies of the program, comes first, before
+    any library the program names (interpose/mpi/smpi_alloc.cpp says why)."""
     return [
         f"-L{lib_dir()}",
+        "-Wl,--push-state,--no-as-needed",
+        f"-l{ALLOC}",
+        "-Wl,--pop-state",
         *(a for a in args if a not in REAL_RUNTIME and a not in REAL_MPI),
         "-Wl,--push-state,--no-as-needed",
         "-lcudart",

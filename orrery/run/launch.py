@@ -27,7 +27,7 @@ from .._paths import lib_dir
 from ..errors import InputError, SimulationError
 from ..machines import platform
 from ..machines.description import Machine
-from . import physics, results, run_description
+from . import build, physics, results, run_description
 from .costs import Costs
 from .trace import EVENTS_FILE, TRACE_FILE, TraceOptions
 from .trace import write as write_trace
@@ -200,26 +200,35 @@ STAND_INS = ("libcudart.so.13", "libnccl.so.2")
 #: nodes); with mimalloc a 1024-GPU run of the Jacobi example takes a fifth less wall time, a
 #: 4096-GPU one a third less, with the same results bit for bit (bench/README.md).
 #: ORRERY_MALLOC=system keeps glibc's (for a program that relies on glibc's malloc itself).
+#: Only into a program that links liborrery_alloc.so (links_alloc): without it, the code of SMPI's
+#: copies of the program that SMPI's compilers did not build would free with glibc's free what the
+#: process's allocator gave (interpose/mpi/smpi_alloc.cpp).
 ALLOCATOR = "mimalloc"
 MALLOC_CHOICES = ("system",)
 
 
-def allocator(env: Mapping[str, str]) -> str | None:
-    """The allocator library to preload into SMPI's launcher for a run with environment `env`:
-    ALLOCATOR's library as the loader's cache names it (libmimalloc.so.2), None for glibc's own
-    (ORRERY_MALLOC=system, or no such library)."""
-    if env.get("ORRERY_MALLOC", "") == "system":
+def links_alloc(exe: Path) -> bool:
+    """Whether the program links liborrery_alloc.so, as the wrappers link every program
+    (build.link_args; a program built before they did does not)."""
+    return f"lib{build.ALLOC}.so".encode() in exe.read_bytes()
+
+
+def allocator(env: Mapping[str, str], exe: Path | None = None) -> str | None:
+    """The allocator library to preload into SMPI's launcher for a run of `exe` with environment
+    `env`: ALLOCATOR's library as the loader's cache names it (libmimalloc.so.2), None for glibc's
+    own (ORRERY_MALLOC=system, no such library, or a program that does not link liborrery_alloc.so)."""
+    if env.get("ORRERY_MALLOC", "") == "system" or (exe is not None and not links_alloc(exe)):
         return None
     return ctypes.util.find_library(ALLOCATOR)
 
 
-def _preload(lib: Path, env: Mapping[str, str] = os.environ) -> str:
+def _preload(lib: Path, env: Mapping[str, str] = os.environ, exe: Path | None = None) -> str:
     """smpirun's -wrapper that gives SMPI's launcher, not the script around it, the library that
     pins every message's ends where its rank posted it (interpose/mpi/smpi_pins.cpp) and the
     stand-ins that must win over the program's own libraries (STAND_INS), then the user's own
     preloads, then the allocator (allocator()): an allocator the user preloads comes first and wins."""
     ours = [str(lib / "liborrery_smpi.so"), *(str(lib / name) for name in STAND_INS)]
-    preload = [*ours, *env.get("LD_PRELOAD", "").split(), allocator(env) or ""]
+    preload = [*ours, *env.get("LD_PRELOAD", "").split(), allocator(env, exe) or ""]
     if any(" " in p for p in ours):  # smpirun splits the wrapper on spaces
         raise SimulationError(
             f"Orrery is installed under a path with a space ({lib}): SMPI's launcher "
@@ -335,7 +344,7 @@ def run(opts: RunOptions) -> RunOutcome:
     env = {**os.environ, **opts.env}  # the program's environment beyond this process's
     exe = _check(opts, env)
     lib = lib_dir()
-    wrapper = _preload(lib, env)  # before anything is written
+    wrapper = _preload(lib, env, exe)  # before anything is written
     out = opts.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     # orrery.cfg: the shim's configuration before run.json, which a run must not leave looking current

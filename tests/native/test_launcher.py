@@ -3,17 +3,22 @@
 - mimalloc, where it is installed (ALLOCATOR; scripts/setup.sh installs Debian's libmimalloc2.0):
   every allocation of the process comes from it, the program's and glibc's own (SMPI loads the
   program's copies with RTLD_DEEPBIND, under which a half-interposed allocator would free one
-  heap's memory into the other), and the run is the one glibc's allocator gives, bit for bit.
-  ORRERY_MALLOC=system keeps glibc's;
+  heap's memory into the other), code SMPI's compilers did not build included (the wrappers link
+  liborrery_alloc.so first, interpose/mpi/smpi_alloc.cpp; a program linked without it runs with
+  glibc's), and the run is the one glibc's allocator gives, bit for bit. ORRERY_MALLOC=system
+  keeps glibc's;
 - SMPI's copies of the program, one per rank, in a folder of the run's own on /dev/shm, removed
   after it, unless the user's TMPDIR says where; the program sees the user's TMPDIR."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, assert_same_run, orrery
+from conftest import HERE, REPO, assert_same_run, orrery
+
+from orrery import _paths
 
 pytestmark = pytest.mark.native
 
@@ -32,6 +37,40 @@ def test_every_allocation_of_a_run_comes_from_mimalloc_unless_told_otherwise(mpi
     lines = lambda p: [line for line in p.stdout.splitlines() if line.startswith("malloc from")]  # noqa: E731
     assert lines(ours) == ["malloc from mimalloc, strdup from mimalloc"] * 2  # both ranks
     assert lines(glibc) == ["malloc from glibc, strdup from glibc"] * 2
+
+
+@pytest.fixture(scope="module")
+def plain_alloc(tmp_path_factory) -> dict[str, Path]:
+    """programs/plain_alloc: main.c built with `orrery mpicc`, plain.c with plain cc (as nccl-tests'
+    timer.cc and os/linux.cc are), linked by the wrapper ("wrapped") and, as a program built before
+    the wrappers linked liborrery_alloc.so, by SMPI's smpicc against Orrery's runtime alone ("old")."""
+    d = tmp_path_factory.mktemp("plain_alloc")
+    src = HERE / "native" / "programs" / "plain_alloc"
+    orrery("mpicc", "-c", str(src / "main.c"), "-o", str(d / "main.o"), check=True)
+    subprocess.run(["cc", "-fPIC", "-c", str(src / "plain.c"), "-o", str(d / "plain.o")], check=True)
+    objects = [str(d / "main.o"), str(d / "plain.o")]
+    orrery("mpicc", *objects, "-o", str(d / "wrapped"), check=True)
+    lib = _paths.lib_dir()
+    old = ["smpicc", *objects, "-o", str(d / "old"), f"-L{lib}", "-Wl,--no-as-needed", "-lcudart"]
+    subprocess.run(old, check=True, capture_output=True)
+    return {"wrapped": d / "wrapped", "old": d / "old"}
+
+
+@pytest.mark.parametrize(
+    ("program", "malloc", "heap"),
+    [("wrapped", None, "mimalloc"), ("wrapped", "system", "glibc"), ("old", None, "glibc")],
+)
+def test_code_smpi_s_compilers_did_not_build_shares_the_process_s_allocator(
+    plain_alloc, tmp_path, program, malloc, heap
+):
+    """Plain code frees what the program's wrapped code and glibc allocated (strdup, getline,
+    fscanf's %ms) and allocates what the wrapped code frees: one heap for all, mimalloc's where
+    orrery run preloads it; a program without liborrery_alloc.so gets glibc's and runs as well."""
+    proc = run(plain_alloc[program], out=tmp_path / "out", malloc=malloc, options=("--gpus-per-node", "2"))
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(("wrapped ", "plain ", "crossings "))]
+    ranks = [f"wrapped malloc from {heap}", f"plain malloc from {heap}, realloc from {heap}", "crossings survived"]
+    assert sorted(lines) == sorted(ranks * 2)
 
 
 def test_a_run_with_mimalloc_is_the_one_glibc_s_allocator_gives_bit_for_bit(jacobi, tmp_path):
