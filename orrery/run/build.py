@@ -172,10 +172,9 @@ def nvcc(args: list[str]) -> int:
     with nvcc and links the objects with smpicxx against Orrery's runtime."""
     exe = _tool("nvcc", "install the CUDA toolkit (only its compiler is needed, no GPU)")
     args = shared_object_args(args)
+    options = nvcc_options(exe)
     items = [
-        it
-        for it in split_nvcc_args(args, nvcc_options(exe))
-        if _name(it) not in _CUDART_CHOICE and not _smpi_host_compiler(it)
+        it for it in split_nvcc_args(args, options) if _name(it) not in _CUDART_CHOICE and not _smpi_host_compiler(it)
     ]
     extra = [*NVCC_FLAGS, f"-I{smpi_include_dir()}", *include_args()]
     if any(_name(it) in _NOT_LINKING for it in items):
@@ -199,6 +198,11 @@ def nvcc(args: list[str]) -> int:
         elif name in ("-Xlinker", "--linker-options"):
             value = it[1] if len(it) == 2 else a.split("=", 1)[1]
             link.append("-Wl," + value)
+        elif name in options and name not in ("-shared", "--shared"):  # nvcc's own: -lineinfo is no library
+            compile_flags += it
+            if name in _HOST_COMPILER_OPTIONS:  # nvcc hands them to the host compiler's link too
+                value = it[1] if len(it) == 2 else a.split("=", 1)[1]
+                link += value.split(",")
         elif a.startswith(("-l", "-L", "-Wl,")) or name in ("-shared", "--shared"):
             link.append("-shared" if name == "--shared" else a)  # a library gets no entry point
         else:

@@ -72,6 +72,27 @@ def test_single_word_wrappers_compile_and_link_in_one_command(tmp_path, run_prog
     assert out["name"] == h100.gpu.model and out["count"] == "2"
 
 
+def test_nvcc_s_own_l_options_are_no_libraries_and_host_options_reach_the_link(tmp_path, run_program):
+    """NVIDIA's multi-gpu-programming-models build with `nvcc -Xcompiler -fopenmp -lineinfo -ldl
+    jacobi.cu -o jacobi`: -lineinfo is nvcc's (line information), not a library "ineinfo"; -ldl is a
+    library; -Xcompiler -fopenmp goes to the host compiler's link too, which then links OpenMP."""
+    src = tmp_path / "omp.cu"
+    src.write_text(
+        "#include <mpi.h>\n#include <dlfcn.h>\n#include <cstdio>\n"
+        "int main(int c, char** v) { MPI_Init(&c, &v); int n = 0;\n"
+        "#pragma omp parallel num_threads(3) reduction(+ : n)\n  n += 1;\n"
+        'printf("threads %d, dl %d\\n", n, dlopen(nullptr, RTLD_LAZY) != nullptr);\n'
+        "MPI_Finalize(); }\n"
+    )
+    exe = tmp_path / "omp"
+    cmd = [str(BIN / "orrery-nvcc"), "-Xcompiler", "-fopenmp", "-lineinfo", "-ldl", str(src), "-o", str(exe)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    r = run_program(exe, options=("--gpus-per-node", "1"))
+    assert r.returncode == 0, r.stderr
+    assert "threads 3, dl 1" in r.stdout.splitlines()
+
+
 def test_x_cu_compiles_any_source_as_cuda(tmp_path, run_program, h100):
     src = tmp_path / "query.cpp"
     src.write_text(DEVICE_QUERY.read_text())
