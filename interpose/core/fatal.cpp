@@ -5,14 +5,26 @@
 #include "core/ranks.hpp"
 #include "core/runtime.hpp"
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <unistd.h>
 
 namespace orrery {
 
 /* ---------------- fatal errors ---------------- */
+
+namespace {
+// The thread every simulated actor runs on (SimGrid's contexts share the launcher's main thread,
+// which loads this library). A program's own threads (OpenMP's, std::thread) are others.
+const std::thread::id g_simulation_thread = std::this_thread::get_id();
+std::atomic<bool> g_stopping{false};
+std::atomic<std::thread::id> g_stopper;
+}  // namespace
+
+bool on_simulation_thread() { return std::this_thread::get_id() == g_simulation_thread; }
 
 void fatal(const char* fmt, ...) {
   char msg[2048];
@@ -20,6 +32,17 @@ void fatal(const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  // One stop per run: threads of the program calling CUDA at once (an OpenMP region) would each
+  // truncate the error file and end the run beside the others. The first says why; the others
+  // wait for it to end the process.
+  if (g_stopping.exchange(true)) {
+    if (g_stopper.load() == std::this_thread::get_id())
+      _exit(70);  // an error while stopping
+    for (;;)
+      pause();
+  }
+  g_stopper = std::this_thread::get_id();
+  const bool simulating = on_simulation_thread();
   fflush(nullptr);
   const char* err = getenv("ORRERY_ERROR_FILE");
   bool told = false;
@@ -29,7 +52,9 @@ void fatal(const char* fmt, ...) {
       told = fclose(f) == 0;
     }
   }
-  if (told && run_description_loaded())  // orrery run prints it last, with the report's rank and time in results.json
+  // orrery run prints it last, with the report's rank and time in results.json; from a thread of
+  // the program's own, which no actor is, the simulation's state is not its to read: no report
+  if (told && simulating && run_description_loaded())
     end_run("orrery_error", current_rank_id(), 0);
   if (told)
     _exit(0);

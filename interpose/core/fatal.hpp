@@ -9,6 +9,9 @@ namespace orrery {
 
 [[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 [[noreturn]] void unsupported(const char* function);
+// Whether the caller runs on the simulation's thread, where every actor runs (not on a thread of
+// the program's own: OpenMP's, std::thread's).
+bool on_simulation_thread();
 
 }  // namespace orrery
 #pragma GCC visibility pop

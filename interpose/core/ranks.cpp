@@ -31,6 +31,10 @@ static sg4::MutexPtr g_sim_mutex;
 sg4::MutexPtr& sim_mutex() { return g_sim_mutex; }
 
 Rank& rank_self(const char* function) {
+  if (!on_simulation_thread())
+    fatal("%s called outside of any simulated rank, from a thread of the program's own (OpenMP's, "
+          "std::thread's): Orrery simulates each rank's CUDA calls from the thread that runs its MPI",
+          function);
   sg4::Actor* self = sg4::Actor::is_maestro() ? nullptr : sg4::Actor::self();
   if (!self)
     fatal("%s called outside of any simulated rank", function);

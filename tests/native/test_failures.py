@@ -212,3 +212,28 @@ def test_a_program_without_orrery_s_runtime_is_refused(tmp_path):
     assert p.stderr.strip().splitlines()[-1].startswith(f"orrery: error: orrery run: got '{exe}'")
     assert "orrery mpicc" in p.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_cuda_calls_from_the_program_s_own_threads_stop_the_run_in_one_line_every_time(run_program, tmp_path):
+    """NVIDIA's multi_threaded_copy Jacobi drives a GPU per OpenMP thread: those threads are not
+    simulated ranks. All of them calling cudaSetDevice at once once ended the run three ways in three
+    tries (its error, "the simulation stopped", "wrote no report ... status 0"): one line, each time."""
+    src = tmp_path / "threads.cu"
+    src.write_text(
+        "#include <mpi.h>\n"
+        "int main(int c, char** v) { MPI_Init(&c, &v);\n"
+        "#pragma omp parallel num_threads(8)\n"
+        "  { for (int i = 0; i < 1000; i++) cudaSetDevice(0); }\n"
+        "MPI_Finalize(); }\n"
+    )
+    exe = tmp_path / "threads"
+    orrery("nvcc", "-Xcompiler", "-fopenmp", str(src), "-o", str(exe), check=True)
+    for _ in range(3):
+        r = run_program(exe, options=("--gpus-per-node", "1"))
+        assert r.returncode == 3, r.stderr
+        assert r.stderr.strip().splitlines()[-1] == (
+            "orrery: error: cudaSetDevice called outside of any simulated rank, from a thread of the "
+            "program's own (OpenMP's, std::thread's): Orrery simulates each rank's CUDA calls from the "
+            "thread that runs its MPI"
+        )
+        assert r.results["status"] == "orrery_error"
