@@ -84,6 +84,7 @@ Rank& rank_self(const char* function) {
   }
   r->device = 0;
   r->legacy.assign(r->gpus.size(), nullptr);
+  r->per_thread.assign(r->gpus.size(), nullptr);
   r->cpu = r->id < (int)d.ranks.size() ? host_by_name(d.ranks[r->id].cpu) : nullptr;
   const std::optional<std::string>& endpoint = gpu_place(r->host).message_end;
   r->device_end = endpoint ? host_by_name(*endpoint) : r->host;

@@ -287,6 +287,7 @@ struct Rank {
   std::vector<Gpu*> gpus;            // the devices of its node, by device number
   int device = 0;                    // current device
   std::vector<Stream*> legacy;       // legacy default stream per device (lazily)
+  std::vector<Stream*> per_thread;   // per-thread default stream per device (lazily): the rank's thread's
   std::vector<Stream*> streams;      // every stream it created, for ordering and sync
   cudaError_t last_error = cudaSuccess;
   // launch configuration pushed by nvcc's stubs
@@ -319,6 +320,11 @@ Gpu& current_gpu(Rank& r);
 /* Resolve a cudaStream_t of rank r (nullptr/legacy handles -> legacy stream). */
 Stream* resolve_stream(Rank& r, cudaStream_t s, const char* function);
 Stream* legacy_stream(Rank& r, int device);  // the legacy default stream of one of the rank's devices
+// The per-thread default stream (cudaStreamPerThread; stream 0 of code built with nvcc's
+// --default-stream per-thread): a blocking stream of its own, one per device for the rank's thread.
+Stream* per_thread_stream(Rank& r, int device);
+// A _ptsz entry point's stream: its 0 is the per-thread default stream, not the legacy one.
+inline cudaStream_t per_thread(cudaStream_t s) { return s ? s : cudaStreamPerThread; }
 Stream* create_stream(Rank& r, unsigned flags, int priority);
 
 /* Enqueue op on stream, adding the implicit legacy-stream ordering; on a stream being captured,

@@ -85,11 +85,22 @@ Stream* legacy_stream(Rank& r, int device) {
   return l;
 }
 
+Stream* per_thread_stream(Rank& r, int device) {
+  Stream*& p = r.per_thread.at(device);
+  if (!p) {  // not non-blocking: it synchronises with the legacy default stream, as in CUDA
+    int current = r.device;
+    r.device = device;
+    p = create_stream(r, 0, 0);
+    r.device = current;
+  }
+  return p;
+}
+
 Stream* resolve_stream(Rank& r, cudaStream_t handle, const char* function) {
   if (handle == nullptr || handle == cudaStreamLegacy)
     return legacy_stream(r, r.device);
   if (handle == cudaStreamPerThread)
-    unsupported("cudaStreamPerThread (per-thread default stream)");
+    return per_thread_stream(r, r.device);
   auto* s = reinterpret_cast<Stream*>(handle);
   if (!live_streams().count(s) || s->destroyed || s->rank != &r)
     fatal("%s: invalid stream handle %p (rank %d)", function, (void*)handle, r.id);

@@ -159,3 +159,16 @@ ORR_EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t handle) {
   delete x;
   return cudaSuccess;
 }
+
+/* nvcc --default-stream per-thread: stream 0 is the per-thread default stream */
+ORR_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s, int mode) {
+  return cudaStreamBeginCapture(per_thread(s), mode);
+}
+ORR_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t* graph) {
+  return cudaStreamEndCapture(per_thread(s), graph);
+}
+ORR_EXPORT cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t s, int* status) {
+  return cudaStreamIsCapturing(per_thread(s), status);
+}
+ORR_EXPORT cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t x, cudaStream_t s) { return cudaGraphUpload(x, per_thread(s)); }
+ORR_EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t x, cudaStream_t s) { return cudaGraphLaunch(x, per_thread(s)); }

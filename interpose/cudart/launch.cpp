@@ -159,6 +159,17 @@ ORR_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block,
   return launch("cudaLaunchKernel", func, grid, block, stream);
 }
 
+// nvcc --default-stream per-thread: stream 0 is the per-thread default stream
+ORR_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void**, size_t,
+                                               cudaStream_t stream) {
+  return launch("<<<...>>>", kernel, grid, block, per_thread(stream));
+}
+
+ORR_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void**, size_t,
+                                             cudaStream_t stream) {
+  return launch("cudaLaunchKernel", func, grid, block, per_thread(stream));
+}
+
 /* Attributes that steer occupancy on a real GPU; skeleton mode's cost comes
  * from the cost file, which was measured with whatever attributes applied. */
 ORR_EXPORT cudaError_t cudaFuncSetAttribute(const void*, int, int) { return cudaSuccess; }

@@ -486,6 +486,21 @@ ORR_EXPORT cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* s
                                          size_t height, int kind, cudaStream_t s) {
   return copy("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, s, false);
 }
+// nvcc --default-stream per-thread: on the per-thread default stream, under the calls' own names
+ORR_EXPORT cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t n, int kind) {
+  return copy("cudaMemcpy", dst, n, src, n, n, 1, kind, cudaStreamPerThread, true);
+}
+ORR_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t n, int kind, cudaStream_t s) {
+  return copy("cudaMemcpyAsync", dst, n, src, n, n, 1, kind, per_thread(s), false);
+}
+ORR_EXPORT cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                         size_t height, int kind) {
+  return copy("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, cudaStreamPerThread, true);
+}
+ORR_EXPORT cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                              size_t height, int kind, cudaStream_t s) {
+  return copy("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, per_thread(s), false);
+}
 ORR_EXPORT cudaError_t cudaMemcpyPeer(void* dst, int dst_dev, const void* src, int src_dev, size_t n) {
   // CUDA: serialised with all pending and future work of the current, source and
   // destination devices (cudaMemcpyPeerAsync is not)
@@ -507,4 +522,10 @@ ORR_EXPORT cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_dev, const void* s
 ORR_EXPORT cudaError_t cudaMemset(void* p, int /*value*/, size_t n) { return memset_device("cudaMemset", p, n, nullptr); }
 ORR_EXPORT cudaError_t cudaMemsetAsync(void* p, int /*value*/, size_t n, cudaStream_t s) {
   return memset_device("cudaMemsetAsync", p, n, s);
+}
+ORR_EXPORT cudaError_t cudaMemset_ptds(void* p, int /*value*/, size_t n) {
+  return memset_device("cudaMemset", p, n, cudaStreamPerThread);
+}
+ORR_EXPORT cudaError_t cudaMemsetAsync_ptsz(void* p, int /*value*/, size_t n, cudaStream_t s) {
+  return memset_device("cudaMemsetAsync", p, n, per_thread(s));
 }

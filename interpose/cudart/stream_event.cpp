@@ -192,3 +192,22 @@ ORR_EXPORT cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEv
   *ms = (float)((b->time - a->time) * 1e3);
   return cudaSuccess;
 }
+
+/* nvcc --default-stream per-thread: stream 0 is the per-thread default stream */
+ORR_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) { return cudaStreamSynchronize(per_thread(s)); }
+ORR_EXPORT cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) { return cudaStreamQuery(per_thread(s)); }
+ORR_EXPORT cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t event, unsigned int flags) {
+  return cudaStreamWaitEvent(per_thread(s), event, flags);
+}
+ORR_EXPORT cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int* priority) {
+  return cudaStreamGetPriority(per_thread(s), priority);
+}
+ORR_EXPORT cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int* flags) {
+  return cudaStreamGetFlags(per_thread(s), flags);
+}
+ORR_EXPORT cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void* data) {
+  return cudaLaunchHostFunc(per_thread(s), fn, data);
+}
+ORR_EXPORT cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t s) {
+  return cudaEventRecord(event, per_thread(s));
+}

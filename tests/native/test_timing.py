@@ -106,6 +106,15 @@ def test_destroyed_streams_complete_their_work_and_the_rank_ends_cleanly(run_pro
     assert v["elapsed"] == pytest.approx(L + BUSY + S, rel=REL)
 
 
+def test_the_per_thread_stream_handle_runs_beside_a_blocking_stream(run_program, programs, h100, costs):
+    """cudaStreamPerThread, in a program built without --default-stream per-thread: a blocking
+    stream of its own (flags 0), which does not wait for other blocking streams as the legacy does."""
+    L, S = h100.overheads.launch, h100.overheads.sync
+    v = run_ok(run_program, programs, "per-thread-handle", options=costs).values()
+    assert v["brief_done"] == pytest.approx(2 * L + 2 * BRIEF + S, rel=REL)
+    assert v["flags"] == 0
+
+
 def test_legacy_default_stream_waits_for_blocking_streams(run_program, programs, h100, costs):
     L, S = h100.overheads.launch, h100.overheads.sync
     v = run_ok(run_program, programs, "legacy", options=costs).values()

@@ -152,6 +152,15 @@ int main(int argc, char** argv) {
     CHECK(cudaStreamDestroy(s2));  // idle: its worker ends as the rank does
     CHECK(cudaDeviceSynchronize());
     printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "per-thread-handle")) {  // cudaStreamPerThread: a blocking stream of its own
+    busy<<<1, 1, 0, s1>>>(d);
+    brief<<<1, 1, 0, cudaStreamPerThread>>>(d);
+    CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+    printf("brief_done %.17g\n", MPI_Wtime() - t0);
+    unsigned flags = 1;
+    CHECK(cudaStreamGetFlags(cudaStreamPerThread, &flags));
+    printf("flags %u\n", flags);
+    CHECK(cudaDeviceSynchronize());
   } else if (!strcmp(mode, "legacy-nonblocking")) {  // ... but not for a non-blocking stream
     cudaStream_t nb;
     CHECK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
