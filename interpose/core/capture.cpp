@@ -81,12 +81,21 @@ bool unsafe_prohibited(const Rank& r) {
   return false;
 }
 
+Capture* implicit_capture(Stream* legacy) {
+  for (Stream* o : legacy->rank->streams)
+    if (o->capture && o->device == legacy->device && !(o->flags & cudaStreamNonBlocking))
+      return o->capture;
+  return nullptr;
+}
+
 cudaError_t capture_begin(Stream* s, int mode) {
   if (s->legacy)  // "Capture may not be initiated if stream is cudaStreamLegacy"
     return cudaErrorStreamCaptureUnsupported;
   if (s->capture)
     return cudaErrorIllegalState;
+  static unsigned long long next_id = 1;
   auto* c = new Capture;  // never freed: events recorded in it keep pointing to it
+  c->id = next_id++;
   c->rank = s->rank;
   c->mode = mode;
   c->graph.rank = s->rank;
@@ -177,12 +186,11 @@ cudaError_t capture_wait(Stream* s, Event* e) {
 }
 
 cudaError_t capture_implicit(Stream* legacy) {
-  for (Stream* o : legacy->rank->streams)
-    if (o->capture && o->device == legacy->device && !(o->flags & cudaStreamNonBlocking)) {
-      capture_invalidate(o->capture);
-      return cudaErrorStreamCaptureImplicit;
-    }
-  return cudaSuccess;
+  Capture* c = implicit_capture(legacy);
+  if (!c)
+    return cudaSuccess;
+  capture_invalidate(c);
+  return cudaErrorStreamCaptureImplicit;
 }
 
 cudaError_t graph_launch(GraphExec& x, Stream* s) {

@@ -34,6 +34,7 @@ struct Graph {
 
 struct Capture {
   Rank* rank = nullptr;
+  unsigned long long id = 0;     // unique over the process (cudaStreamGetCaptureInfo's)
   int mode = kCaptureGlobal;
   bool active = true;            // until cudaStreamEndCapture (kept after it: events point to it)
   bool invalidated = false;      // an operation that cannot be captured ended it in error
@@ -70,6 +71,9 @@ Capture* active_capture(const Rank& r, int device = -1);
 // capture begun in a mode other than relaxed, and its own mode is not relaxed.
 bool unsafe_prohibited(const Rank& r);
 int& thread_capture_mode(const Rank& r);  // cudaThreadExchangeStreamCaptureMode's, per rank
+// The capture the legacy stream `legacy` would join implicitly: one of a blocking stream of its
+// device (cudaErrorStreamCaptureImplicit for the call), or nullptr.
+Capture* implicit_capture(Stream* legacy);
 
 cudaError_t graph_launch(GraphExec& x, Stream* s);
 void graph_exec_destroy(GraphExec& x);

@@ -73,6 +73,9 @@ typedef void* cudaKernel_t;
 typedef struct CUgraph_st* cudaGraph_t;
 typedef struct CUgraphExec_st* cudaGraphExec_t;
 typedef struct CUgraphNode_st* cudaGraphNode_t;
+typedef struct cudaGraphEdgeData_st {  // driver_types.h: an edge's ports and type (0: a full dependency)
+  unsigned char from_port, to_port, type, reserved[5];
+} cudaGraphEdgeData;
 typedef void (*cudaHostFn_t)(void* userData);
 
 #define cudaStreamLegacy ((cudaStream_t)0x1)

@@ -25,6 +25,23 @@ Graph* graph_of(cudaGraph_t handle) {
   auto* g = reinterpret_cast<Graph*>(handle);
   return live_graphs().count(g) ? g : nullptr;
 }
+// The graph a capture of the rank is recording (cudaStreamGetCaptureInfo's graph_out), which may
+// be looked at while the capture goes on, not destroyed or instantiated.
+Graph* capturing_graph_of(const Rank& r, cudaGraph_t handle) {
+  for (Stream* s : r.streams)
+    if (s->capture && s->capture->active && reinterpret_cast<Graph*>(handle) == &s->capture->graph)
+      return &s->capture->graph;
+  return nullptr;
+}
+// cudaStreamGetCaptureInfo's arrays, valid until the next call on the stream (as CUDA's are)
+std::map<const Stream*, std::vector<cudaGraphNode_t>>& dependency_arrays() {
+  static std::map<const Stream*, std::vector<cudaGraphNode_t>> a;
+  return a;
+}
+std::map<const Stream*, std::vector<cudaGraphEdgeData>>& edge_arrays() {
+  static std::map<const Stream*, std::vector<cudaGraphEdgeData>> a;
+  return a;
+}
 GraphExec* exec_of(cudaGraphExec_t handle) {
   auto* x = reinterpret_cast<GraphExec*>(handle);
   return live_execs().count(x) ? x : nullptr;
@@ -77,8 +94,44 @@ ORR_EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream, int* status) {
   Rank& r = rank_self("cudaStreamIsCapturing");
   if (!status)
     return r.last_error = cudaErrorInvalidValue;
-  const Capture* c = resolve_stream(r, stream, "cudaStreamIsCapturing")->capture;
+  Stream* s = resolve_stream(r, stream, "cudaStreamIsCapturing");
+  if (s->legacy && implicit_capture(s))  // CUDA's answer on the legacy stream beside a capture
+    return r.last_error = cudaErrorStreamCaptureImplicit;
+  const Capture* c = s->capture;
   *status = !c ? 0 : c->invalidated ? 2 : 1;  // cudaStreamCaptureStatusNone, Invalidated, Active
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, int* status, unsigned long long* id,
+                                                cudaGraph_t* graph, const cudaGraphNode_t** dependencies,
+                                                const cudaGraphEdgeData** edges, size_t* count) {
+  Rank& r = rank_self("cudaStreamGetCaptureInfo");
+  if (!status || (edges && !dependencies))
+    return r.last_error = cudaErrorInvalidValue;
+  Stream* s = resolve_stream(r, stream, "cudaStreamGetCaptureInfo");
+  if (s->legacy && implicit_capture(s))
+    return r.last_error = cudaErrorStreamCaptureImplicit;
+  Capture* c = s->capture;
+  *status = !c ? 0 : c->invalidated ? 2 : 1;
+  if (*status != 1)  // the rest is valid only for an active capture
+    return cudaSuccess;
+  if (id)
+    *id = c->id;
+  if (graph)
+    *graph = reinterpret_cast<cudaGraph_t>(&c->graph);
+  std::vector<cudaGraphNode_t>& nodes = dependency_arrays()[s];
+  nodes.clear();
+  for (uint32_t n : s->capture_tail)
+    nodes.push_back(reinterpret_cast<cudaGraphNode_t>(&c->graph.nodes[n]));
+  if (dependencies)
+    *dependencies = nodes.data();
+  if (edges) {  // every edge of a captured graph is a full dependency: its data all zeros
+    std::vector<cudaGraphEdgeData>& data = edge_arrays()[s];
+    data.assign(nodes.size(), cudaGraphEdgeData{});
+    *edges = data.data();
+  }
+  if (count)
+    *count = nodes.size();
   return cudaSuccess;
 }
 
@@ -92,7 +145,9 @@ ORR_EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(int* mode) {
 
 ORR_EXPORT cudaError_t cudaGraphGetNodes(cudaGraph_t handle, cudaGraphNode_t* nodes, size_t* count) {
   Rank& r = rank_self("cudaGraphGetNodes");
-  Graph* g = graph_of(handle);
+  Graph* g = handle ? graph_of(handle) : nullptr;
+  if (!g && handle)
+    g = capturing_graph_of(r, handle);
   if (!g || !count)
     return r.last_error = cudaErrorInvalidValue;
   if (nodes) {  // handles to look at, not to use: the calls that take a node are not simulated
@@ -169,6 +224,11 @@ ORR_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t* gr
 }
 ORR_EXPORT cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t s, int* status) {
   return cudaStreamIsCapturing(per_thread(s), status);
+}
+ORR_EXPORT cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t s, int* status, unsigned long long* id,
+                                                     cudaGraph_t* graph, const cudaGraphNode_t** dependencies,
+                                                     const cudaGraphEdgeData** edges, size_t* count) {
+  return cudaStreamGetCaptureInfo(per_thread(s), status, id, graph, dependencies, edges, count);
 }
 ORR_EXPORT cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t x, cudaStream_t s) { return cudaGraphUpload(x, per_thread(s)); }
 ORR_EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t x, cudaStream_t s) { return cudaGraphLaunch(x, per_thread(s)); }

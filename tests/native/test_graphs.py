@@ -124,6 +124,16 @@ EXPECTED_ERRORS = {
     "end_joined": 0,
     "nodes_joined": 2,
     "device_sync_after": 0,
+    "info_status": 1,  # cudaStreamGetCaptureInfo: busy captured on s1, brief twice on s2 forked from it
+    "info_deps": 1,  # s1's next node depends on busy
+    "info_edge_zero": 1,  # a full dependency
+    "info_graph_nodes": 3,  # the graph being recorded
+    "info_same_id": 1,  # s2 joined the same capture
+    "info_legacy": 906,  # the legacy stream beside a captured blocking stream
+    "capturing_legacy": 906,
+    "info_deps_joined": 2,  # busy, and s2's last brief
+    "end_after_info": 0,
+    "info_status_after": 0,
 }
 
 

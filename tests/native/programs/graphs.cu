@@ -136,6 +136,34 @@ static void errors(float* d, float* h) {
   printf("end_joined %d\n", cudaStreamEndCapture(s1, &g));
   printf("nodes_joined %zu\n", node_count(g));
   printf("device_sync_after %d\n", cudaDeviceSynchronize());
+
+  CHECK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));  // what a capture says of itself
+  busy<<<1, 1, 0, s1>>>(d);
+  CHECK(cudaEventRecord(e, s1));
+  CHECK(cudaStreamWaitEvent(s2, e, 0));
+  brief<<<1, 1, 0, s2>>>(d);
+  brief<<<1, 1, 0, s2>>>(d);
+  unsigned long long id1 = 0, id2 = 0;
+  cudaGraph_t capturing = nullptr;
+  const cudaGraphNode_t* deps = nullptr;
+  const cudaGraphEdgeData* edges = nullptr;
+  size_t ndeps = 99;
+  CHECK(cudaStreamGetCaptureInfo(s1, &status, &id1, &capturing, &deps, &edges, &ndeps));
+  printf("info_status %d\n", (int)status);
+  printf("info_deps %zu\n", ndeps);
+  printf("info_edge_zero %d\n", edges[0].from_port == 0 && edges[0].to_port == 0 && edges[0].type == 0);
+  printf("info_graph_nodes %zu\n", node_count(capturing));
+  CHECK(cudaStreamGetCaptureInfo(s2, &status, &id2, nullptr, nullptr, nullptr, &ndeps));
+  printf("info_same_id %d\n", id1 != 0 && id1 == id2);
+  printf("info_legacy %d\n", cudaStreamGetCaptureInfo(cudaStreamLegacy, &status, nullptr, nullptr, nullptr, nullptr, nullptr));
+  printf("capturing_legacy %d\n", cudaStreamIsCapturing(cudaStreamLegacy, &status));
+  CHECK(cudaEventRecord(e, s2));
+  CHECK(cudaStreamWaitEvent(s1, e, 0));
+  CHECK(cudaStreamGetCaptureInfo(s1, &status, nullptr, nullptr, &deps, nullptr, &ndeps));
+  printf("info_deps_joined %zu\n", ndeps);  // busy and the second brief
+  printf("end_after_info %d\n", cudaStreamEndCapture(s1, &g));  // the queries invalidated nothing
+  CHECK(cudaStreamGetCaptureInfo(s1, &status, &id2, nullptr, nullptr, nullptr, nullptr));
+  printf("info_status_after %d\n", (int)status);
 }
 
 int main(int argc, char** argv) {
