@@ -51,14 +51,8 @@ void merge(std::vector<uint32_t>& into, const std::vector<uint32_t>& more) {
 
 Stream* branch_stream(GraphExec& x, int branch, int priority) {
   Stream*& s = x.streams[{branch, priority}];
-  if (!s) {
-    Rank& r = *x.rank;
-    int current = r.device;
-    r.device = x.graph.device;  // a stream belongs to the device current at its creation
-    // non-blocking: the legacy stream's ordering reaches the graph through the launch stream
-    s = create_stream(r, cudaStreamNonBlocking, priority);
-    r.device = current;
-  }
+  if (!s)  // non-blocking: the legacy stream's ordering reaches the graph through the launch stream
+    s = create_stream(*x.rank, cudaStreamNonBlocking, priority, x.graph.device);
   return s;
 }
 }  // namespace
@@ -72,13 +66,16 @@ Capture* active_capture(const Rank& r, int device) {
   return nullptr;
 }
 
-bool unsafe_prohibited(const Rank& r) {
+bool refuse_unsafe(const Rank& r) {
   if (thread_capture_mode(r) == kCaptureRelaxed)
     return false;
+  bool refused = false;
   for (Stream* s : r.streams)
-    if (s->capture && s->capture->mode != kCaptureRelaxed)
-      return true;
-  return false;
+    if (s->capture && s->capture->mode != kCaptureRelaxed) {
+      capture_invalidate(s->capture);
+      refused = true;
+    }
+  return refused;
 }
 
 Capture* implicit_capture(Stream* legacy) {

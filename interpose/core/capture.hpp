@@ -68,8 +68,9 @@ cudaError_t capture_implicit(Stream* legacy);
 // A capture of the rank on `device` (any device: -1) still going on, or nullptr.
 Capture* active_capture(const Rank& r, int device = -1);
 // Whether the rank's "potentially unsafe" calls (cudaMalloc) are prohibited now: it has a
-// capture begun in a mode other than relaxed, and its own mode is not relaxed.
-bool unsafe_prohibited(const Rank& r);
+// capture begun in a mode other than relaxed, and its own mode is not relaxed. Those captures are
+// then invalidated, as CUDA does.
+bool refuse_unsafe(const Rank& r);
 int& thread_capture_mode(const Rank& r);  // cudaThreadExchangeStreamCaptureMode's, per rank
 // The capture the legacy stream `legacy` would join implicitly: one of a blocking stream of its
 // device (cudaErrorStreamCaptureImplicit for the call), or nullptr.

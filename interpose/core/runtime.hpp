@@ -325,7 +325,8 @@ Stream* legacy_stream(Rank& r, int device);  // the legacy default stream of one
 Stream* per_thread_stream(Rank& r, int device);
 // A _ptsz entry point's stream: its 0 is the per-thread default stream, not the legacy one.
 inline cudaStream_t per_thread(cudaStream_t s) { return s ? s : cudaStreamPerThread; }
-Stream* create_stream(Rank& r, unsigned flags, int priority);
+// A new stream of `device` (-1: the rank's current device, as cudaStreamCreate makes it).
+Stream* create_stream(Rank& r, unsigned flags, int priority, int device = -1);
 
 /* Enqueue op on stream, adding the implicit legacy-stream ordering; on a stream being captured,
  * the operation becomes a node of the capture's graph instead (capture.cpp). An error is what

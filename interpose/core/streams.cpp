@@ -57,11 +57,11 @@ static void stream_worker(Stream* s) {
   }
 }
 
-Stream* create_stream(Rank& r, unsigned flags, int priority) {
+Stream* create_stream(Rank& r, unsigned flags, int priority, int device) {
   auto* s = new Stream;  // never freed: events and dependencies may outlive the handle
   s->rank = &r;
-  s->device = r.device;
-  s->gpu = &current_gpu(r);
+  s->device = device < 0 ? r.device : device;
+  s->gpu = r.gpus.at(s->device);
   s->flags = flags;
   s->priority = priority;
   s->work_cv = sg4::ConditionVariable::create();
@@ -76,10 +76,7 @@ Stream* create_stream(Rank& r, unsigned flags, int priority) {
 Stream* legacy_stream(Rank& r, int device) {
   Stream*& l = r.legacy.at(device);
   if (!l) {
-    int current = r.device;
-    r.device = device;  // a stream belongs to the device current at its creation
-    l = create_stream(r, 0, 0);
-    r.device = current;
+    l = create_stream(r, 0, 0, device);
     l->legacy = true;
   }
   return l;
@@ -87,12 +84,8 @@ Stream* legacy_stream(Rank& r, int device) {
 
 Stream* per_thread_stream(Rank& r, int device) {
   Stream*& p = r.per_thread.at(device);
-  if (!p) {  // not non-blocking: it synchronises with the legacy default stream, as in CUDA
-    int current = r.device;
-    r.device = device;
-    p = create_stream(r, 0, 0);
-    r.device = current;
-  }
+  if (!p)  // not non-blocking: it synchronises with the legacy default stream, as in CUDA
+    p = create_stream(r, 0, 0, device);
   return p;
 }
 

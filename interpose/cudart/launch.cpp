@@ -91,11 +91,12 @@ static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 bloc
   op.grid = grid;
   op.block = block;
   op.seconds = kernel_seconds(it->second, grid, block, op.uncosted);
-  // a captured kernel is launched (and counted) by each launch of its graph
-  if (op.uncosted && !s->capture)
-    r.stats.uncosted[op.name].count++;
+  // counted once enqueued; a captured kernel is launched (and counted) by each launch of its graph
+  const bool count = op.uncosted && !s->capture;
   if (cudaError_t e = enqueue(s, std::move(op)))
     return r.last_error = e;
+  if (count)
+    r.stats.uncosted[it->second].count++;
   return cudaSuccess;
 }
 

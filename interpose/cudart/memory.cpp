@@ -359,12 +359,8 @@ ORR_EXPORT cudaError_t cudaMalloc(void** p, size_t size) {
   Gpu& g = current_gpu(r);
   if (!p)
     return r.last_error = cudaErrorInvalidValue;
-  if (unsafe_prohibited(r)) {  // CUDA's example of a potentially unsafe call during a capture
-    for (Stream* s : r.streams)
-      if (s->capture && s->capture->mode != kCaptureRelaxed)
-        capture_invalidate(s->capture);
+  if (refuse_unsafe(r))  // CUDA's example of a potentially unsafe call during a capture
     return r.last_error = cudaErrorStreamCaptureUnsupported;
-  }
   if (size > g.prop.totalGlobalMem - g.memory_used) {  // not used + size: SIZE_MAX would wrap
     *p = nullptr;
     return r.last_error = cudaErrorMemoryAllocation;

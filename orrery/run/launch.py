@@ -110,7 +110,8 @@ def program_file(program: str) -> Path | None:
 DETACHED_MODES = ("simgrid", "report")
 
 
-def _check(opts: RunOptions, env: Mapping[str, str]) -> Path:
+def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool]:
+    """The program to run, and whether it links liborrery_alloc.so (links_alloc), once checked."""
     detached = env.get("ORRERY_SMPI_DETACHED", "")
     if detached not in ("", *DETACHED_MODES):
         raise InputError("environment variable ORRERY_SMPI_DETACHED", None, detached, "'simgrid' or 'report', or unset")
@@ -156,7 +157,7 @@ def _check(opts: RunOptions, env: Mapping[str, str]) -> Path:
         )
     if shutil.which("smpirun") is None:
         raise SimulationError("SimGrid's smpirun is not on PATH: run the set-up command of the README")
-    return exe.resolve()
+    return exe.resolve(), links_alloc(head)
 
 
 def _link_series(opts: RunOptions) -> bool:
@@ -207,28 +208,29 @@ ALLOCATOR = "mimalloc"
 MALLOC_CHOICES = ("system",)
 
 
-def links_alloc(exe: Path) -> bool:
-    """Whether the program links liborrery_alloc.so, as the wrappers link every program
-    (build.link_args; a program built before they did does not)."""
-    return f"lib{build.ALLOC}.so".encode() in exe.read_bytes()
+def links_alloc(program: bytes) -> bool:
+    """Whether a program (its file's bytes) links liborrery_alloc.so, as the wrappers link every
+    program (build.link_args; a program built before they did does not)."""
+    return f"lib{build.ALLOC}.so".encode() in program
 
 
-def allocator(env: Mapping[str, str], exe: Path | None = None) -> str | None:
-    """The allocator library to preload into SMPI's launcher for a run of `exe` with environment
-    `env`: ALLOCATOR's library as the loader's cache names it (libmimalloc.so.2), None for glibc's
-    own (ORRERY_MALLOC=system, no such library, or a program that does not link liborrery_alloc.so)."""
-    if env.get("ORRERY_MALLOC", "") == "system" or (exe is not None and not links_alloc(exe)):
+def allocator(env: Mapping[str, str], links_alloc: bool = True) -> str | None:
+    """The allocator library to preload into SMPI's launcher for a run with environment `env` of a
+    program that links liborrery_alloc.so or not: ALLOCATOR's library as the loader's cache names
+    it (libmimalloc.so.2), None for glibc's own (ORRERY_MALLOC=system, no such library, or a
+    program without liborrery_alloc.so)."""
+    if env.get("ORRERY_MALLOC", "") == "system" or not links_alloc:
         return None
     return ctypes.util.find_library(ALLOCATOR)
 
 
-def _preload(lib: Path, env: Mapping[str, str] = os.environ, exe: Path | None = None) -> str:
+def _preload(lib: Path, env: Mapping[str, str] = os.environ, links_alloc: bool = True) -> str:
     """smpirun's -wrapper that gives SMPI's launcher, not the script around it, the library that
     pins every message's ends where its rank posted it (interpose/mpi/smpi_pins.cpp) and the
     stand-ins that must win over the program's own libraries (STAND_INS), then the user's own
     preloads, then the allocator (allocator()): an allocator the user preloads comes first and wins."""
     ours = [str(lib / "liborrery_smpi.so"), *(str(lib / name) for name in STAND_INS)]
-    preload = [*ours, *env.get("LD_PRELOAD", "").split(), allocator(env, exe) or ""]
+    preload = [*ours, *env.get("LD_PRELOAD", "").split(), allocator(env, links_alloc) or ""]
     if any(" " in p for p in ours):  # smpirun splits the wrapper on spaces
         raise SimulationError(
             f"Orrery is installed under a path with a space ({lib}): SMPI's launcher "
@@ -342,9 +344,9 @@ def map_count_warning(ranks: int, limit_file: Path = Path("/proc/sys/vm/max_map_
 
 def run(opts: RunOptions) -> RunOutcome:
     env = {**os.environ, **opts.env}  # the program's environment beyond this process's
-    exe = _check(opts, env)
+    exe, linked = _check(opts, env)
     lib = lib_dir()
-    wrapper = _preload(lib, env, exe)  # before anything is written
+    wrapper = _preload(lib, env, linked)  # before anything is written
     out = opts.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     # orrery.cfg: the shim's configuration before run.json, which a run must not leave looking current

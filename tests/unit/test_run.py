@@ -41,13 +41,13 @@ def test_smpi_s_launcher_runs_with_mimalloc_where_installed_after_the_user_s_pre
     assert running._preload(lib, {}) == f"env LD_PRELOAD={ours}"
 
 
-def test_mimalloc_goes_only_into_a_program_that_links_orrery_s_allocator_entry_points(monkeypatch, tmp_path):
+def test_mimalloc_goes_only_into_a_program_that_links_orrery_s_allocator_entry_points(monkeypatch):
     """A program linked before the wrappers linked liborrery_alloc.so runs with glibc's allocator:
     its plain code's free would be glibc's while the rest allocated from mimalloc."""
     monkeypatch.setattr(running.ctypes.util, "find_library", lambda name: "libmimalloc.so.2")
-    linked, old = tmp_path / "linked", tmp_path / "old"
-    linked.write_bytes(b"\x7fELF...liborrery_alloc.so\0libcudart.so.13\0")
-    old.write_bytes(b"\x7fELF...libcudart.so.13\0")
+    linked = running.links_alloc(b"\x7fELF...liborrery_alloc.so\0libcudart.so.13\0")
+    old = running.links_alloc(b"\x7fELF...libcudart.so.13\0")
+    assert (linked, old) == (True, False)
     assert running.allocator({}, linked) == "libmimalloc.so.2"
     assert running.allocator({}, old) is None
     assert running.allocator({"ORRERY_MALLOC": "system"}, linked) is None
