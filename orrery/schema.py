@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # to a type checker a quantity is the float it holds (quantit
     Size: TypeAlias = float
     Bandwidth: TypeAlias = float
     Flops: TypeAlias = float
+    Frequency: TypeAlias = float
     Seconds: TypeAlias = float
 else:
     # Machine descriptions: a quantity needs its unit (only 0 may go without one).
@@ -44,6 +45,7 @@ else:
     Size = quantity("size")
     Bandwidth = quantity("bandwidth")
     Flops = quantity("flops")
+    Frequency = quantity("frequency")
     # Cost files and fit specs, which `orrery fit` fills in with plain numbers: seconds without a unit.
     Seconds = quantity("time", plain=True)
 

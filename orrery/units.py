@@ -1,6 +1,6 @@
 """Quantities with units, as machine descriptions and cost files write them.
 
-Accepted: compute rates (``67TFLOP/s``), times (``6.8ps``, ``2.5us``, ``1.2 ms``, ``3s``), sizes (``80GiB``, ``50MB``,
+Accepted: compute rates (``67TFLOP/s``), clock frequencies (``1980MHz``, ``1.98GHz``), times (``6.8ps``, ``2.5us``, ``1.2 ms``, ``3s``), sizes (``80GiB``, ``50MB``,
 ``4096B``), bandwidths (``53.8GB/s``, ``200Gbps``, ``25 GiB/s``). Decimal prefixes
 are powers of 1000 and binary prefixes (Ki, Mi, Gi, Ti) powers of 1024, as in
 vendor data sheets; ``b`` (bit) is an eighth of ``B`` (byte). A plain number
@@ -43,20 +43,22 @@ KINDS = {
     "size": "a size such as 80GiB, 50MB or 4096 (bytes)",
     "bandwidth": "a bandwidth such as 53.8GB/s, 200Gbps or 2.5e10 (bytes/s)",
     "flops": "a compute rate such as 67TFLOP/s or 6.7e13 (floating-point operations/s)",
+    "frequency": "a frequency such as 1980MHz, 1.98GHz or 1.98e9 (Hz)",
 }
 EXAMPLES = {
     "time": "2.5us, 1ms or 0.5s",
     "size": "80GiB, 50MB or 4096B",
     "bandwidth": "53.8GB/s, 200Gbps or 2.5e10B/s",
     "flops": "67TFLOP/s or 6.7e13FLOP/s",
+    "frequency": "1980MHz, 1.98GHz or 1.98e9Hz",
 }
 WITH_UNIT = {
     kind: f"a {'compute rate' if kind == 'flops' else kind} with its unit, such as {EXAMPLES[kind]}"
     for kind in EXAMPLES
 }
 #: The SI base unit of each kind, as parse() reads it: a number in SI units written back with it.
-BASE_UNIT = {"time": "s", "size": "B", "bandwidth": "B/s", "flops": "FLOP/s"}
-POSITIVE = ("bandwidth", "flops")
+BASE_UNIT = {"time": "s", "size": "B", "bandwidth": "B/s", "flops": "FLOP/s", "frequency": "Hz"}
+POSITIVE = ("bandwidth", "flops", "frequency")
 
 
 def _unit_scale(kind: str, unit: str) -> Decimal | None:
@@ -80,6 +82,8 @@ def _unit_scale(kind: str, unit: str) -> Decimal | None:
             and rest in ("FLOP/s", "FLOPS", "flop/s", "flops")
             and prefix not in ("p", "n", "u", "µ", "m")
         ):
+            return scale
+        if kind == "frequency" and rest == "Hz" and prefix in ("", "k", "M", "G"):
             return scale
     return None
 

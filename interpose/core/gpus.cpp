@@ -77,6 +77,17 @@ Gpu* gpu_of_host(sg4::Host* host) {
   p.textureAlignment = 512;
   p.texturePitchAlignment = 32;
   p.multiProcessorCount = (int)model.sm_count;
+  // The texture limits of every compute capability CUDA 13 builds for (7.5 and later), as the
+  // H100 SXM5 and A100 deviceQuery that the built-in machines cite print them.
+  p.maxTexture1D = 131072;
+  p.maxTexture2D[0] = 131072;
+  p.maxTexture2D[1] = 65536;
+  p.maxTexture3D[0] = p.maxTexture3D[1] = p.maxTexture3D[2] = 16384;
+  p.maxTexture1DLayered[0] = 32768;
+  p.maxTexture1DLayered[1] = 2048;
+  p.maxTexture2DLayered[0] = p.maxTexture2DLayered[1] = 32768;
+  p.maxTexture2DLayered[2] = 2048;
+  p.surfaceAlignment = 512;  // deviceQuery's "Alignment requirement for Surfaces: Yes"
   p.canMapHostMemory = 1;
   p.concurrentKernels = 1;
   p.ECCEnabled = 1;
@@ -91,8 +102,19 @@ Gpu* gpu_of_host(sg4::Host* host) {
   p.globalL1CacheSupported = 1;
   p.localL1CacheSupported = 1;
   p.managedMemory = 1;
+  p.concurrentManagedAccess = 1;  // Linux, compute capability 6.0 and later
+  p.computePreemptionSupported = 1;
+  p.canUseHostPointerForRegisteredMem = 1;
+  p.hostRegisterSupported = 1;
+  // What a block may not use of its multiprocessor's shared memory: 1 KiB on 8.0 and 9.0 alike
+  // (228 - 227 KiB, 164 - 163 KiB in the CUDA C++ Programming Guide's tables).
+  p.reservedSharedMemPerBlock = model.shared_per_sm > model.shared_per_block_optin
+                                    ? (size_t)(model.shared_per_sm - model.shared_per_block_optin)
+                                    : 0;
   p.cooperativeLaunch = 1;
-  p.memoryPoolsSupported = 1;
+  // Stream-ordered allocation (cudaMallocAsync, memory pools) is not simulated: a program that
+  // asks takes its cudaMalloc path, as the driver's CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED says.
+  p.memoryPoolsSupported = 0;
   p.gpuDirectRDMASupported = 1;
   p.clusterLaunch = p.major >= 9;
   auto& slot = gpus[host->get_name()];

@@ -78,6 +78,13 @@ void finish_rank(const Rank& r) {
         end_run("pending_gpu_work", r.id, 0);
 }
 
+/* A program that never called MPI_Init is no member of an MPI job, and mpirun takes its exit(0)
+ * for its normal end: so is it here, as if it had returned from main. */
+void end_outside_mpi(Rank& r, int status) {
+  if (status == 0 && !r.mpi_initialized && r.stats.end_s < 0)
+    r.stats.end_s = now();
+}
+
 /* exit() called by a rank during the simulation ends the whole process (every rank is an actor
  * in it), before SimGrid's own exit handler turns it into an abort and loses the status. */
 static void on_process_exit(int status, void*) {
@@ -86,6 +93,9 @@ static void on_process_exit(int status, void*) {
   int rank = current_rank_id();
   if (rank < 0)
     return;  // SimGrid's own exit: orrery run reports the missing report
+  for (auto& [pid, r] : ranks())
+    if (r->id == rank)
+      end_outside_mpi(*r, status);
   auto finished = [](int id) {
     for (auto& [pid, r] : ranks())
       if (r->id == id)
@@ -95,7 +105,7 @@ static void on_process_exit(int status, void*) {
   bool others_running = false;
   for (int id = 0; id < (int)run_description().ranks.size(); id++)
     others_running = others_running || (id != rank && !finished(id));
-  if (status != 0 || !finished(rank))  // exit(0) before MPI_Finalize is a failure too
+  if (status != 0 || !finished(rank))  // exit(0) between MPI_Init and MPI_Finalize is a failure too
     end_run("exited", rank, status);
   if (others_running)
     // After MPI_Finalize a rank's exit(0) would let the others go on in a real job; here it

@@ -61,6 +61,8 @@ const GpuHost& gpu_place(const sg4::Host* host);
 struct Rank;
 // A rank that ends with work still queued on its GPU ends the run (status pending_gpu_work).
 void finish_rank(const Rank& r);
+// exit(status) of a rank that never called MPI_Init: with 0, its normal end (the rank finished).
+void end_outside_mpi(Rank& r, int status);
 // Stops the run when a loaded object's CUDA calls would go to a runtime other than Orrery's (a
 // statically linked copy: nvcc's default), before the program's first simulated second
 // (foreign_runtime.cpp).
@@ -268,6 +270,7 @@ struct MpiPath {
 
 struct Rank {
   int id = 0;
+  bool mpi_initialized = false;  // it called MPI_Init (or MPI_Init_thread)
   static constexpr int kNoPeer = -1, kAnyPeer = -2;
   // The MPI call the rank is in (mpi.cpp's MpiScope): a deadlock names it, and a run that ends
   // inside it counts it until then.
@@ -286,6 +289,7 @@ struct Rank {
                                      // with mpi.intra_node = "nic" the GPU's message endpoint
   std::vector<Gpu*> gpus;            // the devices of its node, by device number
   int device = 0;                    // current device
+  std::set<std::pair<int, int>> peer_access;  // (device, peer) pairs cudaDeviceEnablePeerAccess enabled
   std::vector<Stream*> legacy;       // legacy default stream per device (lazily)
   std::vector<Stream*> per_thread;   // per-thread default stream per device (lazily): the rank's thread's
   std::vector<Stream*> streams;      // every stream it created, for ordering and sync
@@ -363,6 +367,8 @@ struct Allocation {
   bool folded;      // mapped onto the shared fold block: contents are not kept
   Gpu* gpu;         // owning device (device memory only)
   bool mapped = false;  // a range the driver mapped (cuMemMap): cuMemUnmap ends it, not cudaFree
+  bool registered = false;  // the program's own memory, pinned by cudaHostRegister: never freed here
+  unsigned flags = 0;       // pinned host memory: cudaHostAlloc's or cudaHostRegister's flags
   uint64_t serial = 0;  // which allocation of the run it is (from 1): a reallocation at the same address is another
 };
 const Allocation* find_allocation(const void* p);
@@ -370,9 +376,10 @@ const Allocation* find_allocation(const void* p);
 // memsets and pointer queries as cudaMalloc's is; the caller accounts for its memory.
 void register_allocation(const Allocation& a);
 void unregister_allocation(uintptr_t base);
-// A cudaDevAttr value of a device (cudaDeviceGetAttribute, cuDeviceGetAttribute); false for an
-// attribute the machine model does not describe.
-bool device_attribute(const cudaDeviceProp& p, int attr, int* value);
+// A cudaDevAttr value of a device (cudaDeviceGetAttribute, cuDeviceGetAttribute): null once
+// *value is set, else why the attribute has no answer (cudart/device_attributes.cpp).
+const char* device_attribute(const Gpu& g, int attr, int* value);
+const char* device_attribute_name(int attr);  // cudaDevAttrClockRate, ...
 void install_message_copy();  // skip the data of MPI messages sent from folded memory
 
 /* Fill a host destination after a device-to-host copy, per the fill policy. */

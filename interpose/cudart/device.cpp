@@ -13,48 +13,6 @@
 
 using namespace orrery;
 
-bool orrery::device_attribute(const cudaDeviceProp& p, int attr, int* value) {
-  switch (attr) {
-    case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
-    case cudaDevAttrMaxBlockDimX: *value = p.maxThreadsDim[0]; break;
-    case cudaDevAttrMaxBlockDimY: *value = p.maxThreadsDim[1]; break;
-    case cudaDevAttrMaxBlockDimZ: *value = p.maxThreadsDim[2]; break;
-    case cudaDevAttrMaxGridDimX: *value = p.maxGridSize[0]; break;
-    case cudaDevAttrMaxGridDimY: *value = p.maxGridSize[1]; break;
-    case cudaDevAttrMaxGridDimZ: *value = p.maxGridSize[2]; break;
-    case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
-    case cudaDevAttrTotalConstantMemory: *value = (int)p.totalConstMem; break;
-    case cudaDevAttrWarpSize: *value = p.warpSize; break;
-    case cudaDevAttrMaxRegistersPerBlock: *value = p.regsPerBlock; break;
-    case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
-    case cudaDevAttrIntegrated: *value = p.integrated; break;
-    case cudaDevAttrCanMapHostMemory: *value = p.canMapHostMemory; break;
-    case cudaDevAttrComputeMode: *value = 0; break;
-    case cudaDevAttrConcurrentKernels: *value = p.concurrentKernels; break;
-    case cudaDevAttrEccEnabled: *value = p.ECCEnabled; break;
-    case cudaDevAttrPciBusId: *value = p.pciBusID; break;
-    case cudaDevAttrPciDeviceId: *value = p.pciDeviceID; break;
-    case cudaDevAttrPciDomainId: *value = p.pciDomainID; break;
-    case cudaDevAttrGlobalMemoryBusWidth: *value = p.memoryBusWidth; break;
-    case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
-    case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
-    case cudaDevAttrAsyncEngineCount: *value = p.asyncEngineCount; break;
-    case cudaDevAttrUnifiedAddressing: *value = p.unifiedAddressing; break;
-    case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
-    case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
-    case cudaDevAttrStreamPrioritiesSupported: *value = p.streamPrioritiesSupported; break;
-    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = (int)p.sharedMemPerMultiprocessor; break;
-    case cudaDevAttrMaxRegistersPerMultiprocessor: *value = p.regsPerMultiprocessor; break;
-    case cudaDevAttrManagedMemory: *value = p.managedMemory; break;
-    case cudaDevAttrCooperativeLaunch: *value = p.cooperativeLaunch; break;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
-    case cudaDevAttrMaxBlocksPerMultiprocessor: *value = p.maxBlocksPerMultiProcessor; break;
-    case cudaDevAttrGPUDirectRDMASupported: *value = p.gpuDirectRDMASupported; break;
-    default: return false;
-  }
-  return true;
-}
-
 ORR_EXPORT cudaError_t cudaGetDeviceCount(int* count) {
   Rank& r = rank_self("cudaGetDeviceCount");
   if (!count)
@@ -97,8 +55,8 @@ ORR_EXPORT cudaError_t cudaDeviceGetAttribute(int* value, int attr, int device) 
     return r.last_error = cudaErrorInvalidValue;
   if (device < 0 || device >= (int)r.gpus.size())
     return r.last_error = cudaErrorInvalidDevice;
-  if (!device_attribute(r.gpus[device]->prop, attr, value))
-    fatal("cudaDeviceGetAttribute: attribute %d is not described by Orrery's machine model", attr);
+  if (const char* why = device_attribute(*r.gpus[device], attr, value))
+    fatal("cudaDeviceGetAttribute: attribute %d (%s) %s", attr, device_attribute_name(attr), why);
   return cudaSuccess;
 }
 
@@ -120,6 +78,20 @@ ORR_EXPORT cudaError_t cudaDeviceReset(void) {
   return cudaSuccess;
 }
 
+/* The range a profiler (Nsight Systems' --capture-range=cudaProfilerApi) records: Orrery's
+ * timeline is --trace's, of the whole run, so the calls only appear in it. */
+ORR_EXPORT cudaError_t cudaProfilerStart(void) {
+  Rank& r = rank_self("cudaProfilerStart");
+  trace::CudaCall call(r, "cudaProfilerStart");
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaProfilerStop(void) {
+  Rank& r = rank_self("cudaProfilerStop");
+  trace::CudaCall call(r, "cudaProfilerStop");
+  return cudaSuccess;
+}
+
 ORR_EXPORT cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
   Rank& r = rank_self("cudaDeviceCanAccessPeer");
   int n = (int)r.gpus.size();
@@ -131,11 +103,27 @@ ORR_EXPORT cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
   return cudaSuccess;
 }
 
+/* Peer access is bookkeeping: peer copies and kernels' peer accesses take the platform's routes
+ * whether or not the program enabled it. Enabling twice, or disabling what is not enabled, fails
+ * as in CUDA. */
 ORR_EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
   Rank& r = rank_self("cudaDeviceEnablePeerAccess");
   if (peer < 0 || peer >= (int)r.gpus.size() || peer == r.device)
     return r.last_error = cudaErrorInvalidDevice;
-  return flags ? r.last_error = cudaErrorInvalidValue : cudaSuccess;
+  if (flags)
+    return r.last_error = cudaErrorInvalidValue;
+  if (!r.peer_access.insert({r.device, peer}).second)
+    return r.last_error = cudaErrorPeerAccessAlreadyEnabled;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peer) {
+  Rank& r = rank_self("cudaDeviceDisablePeerAccess");
+  if (peer < 0 || peer >= (int)r.gpus.size() || peer == r.device)
+    return r.last_error = cudaErrorInvalidDevice;
+  if (!r.peer_access.erase({r.device, peer}))
+    return r.last_error = cudaErrorPeerAccessNotEnabled;
+  return cudaSuccess;
 }
 
 ORR_EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {

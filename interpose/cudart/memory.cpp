@@ -391,33 +391,33 @@ ORR_EXPORT cudaError_t cudaFree(void* p) {
   return cudaSuccess;
 }
 
-ORR_EXPORT cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int /*flags*/) {
+// cudaHostAlloc's flags: Portable, Mapped, WriteCombined (driver_types.h); all memory is mapped
+// under unified addressing, and write-combining changes no copy's time here.
+constexpr unsigned kHostAllocFlags = 0x1 | 0x2 | 0x4;
+
+ORR_EXPORT cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int flags) {
   Rank& r = rank_self("cudaHostAlloc");
-  if (!p)
+  if (!p || (flags & ~kHostAllocFlags))
     return r.last_error = cudaErrorInvalidValue;
   bool fold = run_description().fold_pinned && size >= (size_t)run_description().fold_threshold;
   void* mem = allocate(size, fold);
   if (!mem)
     return r.last_error = cudaErrorMemoryAllocation;
   // The device current now: the one cudaPointerGetAttributes reports for it.
-  register_allocation(Allocation{(uintptr_t)mem, size, false, fold, &current_gpu(r)});
+  Allocation a{(uintptr_t)mem, size, false, fold, &current_gpu(r)};
+  a.flags = flags;
+  register_allocation(a);
   *p = mem;
   return cudaSuccess;
 }
 
 ORR_EXPORT cudaError_t cudaMallocHost(void** p, size_t size) { return cudaHostAlloc(p, size, 0); }
 
-ORR_EXPORT cudaError_t cudaFreeHost(void* p) {
-  Rank& r = rank_self("cudaFreeHost");
-  if (!p)
-    return cudaSuccess;
-  auto it = registry().find((uintptr_t)p);
-  if (it == registry().end() || it->second.device)
-    return r.last_error = cudaErrorInvalidValue;
-  // The real runtime synchronises before it unpins the buffer; here the copies still to fill it
-  // or read it must complete before it is unmapped, or they would write into freed memory.
-  const Allocation& a = it->second;
-  trace::CudaCall call(r, "cudaFreeHost");
+/* The copies still to fill or read pinned host memory complete before it stops being pinned
+ * (cudaFreeHost, cudaHostUnregister), or they would write into memory no longer the runtime's:
+ * the real runtime synchronises there too. */
+static void wait_for_host_range(Rank& r, const Allocation& a, const char* fn) {
+  trace::CudaCall call(r, fn);
   for (Stream* st : r.streams) {
     uint64_t last = 0, seq = st->completed;
     for (const Op& op : st->queue) {
@@ -429,6 +429,72 @@ ORR_EXPORT cudaError_t cudaFreeHost(void* p) {
     if (last)
       wait_for(r, st, last);
   }
+}
+
+// cudaHostRegister's flags: Portable, Mapped, IoMemory, ReadOnly (driver_types.h).
+constexpr unsigned kHostRegisterPortable = 0x1, kHostRegisterMapped = 0x2, kHostRegisterIoMemory = 0x4,
+                   kHostRegisterReadOnly = 0x8;
+
+/* Pins the program's own memory: copies from and to it take the pinned paths, as from
+ * cudaHostAlloc's, and it keeps its contents (it is never folded). */
+ORR_EXPORT cudaError_t cudaHostRegister(void* p, size_t size, unsigned int flags) {
+  Rank& r = rank_self("cudaHostRegister");
+  if (!p || !size ||
+      (flags & ~(kHostRegisterPortable | kHostRegisterMapped | kHostRegisterIoMemory | kHostRegisterReadOnly)))
+    return r.last_error = cudaErrorInvalidValue;
+  if (flags & kHostRegisterIoMemory)
+    fatal("cudaHostRegister with cudaHostRegisterIoMemory (a device's I/O memory), which Orrery does not "
+          "simulate");
+  uintptr_t base = (uintptr_t)p;
+  auto& reg = registry();
+  auto next = reg.lower_bound(base);  // the first allocation at or above it
+  if (find_allocation(p) || (next != reg.end() && next->second.base < base + size))
+    return r.last_error = cudaErrorHostMemoryAlreadyRegistered;
+  Allocation a{base, size, false, false, &current_gpu(r)};
+  a.registered = true;
+  a.flags = flags;
+  register_allocation(a);
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaHostUnregister(void* p) {
+  Rank& r = rank_self("cudaHostUnregister");
+  auto it = registry().find((uintptr_t)p);
+  if (!p || it == registry().end() || !it->second.registered)
+    return r.last_error = cudaErrorHostMemoryNotRegistered;
+  wait_for_host_range(r, it->second, "cudaHostUnregister");
+  registry().erase(it);
+  return cudaSuccess;
+}
+
+/* Under unified addressing a pinned buffer's device address is its host address, for memory of
+ * cudaHostAlloc and, as cudaDevAttrCanUseHostPointerForRegisteredMem says, of cudaHostRegister. */
+ORR_EXPORT cudaError_t cudaHostGetDevicePointer(void** device_ptr, void* host, unsigned int flags) {
+  Rank& r = rank_self("cudaHostGetDevicePointer");
+  const Allocation* a = find_allocation(host);
+  if (!device_ptr || flags || !a || a->device)
+    return r.last_error = cudaErrorInvalidValue;
+  *device_ptr = host;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaHostGetFlags(unsigned int* flags, void* host) {
+  Rank& r = rank_self("cudaHostGetFlags");
+  const Allocation* a = find_allocation(host);
+  if (!flags || !a || a->device)
+    return r.last_error = cudaErrorInvalidValue;
+  *flags = a->flags;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaFreeHost(void* p) {
+  Rank& r = rank_self("cudaFreeHost");
+  if (!p)
+    return cudaSuccess;
+  auto it = registry().find((uintptr_t)p);
+  if (it == registry().end() || it->second.device || it->second.registered)
+    return r.last_error = cudaErrorInvalidValue;
+  wait_for_host_range(r, it->second, "cudaFreeHost");
   release(it->second);
   registry().erase(it);
   return cudaSuccess;

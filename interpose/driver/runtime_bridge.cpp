@@ -132,9 +132,9 @@ ORR_EXPORT const cudaDeviceProp* orrery_private_device_prop(const char* fn, int 
   return g ? &g->prop : nullptr;
 }
 
-ORR_EXPORT bool orrery_private_device_attribute(const char* fn, int attribute, int device, int* value) {
+ORR_EXPORT const char* orrery_private_device_attribute(const char* fn, int attribute, int device, int* value) {
   Gpu* g = device_of(rank_self(fn), device);
-  return g && device_attribute(g->prop, attribute, value);
+  return g ? device_attribute(*g, attribute, value) : "is asked of a device the rank does not see";
 }
 
 ORR_EXPORT void orrery_private_synchronize(const char* fn) {

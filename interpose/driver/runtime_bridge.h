@@ -27,8 +27,8 @@ int orrery_private_current_device(const char* fn);
 CUresult orrery_private_set_current_device(const char* fn, int device);
 // The description of one of the rank's devices; nullptr for a device it does not see.
 const cudaDeviceProp* orrery_private_device_prop(const char* fn, int device);
-// A cudaDevAttr / CU_DEVICE_ATTRIBUTE value; false for one the machine model does not describe.
-bool orrery_private_device_attribute(const char* fn, int attribute, int device, int* value);
+// A cudaDevAttr / CU_DEVICE_ATTRIBUTE value: null once *value is set, else why it has no answer.
+const char* orrery_private_device_attribute(const char* fn, int attribute, int device, int* value);
 // As cudaDeviceSynchronize: waits for the current device's work.
 void orrery_private_synchronize(const char* fn);
 

@@ -763,13 +763,13 @@ ORR_EXPORT int MPI_Testall(int n, MPI_Request* rqs, int* flag, MPI_Status* sts) 
 
 ORR_EXPORT int MPI_Init(int* argc, char*** argv) {
   int rc = PMPI_Init(argc, argv);
-  rank_self("MPI_Init");
+  rank_self("MPI_Init").mpi_initialized = true;
   return rc;
 }
 
 ORR_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   int rc = PMPI_Init_thread(argc, argv, required, provided);
-  rank_self("MPI_Init_thread");
+  rank_self("MPI_Init_thread").mpi_initialized = true;
   return rc;
 }
 
@@ -791,10 +791,12 @@ ORR_EXPORT int MPI_Abort(MPI_Comm, int errorcode) {
 /* exit() in a C or C++ file built by smpicc/smpicxx (orrery mpicc/mpicxx): SMPI's smpi_helpers.h
  * makes it smpi_exit, which ends only the calling rank and keeps its status for the end. Here,
  * as under mpirun, a non-zero status or an exit before MPI_Finalize ends the job with it; an
- * exit(0) after MPI_Finalize ends the rank, as returning from main would. (exit() in CUDA files,
+ * exit(0) after MPI_Finalize, or from a program that never called MPI_Init, ends the rank, as
+ * returning from main would. (exit() in CUDA files,
  * which nvcc builds, ends the process: outcome.cpp's exit handler.) */
 ORR_EXPORT void smpi_exit(int status) {
   Rank& r = rank_self("exit");
+  end_outside_mpi(r, status);
   if (status != 0 || r.stats.end_s < 0)
     end_run("exited", r.id, status);
   finish_rank(r);

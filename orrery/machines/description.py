@@ -21,7 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from .. import schema
 from ..errors import InputError
-from ..schema import Bandwidth, Flops, Problems, SignedTime, Size, Time, input_error
+from ..schema import Bandwidth, Flops, Frequency, Problems, SignedTime, Size, Time, input_error
 
 #: A count the shim keeps in a C int.
 Count = Annotated[int, Field(strict=True, ge=1, le=2**31 - 1)]
@@ -104,6 +104,21 @@ class Gpu(_Section):
     peak_bf16: Flops = Field(description="Peak BF16 rate, for the record (kernel times come from the cost file).")
     compute_capability: Annotated[str, Field(pattern=r"^\d+\.\d+$")] = Field(
         description="Compute capability, MAJOR.MINOR (a device property)."
+    )
+    clock_rate: Frequency | None = Field(
+        None,
+        description=(
+            "The SMs' highest clock (cudaDevAttrClockRate, deviceQuery's 'GPU Max Clock rate'), for the record: "
+            "kernel times come from the cost file. Unset: a program that asks for it stops, naming this key."
+        ),
+    )
+    memory_clock_rate: Frequency | None = Field(
+        None,
+        description=(
+            "The memory's clock (cudaDevAttrMemoryClockRate, deviceQuery's 'Memory Clock rate'); its data moves "
+            "twice per cycle, so 2 x this x memory_bus_width / 8 is the peak bandwidth. Unset: a program that asks "
+            "for it stops, naming this key."
+        ),
     )
     l2_cache: Size = Field(description="L2 cache size (a device property).")
     memory_bus_width: Count = Field(description="Memory bus width in bits (a device property).")

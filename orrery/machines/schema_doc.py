@@ -27,7 +27,13 @@ COMMAND = "python -m orrery.machines.schema_doc > docs/machine-schema.md"
 #: What marks a quantity that may be negative: SignedTime's own validator.
 _SIGNED = typing.get_args(SignedTime)[1:]
 
-_KIND_NAMES = {"time": "time", "size": "size", "bandwidth": "bandwidth", "flops": "compute rate"}
+_KIND_NAMES = {
+    "time": "time",
+    "size": "size",
+    "bandwidth": "bandwidth",
+    "flops": "compute rate",
+    "frequency": "frequency",
+}
 
 
 class MissingDescription(Exception):

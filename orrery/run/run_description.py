@@ -168,6 +168,8 @@ def describe(
             "sm_count": g.sm_count,
             "cc_major": int(major),
             "cc_minor": int(minor),
+            "clock_khz": None if g.clock_rate is None else round(g.clock_rate / 1e3),
+            "memory_clock_khz": None if g.memory_clock_rate is None else round(g.memory_clock_rate / 1e3),
             "l2_bytes": int(g.l2_cache),
             "memory_bus_width": g.memory_bus_width,
             "max_threads_per_sm": g.max_threads_per_sm,

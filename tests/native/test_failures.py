@@ -202,6 +202,30 @@ def test_exit_in_a_c_rank_is_passed_through(run_program, mpi_only):
     assert res["failure"]["code"] == 5
 
 
+def test_exit_0_of_a_program_that_never_called_mpi_init_is_its_normal_end(run_program, programs, mpi_only):
+    """Under mpirun a process that never joined the MPI job ends with its own status: a CUDA
+    program without MPI (deviceQuery and the other CUDA samples call exit(EXIT_SUCCESS)) completes,
+    its work counted; exit(0) before MPI_Init in a C rank (SMPI's smpi_exit) too."""
+    r = run_program(programs["no_mpi"], "0", options=("--gpus-per-node", "1"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("copied\n")
+    res = r.results
+    assert res["status"] == "completed" and res["failure"] is None
+    assert res["ranks"][0]["finished"] is True
+    assert res["ranks"][0]["copies"]["H2D"]["count"] == 1
+    r = run_program(mpi_only, "exit0-before-init", options=("--gpus-per-node", "2"))
+    assert r.returncode == 0, r.stderr
+    assert r.results["status"] == "completed"
+    assert [rank["finished"] for rank in r.results["ranks"]] == [True, True]
+
+
+def test_a_non_zero_exit_of_a_program_without_mpi_is_its_status(run_program, programs):
+    r = run_program(programs["no_mpi"], "5", options=("--gpus-per-node", "1"))
+    assert r.returncode == 5, r.stderr
+    assert r.results["status"] == "exited" and r.results["failure"]["code"] == 5
+    assert r.stderr.splitlines()[-1].startswith("orrery: exited: rank 0 exited with status 5 at simulated time ")
+
+
 def test_a_program_without_orrery_s_runtime_is_refused(tmp_path):
     """A pure-MPI program linked by plain smpicc has no libcudart.so.13: nothing would time its MPI
     calls or write the report."""

@@ -137,7 +137,7 @@ def test_the_shims_defaults_are_the_pythons(echo, tmp_path):
             lambda d: d["gpu"].update(colour="red"),
             (
                 "key 'gpu.colour' is not one of the schema's (name, memory_bytes, "
-                "sm_count, cc_major, cc_minor, l2_bytes, memory_bus_width, "
+                "sm_count, cc_major, cc_minor, clock_khz, memory_clock_khz, l2_bytes, memory_bus_width, "
                 "max_threads_per_sm, max_blocks_per_sm, shared_per_block, "
                 "shared_per_block_optin, shared_per_sm, copy_engines, "
                 "launch_overhead_s, copy_overhead_s, sync_overhead_s, "

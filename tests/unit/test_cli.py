@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from orrery import machines as machine
+
 pytestmark = pytest.mark.unit
 ORRERY = str(Path(sys.executable).parent / "orrery")
 
@@ -48,7 +50,8 @@ def test_machine_validate_accepts_a_good_file_and_names_the_bad_key(tmp_path):
     good = tmp_path / "mine.toml"
     good.write_text(text.replace('name = "dgx-a100"', 'name = "mine"'))
     p = orrery("machine", "validate", str(good))
-    assert (p.returncode, p.stdout.strip().endswith("valid machine 'mine' (71 parameters)")) == (0, True)
+    count = len(machine.load("dgx-a100").parameters())  # each key the file sets
+    assert (p.returncode, p.stdout.strip().endswith(f"valid machine 'mine' ({count} parameters)")) == (0, True)
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace('latency = "0.6us"', 'latency = "0.6 lightyears"'))
     p = orrery("machine", "validate", str(bad))

@@ -29,6 +29,28 @@ def test_every_builtin_parameter_has_a_source(name):
     assert set(m.parameters()) == set(m.sources)
 
 
+# FP32 lanes per SM (CUDA C++ Programming Guide, arithmetic instructions: 32-bit floating-point
+# add, multiply, multiply-add results per clock per multiprocessor).
+FP32_LANES = {"8.0": 64, "9.0": 128}
+
+
+@pytest.mark.parametrize("name", machine.builtin_names())
+def test_every_builtin_gpu_clock_agrees_with_its_data_sheet_rates(name):
+    """The clocks a program reads (cudaDevAttrClockRate, cudaDevAttrMemoryClockRate) are cited on
+    their own; the data sheet's peak rates, cited separately, follow from them: peak FP32 = SMs x
+    lanes x 2 (a multiply-add) x clock, and the HBM bandwidth = 2 (double data rate) x memory clock
+    x bus width / 8, both to the data sheets' rounding (2 %)."""
+    g = machine.load(name).gpu
+    assert g.clock_rate is not None and g.memory_clock_rate is not None
+    assert g.peak_fp32 == pytest.approx(g.sm_count * FP32_LANES[g.compute_capability] * 2 * g.clock_rate, rel=0.02)
+    assert g.hbm_bandwidth == pytest.approx(2 * g.memory_clock_rate * g.memory_bus_width / 8, rel=0.02)
+
+
+def test_a_clock_needs_its_unit():
+    with pytest.raises(InputError, match=r"--set gpu.clock_rate .*got 1980, expected a frequency with its unit"):
+        machine.load("h100-ib200", machine.parse_overrides(["gpu.clock_rate=1980"]))
+
+
 def test_override_is_parsed_with_units():
     m = machine.load("h100-ib200", machine.parse_overrides(["pcie.bandwidth=64GB/s", "node.gpus=2", "nic.per_node=2"]))
     assert (m.pcie.bandwidth, m.node.gpus) == (64e9, 2)

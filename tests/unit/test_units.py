@@ -18,6 +18,9 @@ pytestmark = pytest.mark.unit
         ("1.5 ms", "time", 1.5e-3),
         (0.25, "time", 0.25),
         (4096, "size", 4096.0),
+        ("1980MHz", "frequency", 1.98e9),
+        ("1.41 GHz", "frequency", 1.41e9),
+        ("2619000kHz", "frequency", 2.619e9),
     ],
 )
 def test_quantities_parse_to_si_units(text, kind, value):
@@ -33,6 +36,9 @@ def test_quantities_parse_to_si_units(text, kind, value):
         ("-1us", "time", "non-negative"),
         (True, "time", "time such as"),
         ("fast", "bandwidth", "bandwidth such as"),
+        ("1980mHz", "frequency", "frequency such as"),  # millihertz: a slip for MHz
+        ("0MHz", "frequency", "positive frequency"),
+        ("2GB/s", "frequency", "frequency such as"),
     ],
 )
 def test_wrong_units_say_what_was_expected(text, kind, expected):

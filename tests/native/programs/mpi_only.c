@@ -2,6 +2,7 @@
  *   bytes: MPI calls with known counts and types, for the bytes results.json counts;
  *   exit5: rank 1 calls exit(5) at once (smpicc makes it SMPI's smpi_exit), rank 0 waits for a
  *          message that never comes;
+ *   exit0-before-init: every rank calls exit(0) before MPI_Init;
  *   eager N: rank 0 sends N eager messages (64 B, tags 0..N-1), then one of 4 MiB (tag N, above
  *          any eager threshold); rank 1 receives the large one first, so that all N are in
  *          flight at once, unmatched, then the N in order;
@@ -18,6 +19,8 @@
 #include <string.h>
 
 int main(int argc, char** argv) {
+  if (argc > 1 && !strcmp(argv[1], "exit0-before-init"))
+    exit(0);  /* a rank that is no MPI job's member yet: its normal end */
   MPI_Init(&argc, &argv);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
