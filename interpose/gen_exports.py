@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 POLICIES = ("SIMULATE", "ANSWER", "BOOKKEEP", "FORWARD_TIMED", "REFUSE")
-CUDA_FAMILIES = ("launch", "device", "memory", "stream_event", "graph", "errors", "generated")
+CUDA_FAMILIES = ("launch", "function", "device", "memory", "stream_event", "graph", "errors", "generated")
 # the MPI rows whose bodies mpi.cpp's macros write from the row, and the family each stands for
 MPI_GENERATED = {
     "ORR_MPI": "blocking",

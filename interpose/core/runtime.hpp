@@ -376,6 +376,27 @@ const Allocation* find_allocation(const void* p);
 // memsets and pointer queries as cudaMalloc's is; the caller accounts for its memory.
 void register_allocation(const Allocation& a);
 void unregister_allocation(uintptr_t base);
+struct KernelResources;  // core/cubin.hpp
+// A kernel the program registered (__cudaRegisterFunction, per rank's copy of the program): its
+// names, the fat binary holding its code, and what cudaFuncSetAttribute and
+// cudaFuncSetCacheConfig set for it (cudart/function.cpp).
+struct Kernel {
+  std::string name;              // demangled: the cost file's and the reports' name
+  std::string mangled;           // the cubin's
+  const void* fatbin = nullptr;  // the wrapper __cudaRegisterFatBinary was given
+  int max_dynamic_shared = -1;   // cudaFuncAttributeMaxDynamicSharedMemorySize; -1: not set
+  int carveout = -1;             // cudaFuncAttributePreferredSharedMemoryCarveout; -1: the default
+  int cache_config = 0;          // cudaFuncSetCacheConfig; 0: cudaFuncCachePreferNone
+  // Its code's resources for the GPU (core/cubin.hpp), once looked up; null where there is none.
+  const KernelResources* code = nullptr;
+  bool code_looked_up = false;
+};
+Kernel* registered_kernel(const void* stub);  // null where no kernel is registered
+// Whether a launch of `threads` per block with `dynamic_shared` bytes fits the kernel, as a real
+// GPU checks it: cudaErrorInvalidValue beyond its dynamic shared memory limit,
+// cudaErrorLaunchOutOfResources beyond the threads its registers and launch bounds allow. Checked
+// where the program has the kernel's code for the GPU (cudart/function.cpp); success elsewhere.
+cudaError_t check_launch(Rank& r, const Kernel& k, int threads, size_t dynamic_shared);
 // A cudaDevAttr value of a device (cudaDeviceGetAttribute, cuDeviceGetAttribute): null once
 // *value is set, else why the attribute has no answer (cudart/device_attributes.cpp).
 const char* device_attribute(const Gpu& g, int attr, int* value);

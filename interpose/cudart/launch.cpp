@@ -14,9 +14,14 @@
 
 namespace orrery {
 
-static std::map<const void*, std::string>& kernel_names() {
-  static std::map<const void*, std::string> k;
+static std::map<const void*, Kernel>& kernels() {
+  static std::map<const void*, Kernel> k;
   return k;
+}
+
+Kernel* registered_kernel(const void* stub) {
+  auto it = kernels().find(stub);
+  return it == kernels().end() ? nullptr : &it->second;
 }
 
 static std::string demangle(const char* mangled) {
@@ -74,29 +79,31 @@ static double kernel_seconds(const std::string& name, dim3 grid, dim3 block, boo
   return c.default_kernel_s;
 }
 
-static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 block, cudaStream_t stream) {
+static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream) {
   Rank& r = rank_self(fn);
-  auto it = kernel_names().find(stub);
-  if (it == kernel_names().end())
+  const Kernel* k = registered_kernel(stub);
+  if (!k)
     fatal("%s: no kernel is registered at %p", fn, stub);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
       (unsigned long)block.x * block.y * block.z > 1024)
     return r.last_error = cudaErrorInvalidConfiguration;
+  if (cudaError_t e = check_launch(r, *k, (int)(block.x * block.y * block.z), shmem))
+    return r.last_error = e;
   Stream* s = resolve_stream(r, stream, fn);
   trace::CudaCall call(r, "cudaLaunchKernel");  // nvcc's <<<...>>> launches through it too
-  call.about(it->second);
+  call.about(k->name);
   host_overhead(r, current_gpu(r).launch_overhead_s);
   Op op{Op::Kernel};
-  op.name = it->second;
+  op.name = k->name;
   op.grid = grid;
   op.block = block;
-  op.seconds = kernel_seconds(it->second, grid, block, op.uncosted);
+  op.seconds = kernel_seconds(k->name, grid, block, op.uncosted);
   // counted once enqueued; a captured kernel is launched (and counted) by each launch of its graph
   const bool count = op.uncosted && !s->capture;
   if (cudaError_t e = enqueue(s, std::move(op)))
     return r.last_error = e;
   if (count)
-    r.stats.uncosted[it->second].count++;
+    r.stats.uncosted[k->name].count++;
   return cudaSuccess;
 }
 
@@ -105,16 +112,21 @@ static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 bloc
 using namespace orrery;
 
 ORR_EXPORT void** __cudaRegisterFatBinary(void* fat_cubin) {
-  // The handle only has to be unique and stable; the fat binary is never loaded.
+  // The handle is the wrapper itself: unique and stable, and what a kernel's attributes are read
+  // from (cudart/function.cpp). The fat binary is never loaded.
   return (void**)fat_cubin;
 }
 ORR_EXPORT void __cudaRegisterFatBinaryEnd(void**) {}
 ORR_EXPORT void __cudaUnregisterFatBinary(void**) {}
 ORR_EXPORT char __cudaInitModule(void**) { return 0; }
 
-ORR_EXPORT void __cudaRegisterFunction(void**, const char* host_fun, char*, const char* device_name, int, void*,
-                                       void*, void*, void*, int*) {
-  kernel_names()[host_fun] = demangle(device_name);
+ORR_EXPORT void __cudaRegisterFunction(void** fatbin, const char* host_fun, char*, const char* device_name, int,
+                                       void*, void*, void*, void*, int*) {
+  Kernel& k = kernels()[host_fun];
+  k = Kernel{};
+  k.name = demangle(device_name);
+  k.mangled = device_name;
+  k.fatbin = fatbin;
 }
 
 ORR_EXPORT void __cudaRegisterVar(void**, char* host_var, char*, const char* name, int, size_t, int, int) {
@@ -150,28 +162,24 @@ ORR_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* stub) {
   return cudaSuccess;
 }
 
-ORR_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void**, size_t,
+ORR_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void**, size_t shmem,
                                           cudaStream_t stream) {
-  return launch("<<<...>>>", kernel, grid, block, stream);
+  return launch("<<<...>>>", kernel, grid, block, shmem, stream);
 }
 
-ORR_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void**, size_t,
+ORR_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void**, size_t shmem,
                                         cudaStream_t stream) {
-  return launch("cudaLaunchKernel", func, grid, block, stream);
+  return launch("cudaLaunchKernel", func, grid, block, shmem, stream);
 }
 
 // nvcc --default-stream per-thread: stream 0 is the per-thread default stream
-ORR_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void**, size_t,
+ORR_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void**, size_t shmem,
                                                cudaStream_t stream) {
-  return launch("<<<...>>>", kernel, grid, block, per_thread(stream));
+  return launch("<<<...>>>", kernel, grid, block, shmem, per_thread(stream));
 }
 
-ORR_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void**, size_t,
+ORR_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void**, size_t shmem,
                                              cudaStream_t stream) {
-  return launch("cudaLaunchKernel", func, grid, block, per_thread(stream));
+  return launch("cudaLaunchKernel", func, grid, block, shmem, per_thread(stream));
 }
 
-/* Attributes that steer occupancy on a real GPU; skeleton mode's cost comes
- * from the cost file, which was measured with whatever attributes applied. */
-ORR_EXPORT cudaError_t cudaFuncSetAttribute(const void*, int, int) { return cudaSuccess; }
-ORR_EXPORT cudaError_t cudaFuncSetCacheConfig(const void*, int) { return cudaSuccess; }

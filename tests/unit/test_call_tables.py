@@ -66,7 +66,7 @@ MALLOC = "ORR_CUDA(cudaMalloc, cudaError_t, (void** devPtr, size_t size), (devPt
             MALLOC.replace("memory,", "memroy,"),
             (
                 "cuda_api.def: cudaMalloc: family 'memroy', expected one of "
-                "launch, device, memory, stream_event, graph, errors, generated"
+                "launch, function, device, memory, stream_event, graph, errors, generated"
             ),
         ),
         (MALLOC + "\n" + MALLOC, "cuda_api.def: cudaMalloc has two rows"),

@@ -1,0 +1,249 @@
+/* Reading kernel resources from the cubins of a fat binary (cubin.hpp).
+ *
+ * The layouts, none of which NVIDIA documents beyond its headers, as checked against ptxas -v
+ * and nvcc 13's output (tests/native/test_function_attributes.py compares every figure with what
+ * ptxas printed for the same kernels):
+ * - the wrapper nvcc's host code passes (fatbinary_section.h): magic 0x466243b1, version 1, then
+ *   a pointer to the fat binary;
+ * - the fat binary: magic 0xba55ed50, a 16-byte header (its size at byte 6, the entries' total
+ *   size at byte 8), then entries, each a header (kind at byte 0: 1 PTX, 2 cubin; its own size at
+ *   byte 4; the payload's size at byte 8; the architecture, 90 for sm_90, at byte 28; flags at
+ *   byte 40, 0x2000 or 0x8000 when the payload is compressed) and its payload;
+ * - a cubin: an ELF file whose section .nv.info holds, per kernel symbol, its registers
+ *   (EIATTR_REGCOUNT, 0x2f) and stack frame (EIATTR_FRAME_SIZE, 0x11); .nv.info.KERNEL holds its
+ *   launch bounds (EIATTR_MAX_THREADS, 0x05), parameter bytes (EIATTR_CBANK_PARAM_SIZE, 0x19)
+ *   and barriers (0x4c); .nv.shared.KERNEL's size is its static shared memory, and on cubins
+ *   with a .nv.shared.reserved.0 section (sm_90 and later) it includes the shared memory the
+ *   driver reserves per block; the note .note.nv.cuinfo names the virtual architecture. Each
+ *   attribute is a format byte (1: none, 2: a byte, 3: a 16-bit value, 4: a 16-bit size and that
+ *   many bytes), an attribute byte and its value. */
+#include "core/cubin.hpp"
+
+#include <elf.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace orrery {
+
+namespace {
+
+constexpr uint32_t kWrapperMagic = 0x466243b1, kFatbinMagic = 0xba55ed50;
+constexpr uint16_t kEntryCubin = 2;
+constexpr uint64_t kCompressed = 0x2000 | 0x8000;
+
+struct Wrapper {
+  int32_t magic;
+  int32_t version;
+  const unsigned char* data;
+  const void* filename_or_fatbins;
+};
+
+template <typename T>
+T at(const unsigned char* p, size_t offset) {
+  T v;
+  memcpy(&v, p + offset, sizeof v);
+  return v;
+}
+
+/* One cubin, its sections by name. */
+class Elf {
+ public:
+  Elf(const unsigned char* image, size_t size) : p_(image), size_(size) {
+    if (size < sizeof(Elf64_Ehdr) || memcmp(p_, ELFMAG, SELFMAG) || p_[EI_CLASS] != ELFCLASS64)
+      return;
+    Elf64_Ehdr h = at<Elf64_Ehdr>(p_, 0);
+    if (h.e_shoff + (uint64_t)h.e_shnum * sizeof(Elf64_Shdr) > size_ || h.e_shstrndx >= h.e_shnum)
+      return;
+    for (int i = 0; i < h.e_shnum; i++)
+      sections_.push_back(at<Elf64_Shdr>(p_, h.e_shoff + i * sizeof(Elf64_Shdr)));
+    names_ = sections_[h.e_shstrndx];
+    ok_ = true;
+  }
+  bool ok() const { return ok_; }
+
+  const Elf64_Shdr* section(const std::string& name) const {
+    for (const Elf64_Shdr& s : sections_)
+      if (name_at(names_, s.sh_name) == name)
+        return &s;
+    return nullptr;
+  }
+  std::string section_name(const Elf64_Shdr& s) const { return name_at(names_, s.sh_name); }
+  const std::vector<Elf64_Shdr>& sections() const { return sections_; }
+  // The bytes of a section that has them (not SHT_NOBITS), or null.
+  const unsigned char* bytes(const Elf64_Shdr& s) const {
+    return s.sh_type != SHT_NOBITS && s.sh_offset + s.sh_size <= size_ ? p_ + s.sh_offset : nullptr;
+  }
+
+  // Symbol names by index, from .symtab and its string table.
+  std::vector<std::string> symbols() const {
+    std::vector<std::string> out;
+    for (const Elf64_Shdr& s : sections_) {
+      if (s.sh_type != SHT_SYMTAB || s.sh_link >= sections_.size() || !bytes(s))
+        continue;
+      for (size_t off = 0; off + sizeof(Elf64_Sym) <= s.sh_size; off += sizeof(Elf64_Sym))
+        out.push_back(name_at(sections_[s.sh_link], at<Elf64_Sym>(bytes(s), off).st_name));
+    }
+    return out;
+  }
+
+ private:
+  std::string name_at(const Elf64_Shdr& strtab, uint32_t offset) const {
+    if (strtab.sh_offset + offset >= size_)
+      return "";
+    const char* s = (const char*)p_ + strtab.sh_offset + offset;
+    return std::string(s, strnlen(s, size_ - strtab.sh_offset - offset));
+  }
+  const unsigned char* p_;
+  size_t size_;
+  std::vector<Elf64_Shdr> sections_;
+  Elf64_Shdr names_{};
+  bool ok_ = false;
+};
+
+/* Calls f(attribute, value bytes, value size) for each attribute of an .nv.info section. */
+template <typename F>
+void each_attribute(const unsigned char* p, size_t size, F f) {
+  size_t i = 0;
+  while (i + 2 <= size) {
+    uint8_t format = p[i], attr = p[i + 1];
+    if (format == 1) {  // no value
+      f(attr, p + i, 0);
+      i += 2;
+    } else if (format == 2 || format == 3) {  // a byte or a 16-bit value, in 2 bytes
+      if (i + 4 > size)
+        return;
+      f(attr, p + i + 2, format == 2 ? 1 : 2);
+      i += 4;
+    } else if (format == 4) {  // sized
+      if (i + 4 > size)
+        return;
+      size_t n = at<uint16_t>(p, i + 2);
+      if (i + 4 + n > size)
+        return;
+      f(attr, p + i + 4, n);
+      i += 4 + n;
+    } else {
+      return;  // a format this reader does not know: the rest cannot be split
+    }
+  }
+}
+
+constexpr uint8_t kMaxThreads = 0x05, kFrameSize = 0x11, kParamSize = 0x19, kRegCount = 0x2f, kBarriers = 0x4c;
+
+std::map<std::string, KernelResources> read_cubin(const unsigned char* image, size_t size, int sm,
+                                                  size_t reserved_shared, std::string& why) {
+  std::map<std::string, KernelResources> out;
+  Elf elf(image, size);
+  if (!elf.ok()) {
+    why = "its sm_" + std::to_string(sm) + " code is not an ELF file Orrery can read";
+    return out;
+  }
+  int ptx_version = 0;
+  if (const Elf64_Shdr* note = elf.section(".note.nv.cuinfo")) {
+    const unsigned char* b = elf.bytes(*note);
+    // namesz, descsz, type, "NVIDIA Corp\0", then the description: u16, virtual architecture, ...
+    if (b && note->sh_size >= 28)
+      ptx_version = at<uint16_t>(b, 12 + 12 + 2);
+  }
+  const bool reserved_in_section = elf.section(".nv.shared.reserved.0") != nullptr;
+  for (const Elf64_Shdr& s : elf.sections()) {
+    std::string name = elf.section_name(s);
+    if (name.rfind(".nv.info.", 0) != 0 || !elf.bytes(s))
+      continue;
+    KernelResources k;
+    k.binary_version = sm;
+    k.ptx_version = ptx_version;
+    each_attribute(elf.bytes(s), s.sh_size, [&](uint8_t attr, const unsigned char* v, size_t n) {
+      if (attr == kMaxThreads && n == 12)
+        k.launch_bound_threads = (int)(at<uint32_t>(v, 0) * at<uint32_t>(v, 4) * at<uint32_t>(v, 8));
+      else if (attr == kParamSize && n == 2)
+        k.param_bytes = at<uint16_t>(v, 0);
+      else if (attr == kBarriers && n == 1)
+        k.barriers = v[0];
+    });
+    std::string kernel = name.substr(strlen(".nv.info."));
+    if (const Elf64_Shdr* shared = elf.section(".nv.shared." + kernel)) {
+      k.static_shared = shared->sh_size;
+      if (reserved_in_section)
+        k.static_shared = k.static_shared >= reserved_shared ? k.static_shared - reserved_shared : 0;
+    }
+    out[kernel] = k;
+  }
+  // Registers and stack frames are in .nv.info, keyed by symbol index.
+  std::vector<std::string> symbols = elf.symbols();
+  if (const Elf64_Shdr* info = elf.section(".nv.info"); info && elf.bytes(*info))
+    each_attribute(elf.bytes(*info), info->sh_size, [&](uint8_t attr, const unsigned char* v, size_t n) {
+      if ((attr != kRegCount && attr != kFrameSize) || n != 8)
+        return;
+      uint32_t index = at<uint32_t>(v, 0), value = at<uint32_t>(v, 4);
+      if (index >= symbols.size())
+        return;
+      auto it = out.find(symbols[index]);
+      if (it == out.end())
+        return;
+      if (attr == kRegCount)
+        it->second.registers = (int)value;
+      else
+        it->second.local_bytes = value;
+    });
+  return out;
+}
+
+}  // namespace
+
+FatbinKernels read_fatbin(const void* wrapper_ptr, int major, int minor, size_t reserved_shared) {
+  FatbinKernels result;
+  const Wrapper* w = (const Wrapper*)wrapper_ptr;
+  if (!w || w->magic != (int32_t)kWrapperMagic || w->version != 1 || !w->data) {
+    result.why = "its fat binary is not one Orrery can read (relocatable device code, -rdc, is not)";
+    return result;
+  }
+  const unsigned char* fb = w->data;
+  if (at<uint32_t>(fb, 0) != kFatbinMagic) {
+    result.why = "its fat binary is not one Orrery can read";
+    return result;
+  }
+  uint16_t header = at<uint16_t>(fb, 6);
+  uint64_t total = at<uint64_t>(fb, 8);
+  // The cubin the GPU runs: the highest architecture of its major version at most its own.
+  const unsigned char* best = nullptr;
+  uint64_t best_size = 0, best_flags = 0;
+  int best_sm = -1;
+  std::string built;
+  for (uint64_t off = header; off + 48 <= header + total;) {
+    const unsigned char* e = fb + off;
+    uint16_t kind = at<uint16_t>(e, 0);
+    uint32_t entry_header = at<uint32_t>(e, 4);
+    uint64_t payload = at<uint64_t>(e, 8);
+    if (kind == 0 || entry_header < 48)
+      break;
+    int sm = (int)at<uint32_t>(e, 28);
+    if (kind == kEntryCubin) {
+      built += (built.empty() ? "" : ", ") + std::string("sm_") + std::to_string(sm);
+      if (sm / 10 == major && sm % 10 <= minor && sm > best_sm) {
+        best = e + entry_header;
+        best_size = payload;
+        best_flags = at<uint64_t>(e, 40);
+        best_sm = sm;
+      }
+    }
+    off += entry_header + payload;
+  }
+  std::string arch = "sm_" + std::to_string(major * 10 + minor);
+  if (!best) {
+    result.why = "the program has no code for the simulated GPU's " + arch + " (" +
+                 (built.empty() ? std::string("PTX only") : "only " + built) +
+                 "), which a real GPU would compile from PTX as it loads: build with -arch=" + arch;
+    return result;
+  }
+  if (best_flags & kCompressed) {
+    result.why = "its sm_" + std::to_string(best_sm) + " code is compressed (nvcc -Xfatbin -compress-all)";
+    return result;
+  }
+  result.kernels = read_cubin(best, best_size, best_sm, reserved_shared, result.why);
+  return result;
+}
+
+}  // namespace orrery

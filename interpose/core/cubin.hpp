@@ -1,0 +1,38 @@
+/* What a kernel's compiled code says of its resources: registers, static shared memory, local
+ * memory, parameter bytes, its launch bounds and barriers, as ptxas wrote them into the cubin
+ * that nvcc embeds in the program (its fat binary). cudaFuncGetAttributes and the occupancy
+ * calls answer from them (cudart/function.cpp); nothing here runs on a GPU.
+ *
+ * A fat binary holds a cubin per real architecture it was built for (-arch=sm_90, -gencode ...)
+ * and PTX; the GPU runs the cubin of its own architecture (the highest sm_XY of its major
+ * version, Y at most its minor), or compiles PTX at load. The resources of code compiled at
+ * load are not in the program, so a kernel without a cubin for the GPU has none here. */
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+
+namespace orrery {
+
+struct KernelResources {
+  int registers = 0;            // per thread (EIATTR_REGCOUNT)
+  size_t static_shared = 0;     // bytes of __shared__ variables (ptxas's "bytes smem")
+  size_t local_bytes = 0;       // stack frame per thread (EIATTR_FRAME_SIZE)
+  size_t param_bytes = 0;       // the kernel's parameters (EIATTR_CBANK_PARAM_SIZE)
+  int launch_bound_threads = 0;  // __launch_bounds__ / .maxntid, threads per block; 0: none
+  int barriers = 0;             // named barriers it uses (ptxas's "used N barriers")
+  int binary_version = 0;       // the cubin's architecture, e.g. 90
+  int ptx_version = 0;          // the virtual architecture it was compiled from, e.g. 90
+};
+
+/* The kernels of one fat binary (the image __cudaRegisterFatBinary is given), by mangled name, as
+ * its cubin for a GPU of compute capability major.minor describes them; `why` says why there
+ * are none (no cubin for that GPU, a compressed one, an image Orrery cannot read). */
+struct FatbinKernels {
+  std::map<std::string, KernelResources> kernels;
+  std::string why;
+};
+FatbinKernels read_fatbin(const void* wrapper, int major, int minor, size_t reserved_shared);
+
+}  // namespace orrery
