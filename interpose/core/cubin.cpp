@@ -3,8 +3,8 @@
  * The layouts, none of which NVIDIA documents beyond its headers, as checked against ptxas -v
  * and nvcc 13's output (tests/native/test_function_attributes.py compares every figure with what
  * ptxas printed for the same kernels):
- * - the wrapper nvcc's host code passes (fatbinary_section.h): magic 0x466243b1, version 1, then
- *   a pointer to the fat binary;
+ * - the wrapper nvcc's host code passes (fatbinary_section.h): magic 0x466243b1, version 1 (2 for
+ *   the device-linked code of -rdc builds), then a pointer to the fat binary;
  * - the fat binary: magic 0xba55ed50, a 16-byte header (its size at byte 6, the entries' total
  *   size at byte 8), then entries, each a header (kind at byte 0: 1 PTX, 2 cubin; its own size at
  *   byte 4; the payload's size at byte 8; the architecture, 90 for sm_90, at byte 28; flags at
@@ -13,14 +13,15 @@
  *   (EIATTR_REGCOUNT, 0x2f) and stack frame (EIATTR_FRAME_SIZE, 0x11); .nv.info.KERNEL holds its
  *   launch bounds (EIATTR_MAX_THREADS, 0x05), parameter bytes (EIATTR_CBANK_PARAM_SIZE, 0x19)
  *   and barriers (0x4c); .nv.shared.KERNEL's size is its static shared memory, and on cubins
- *   with a .nv.shared.reserved.0 section (sm_90 and later) it includes the shared memory the
- *   driver reserves per block; the note .note.nv.cuinfo names the virtual architecture. Each
+ *   that refer to the driver's reserved shared memory (sm_90 and later: a .nv.shared.reserved.0
+ *   section, or the symbol .nv.reservedSmem.offset0 once device-linked) it includes it; the note .note.nv.cuinfo names the virtual architecture. Each
  *   attribute is a format byte (1: none, 2: a byte, 3: a 16-bit value, 4: a 16-bit size and that
  *   many bytes), an attribute byte and its value. */
 #include "core/cubin.hpp"
 
 #include <elf.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -147,7 +148,12 @@ std::map<std::string, KernelResources> read_cubin(const unsigned char* image, si
     if (b && note->sh_size >= 28)
       ptx_version = at<uint16_t>(b, 12 + 12 + 2);
   }
-  const bool reserved_in_section = elf.section(".nv.shared.reserved.0") != nullptr;
+  // sm_90 code refers to the driver's reserved shared memory: a section .nv.shared.reserved.0 in
+  // a whole program's cubin, the symbol .nv.reservedSmem.offset0 in a device-linked one (-rdc).
+  std::vector<std::string> symbols = elf.symbols();
+  const bool reserved_in_section =
+      elf.section(".nv.shared.reserved.0") != nullptr ||
+      std::find(symbols.begin(), symbols.end(), ".nv.reservedSmem.offset0") != symbols.end();
   for (const Elf64_Shdr& s : elf.sections()) {
     std::string name = elf.section_name(s);
     if (name.rfind(".nv.info.", 0) != 0 || !elf.bytes(s))
@@ -172,7 +178,6 @@ std::map<std::string, KernelResources> read_cubin(const unsigned char* image, si
     out[kernel] = k;
   }
   // Registers and stack frames are in .nv.info, keyed by symbol index.
-  std::vector<std::string> symbols = elf.symbols();
   if (const Elf64_Shdr* info = elf.section(".nv.info"); info && elf.bytes(*info))
     each_attribute(elf.bytes(*info), info->sh_size, [&](uint8_t attr, const unsigned char* v, size_t n) {
       if ((attr != kRegCount && attr != kFrameSize) || n != 8)
@@ -196,8 +201,10 @@ std::map<std::string, KernelResources> read_cubin(const unsigned char* image, si
 FatbinKernels read_fatbin(const void* wrapper_ptr, int major, int minor, size_t reserved_shared) {
   FatbinKernels result;
   const Wrapper* w = (const Wrapper*)wrapper_ptr;
-  if (!w || w->magic != (int32_t)kWrapperMagic || w->version != 1 || !w->data) {
-    result.why = "its fat binary is not one Orrery can read (relocatable device code, -rdc, is not)";
+  // Version 1: a whole program's code; version 2: relocatable device code (-rdc) after nvcc's
+  // device link, whose fat binary holds the linked cubin.
+  if (!w || w->magic != (int32_t)kWrapperMagic || (w->version != 1 && w->version != 2) || !w->data) {
+    result.why = "its fat binary is not one Orrery can read";
     return result;
   }
   const unsigned char* fb = w->data;

@@ -144,6 +144,16 @@ cudaError_t check_launch(Rank& r, const Kernel& k, int threads, size_t dynamic_s
   return cudaSuccess;
 }
 
+cudaError_t check_cooperative(Rank& r, const Kernel& k, long blocks, int threads, size_t dynamic_shared) {
+  const KernelResources* res = find_resources(r, k);
+  if (!res)
+    return cudaSuccess;
+  const cudaDeviceProp& p = current_gpu(r).prop;
+  refuse_carveout(k, "cudaLaunchCooperativeKernel");
+  long resident = (long)active_blocks(p, k, *res, threads, dynamic_shared) * p.multiProcessorCount;
+  return blocks > resident ? cudaErrorCooperativeLaunchTooLarge : cudaSuccess;
+}
+
 }  // namespace orrery
 
 ORR_EXPORT cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {

@@ -79,7 +79,8 @@ static double kernel_seconds(const std::string& name, dim3 grid, dim3 block, boo
   return c.default_kernel_s;
 }
 
-static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream) {
+static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
+                          bool cooperative = false) {
   Rank& r = rank_self(fn);
   const Kernel* k = registered_kernel(stub);
   if (!k)
@@ -89,6 +90,10 @@ static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 bloc
     return r.last_error = cudaErrorInvalidConfiguration;
   if (cudaError_t e = check_launch(r, *k, (int)(block.x * block.y * block.z), shmem))
     return r.last_error = e;
+  if (cooperative)
+    if (cudaError_t e = check_cooperative(r, *k, (long)grid.x * grid.y * grid.z, (int)(block.x * block.y * block.z),
+                                          shmem))
+      return r.last_error = e;
   Stream* s = resolve_stream(r, stream, fn);
   trace::CudaCall call(r, "cudaLaunchKernel");  // nvcc's <<<...>>> launches through it too
   call.about(k->name);
@@ -170,6 +175,18 @@ ORR_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 b
 ORR_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void**, size_t shmem,
                                         cudaStream_t stream) {
   return launch("cudaLaunchKernel", func, grid, block, shmem, stream);
+}
+
+/* A cooperative launch (grid-wide synchronisation, cooperative groups' grid.sync()) is a launch
+ * whose blocks must all be resident at once: more than the GPU holds fails. */
+ORR_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void**, size_t shmem,
+                                                   cudaStream_t stream) {
+  return launch("cudaLaunchCooperativeKernel", func, grid, block, shmem, stream, true);
+}
+
+ORR_EXPORT cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 block, void**,
+                                                        size_t shmem, cudaStream_t stream) {
+  return launch("cudaLaunchCooperativeKernel", func, grid, block, shmem, per_thread(stream), true);
 }
 
 // nvcc --default-stream per-thread: stream 0 is the per-thread default stream

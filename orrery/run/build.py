@@ -215,7 +215,27 @@ def nvcc(args: list[str]) -> int:
             if rc:
                 return rc
             objects.append(obj)
+        if _relocatable(items):
+            # nvcc's link of relocatable device code links the device code first (nvcc -dlink);
+            # smpicxx, which links the host code here, does not: its object goes in with the rest.
+            inputs = [a for a in link if a.endswith((".o", ".a")) and not a.startswith("-")]
+            device_link = str(Path(tmp) / "device-link.o")
+            rc = _run([exe, *extra, *compile_flags, "-dlink", *objects, *inputs, "-o", device_link])
+            if rc:
+                return rc
+            objects.append(device_link)
         return mpicc(objects + link, cxx=True)
+
+
+def _relocatable(items: list[list[str]]) -> bool:
+    """Whether a compile-and-link line asks for relocatable device code (-rdc=true, -rdc true,
+    --relocatable-device-code=true)."""
+    for it in items:
+        if _name(it) in ("-rdc", "--relocatable-device-code"):
+            value = it[1] if len(it) == 2 else it[0].split("=", 1)[1] if "=" in it[0] else ""
+            if value.lower() == "true":
+                return True
+    return False
 
 
 # A real cluster's link line names the real CUDA runtime; Orrery's stands in for it.

@@ -315,6 +315,12 @@ def _read_rows(path: Path) -> list[dict] | None:
         return [dict(zip(header, r)) for r in reader]
 
 
+def _killed(returncode: int) -> bool:
+    """Whether SMPI's launcher exited as a shell does for a process a signal killed (128 + the
+    signal's number), rather than with a status main returned: 255, main's -1, is no signal."""
+    return 1 <= returncode - 128 < signal.NSIG
+
+
 def _signal_name(number: int) -> str:
     try:
         sig = signal.Signals(number)
@@ -442,7 +448,7 @@ def read_run(out: Path, run: dict, returncode: int, links: Mapping[str, platform
     if status_row is None or rows is None:  # (no rows, no status row)
         if error:
             return _empty("orrery_error", EXIT_ORRERY_ERROR, Failure(error, [], None), run)
-        if returncode >= 128:  # killed before the shim could say by whom
+        if _killed(returncode):  # killed before the shim could say by whom
             code = returncode - 128
             return _empty(
                 "crashed",
@@ -465,7 +471,7 @@ def read_run(out: Path, run: dict, returncode: int, links: Mapping[str, platform
     if error:  # one of Orrery's own errors (interpose fatal): its message says what
         status, exit_code = "orrery_error", EXIT_ORRERY_ERROR
         failure = Failure(error, [rank] if rank >= 0 else [], when)
-    elif status == "completed" and returncode >= 128:
+    elif status == "completed" and _killed(returncode):
         failure = Failure(
             f"the simulation completed, then its process was killed by {_signal_name(returncode - 128)}",
             [],

@@ -46,18 +46,33 @@ def built(tmp_path_factory) -> Path:
             check=True,
         )
         (d / "ptxas.txt").write_text(p.stderr)
+        # relocatable device code, compiled and device-linked by one command: the linked cubin
+        p = orrery(
+            "nvcc",
+            "-arch=sm_90",
+            "-rdc=true",
+            "-Xptxas",
+            "-v",
+            str(SRC / "function_attributes.cu"),
+            "-o",
+            str(d / "rdc"),
+        )
+        assert p.returncode == 0, p.stderr
+        (d / "ptxas-rdc.txt").write_text(p.stderr)
         orrery("nvcc", str(SRC / "function_attributes.cu"), "-o", str(d / "default_arch"), check=True)
+        compressed = ["-arch=sm_90", "-Xfatbin", "-compress-all", str(SRC / "function_attributes.cu")]
+        orrery("nvcc", *compressed, "-o", str(d / "compressed"), check=True)
         subprocess.run([_nvcc(), str(SRC / "occupancy_oracle.cpp"), "-o", str(d / "oracle")], check=True)
         orrery("nvcc", "-arch=sm_90", "-std=c++17", str(SRC / "cub_sort.cu"), "-o", str(d / "cub_sort"), check=True)
 
     return built_once(session_dir(tmp_path_factory, "built") / "function_attributes", make)
 
 
-def ptxas(built: Path) -> dict[str, dict[str, int]]:
+def ptxas(built: Path, build: str = "sm90") -> dict[str, dict[str, int]]:
     """Per kernel, what ptxas said: registers, barriers, static shared bytes, stack frame."""
     out: dict[str, dict[str, int]] = {}
     kernel = None
-    for line in (built / "ptxas.txt").read_text().splitlines():
+    for line in (built / ("ptxas.txt" if build == "sm90" else f"ptxas-{build}.txt")).read_text().splitlines():
         if m := re.search(r"Compiling entry function '(\w+)' for 'sm_90'", line):
             kernel = next(k for k in KERNELS if k in m.group(1))
             out[kernel] = {"smem": 0}
@@ -78,9 +93,9 @@ def lines(r, tag: str) -> list[list[str]]:
     return [line.split()[1:] for line in r.stdout.splitlines() if line.startswith(tag + " ")]
 
 
-def attributes(run_program, built) -> dict[str, dict[str, int]]:
+def attributes(run_program, built, build: str = "sm90") -> dict[str, dict[str, int]]:
     names = ("shared", "const", "local", "maxthreads", "regs", "ptx", "binary", "maxdyn", "carveout")
-    rows = lines(run(run_program, built / "sm90", "attributes"), "attr")
+    rows = lines(run(run_program, built / build, "attributes"), "attr")
     return {row[0]: dict(zip(names, map(int, row[1:]))) for row in rows}
 
 
@@ -94,9 +109,11 @@ def max_threads_by_registers(regs: int) -> int:
     return warps * 32
 
 
-def test_each_kernel_s_resources_are_what_ptxas_compiled(run_program, built):
-    got = attributes(run_program, built)
-    for kernel, p in ptxas(built).items():
+@pytest.mark.parametrize("build", ["sm90", "rdc"])
+def test_each_kernel_s_resources_are_what_ptxas_compiled(run_program, built, build):
+    """For a whole program's cubin and for relocatable device code's linked one (-rdc=true)."""
+    got = attributes(run_program, built, build)
+    for kernel, p in ptxas(built, build).items():
         a = got[kernel]
         assert (a["regs"], a["shared"], a["local"]) == (p["regs"], p["smem"], p["stack"]), kernel
         assert (a["ptx"], a["binary"]) == (90, 90)  # -arch=sm_90: compute_90 compiled for sm_90
@@ -236,3 +253,25 @@ def test_a_launch_beyond_the_kernel_s_limits_fails_as_on_a_gpu(run_program, buil
     r = run(run_program, built / "default_arch", "launch")
     assert r.returncode == 0, r.stderr
     assert all(line.endswith("0 cudaSuccess") for line in r.stdout.splitlines() if line.startswith("launch "))
+
+
+def test_a_cooperative_launch_fails_beyond_the_blocks_the_gpu_holds_at_once(run_program, built):
+    """All of a cooperative launch's blocks must be resident: the calculator's blocks per
+    multiprocessor x the machine's multiprocessors fit, one more fails with
+    cudaErrorCooperativeLaunchTooLarge (720) and runs nothing."""
+    a, p = attributes(run_program, built), ptxas(built)
+    per_sm = int(oracle(built, [f"occ {_described('shared_kernel', a['shared_kernel'], p)} 256 0"])[0])
+    fits = per_sm * machines.load(MACHINE).gpu.sm_count
+    r = run(run_program, built / "sm90", "cooperative", str(fits), str(fits + 1))
+    assert lines(r, "cooperative") == [[str(fits), "0"], [str(fits + 1), "720"]]
+    counts = {name.split("(")[0]: k["count"] for name, k in r.results["ranks"][0]["kernels"].items()}
+    assert counts == {"shared_kernel": 1}
+
+
+def test_a_compressed_cubin_stops_the_query_saying_so(run_program, built):
+    r = run(run_program, built / "compressed", "attributes")
+    assert r.returncode == 3
+    assert (
+        "orrery: error: cudaFuncGetAttributes: kernel 'empty_kernel()': its sm_90 code is compressed "
+        "(nvcc -Xfatbin -compress-all)"
+    ) in r.stderr

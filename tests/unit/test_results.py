@@ -148,3 +148,21 @@ def test_the_critical_rank_and_the_mean_terms_per_iteration_in_results_and_summa
     ]
     assert lines[i + 3].split()[:3] == ["mean", "250.0", "ns"]
     assert results.Results.from_json(res.to_json()).terms == t
+
+
+@pytest.mark.parametrize(
+    "returncode, status, message",
+    [
+        (255, "exited", "a rank returned 255 from main (SMPI does not say which)"),  # main's return -1
+        (128 + 11, "crashed", "the simulation completed, then its process was killed by signal 11 (SIGSEGV"),
+    ],
+)
+def test_a_status_above_128_after_a_completed_run_is_a_signal_only_where_one_exists(
+    tmp_path, returncode, status, message
+):
+    """SMPI's launcher exits with main's status, or as a shell does for a killed process (128 + the
+    signal): 255 (main's -1, the CUDA samples' failure) is no signal. It read as 'killed by signal 127'."""
+    report(tmp_path, "-1\tstatus\tcompleted\t0\t0\t2e-06\n", ranks=((0, 2e-6, True),))
+    res = results.read_run(tmp_path, {}, returncode)
+    assert (res.status, res.run["exit_code"]) == (status, returncode)
+    assert res.failure.message.startswith(message)

@@ -8,6 +8,7 @@
 //   setattr                    cudaFuncSetAttribute on dynamic_kernel, its errors, cudaFuncGetName
 //   carveout                   a 50 % carveout, then an occupancy query (stops the run)
 //   launch                     launches beyond a kernel's limits, and within them: "launch WHAT ERROR"
+//   cooperative BLOCKS ...     cudaLaunchCooperativeKernel of shared_kernel, 256 threads: "cooperative BLOCKS ERROR"
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -139,6 +140,17 @@ int main(int argc, char** argv) {
     error("launch register_512", cudaGetLastError());
     register_kernel<<<1, 256>>>(d, d, 1);
     error("launch register_256", cudaGetLastError());
+    cudaDeviceSynchronize();
+  } else if (!strcmp(mode, "cooperative")) {
+    float* x;
+    int n = 0;
+    cudaMalloc(&x, 1 << 20);
+    void* args[] = {&x, &n};
+    for (int i = 2; i < argc; i++) {
+      cudaError_t e = cudaLaunchCooperativeKernel((const void*)shared_kernel, dim3(atoi(argv[i])), dim3(256), args);
+      printf("cooperative %s %d\n", argv[i], (int)e);
+      cudaGetLastError();
+    }
     cudaDeviceSynchronize();
   } else if (!strcmp(mode, "carveout")) {
     cudaFuncSetAttribute((const void*)shared_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 50);
