@@ -150,6 +150,9 @@ void execute(Stream* s, Op& op) {
     case Op::Collective:
       op.run(s);
       break;
+    case Op::Free:
+      free_in_stream_order(op.free_base);
+      break;
   }
   if (trace::on())
     trace::op_end(s, op, t0);

@@ -112,9 +112,11 @@ Gpu* gpu_of_host(sg4::Host* host) {
                                     ? (size_t)(model.shared_per_sm - model.shared_per_block_optin)
                                     : 0;
   p.cooperativeLaunch = 1;
-  // Stream-ordered allocation (cudaMallocAsync, memory pools) is not simulated: a program that
-  // asks takes its cudaMalloc path, as the driver's CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED says.
-  p.memoryPoolsSupported = 0;
+  // The runtime's stream-ordered allocation (cudaMallocAsync, its pools) is simulated; the
+  // driver's (cuMemAllocAsync, cuMemPool*) is not, and its CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
+  // reads 0 (driver/device.cpp). No pool is shareable between processes (handle types: none).
+  p.memoryPoolsSupported = 1;
+  p.memoryPoolSupportedHandleTypes = 0;
   p.gpuDirectRDMASupported = 1;
   p.clusterLaunch = p.major >= 9;
   auto& slot = gpus[host->get_name()];

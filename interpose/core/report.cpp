@@ -33,6 +33,7 @@ static std::string describe(const Op& op) {
     case Op::Wait: return "event wait";
     case Op::HostFn: return "host function";
     case Op::Collective: return op.name;
+    case Op::Free: return "stream-ordered free";
   }
   return "?";
 }

@@ -148,7 +148,9 @@ struct Event {
 struct Op {
   // Collective: an operation of a sibling stand-in (libnccl.so.2's collectives and point-to-point
   // transfers), which `run` executes in the stream's actor and accounts for itself.
-  enum Kind { Kernel, Copy, Memset, Record, Wait, HostFn, Collective } kind;
+  // Free: a stream-ordered free (cudaFreeAsync), which gives its allocation back once the stream
+  // reaches it, in no time.
+  enum Kind { Kernel, Copy, Memset, Record, Wait, HostFn, Collective, Free } kind;
   explicit Op(Kind k) : kind(k) {}
   std::vector<Dependency> deps;
   std::string name;           // kernel name
@@ -169,6 +171,7 @@ struct Op {
   // communicator's operations, as NCCL does at each launch of a captured collective.
   std::function<void(Op&)> relaunch;
   bool uncosted = false;      // a kernel given the default time: each launch counts in the report
+  uintptr_t free_base = 0;    // a Free's allocation
 };
 
 struct Stream {
@@ -368,6 +371,8 @@ struct Allocation {
   Gpu* gpu;         // owning device (device memory only)
   bool mapped = false;  // a range the driver mapped (cuMemMap): cuMemUnmap ends it, not cudaFree
   bool registered = false;  // the program's own memory, pinned by cudaHostRegister: never freed here
+  struct MemPool* pool = nullptr;  // stream-ordered (cudaMallocAsync): the pool it came from
+  bool free_pending = false;       // cudaFreeAsync enqueued its free
   unsigned flags = 0;       // pinned host memory: cudaHostAlloc's or cudaHostRegister's flags
   uint64_t serial = 0;  // which allocation of the run it is (from 1): a reallocation at the same address is another
 };
@@ -375,6 +380,9 @@ const Allocation* find_allocation(const void* p);
 // Device memory the driver stand-in mapped (driver/runtime_bridge.cpp), known to the copies,
 // memsets and pointer queries as cudaMalloc's is; the caller accounts for its memory.
 void register_allocation(const Allocation& a);
+// A stream-ordered free reached in its stream (Op::Free): the allocation goes back to its pool
+// and its device (cudart/memory.cpp).
+void free_in_stream_order(uintptr_t base);
 void unregister_allocation(uintptr_t base);
 struct KernelResources;  // core/cubin.hpp
 // A kernel the program registered (__cudaRegisterFunction, per rank's copy of the program): its

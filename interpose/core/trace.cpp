@@ -115,6 +115,7 @@ std::string op_name(const Op& op) {
     case Op::Record: return "event record";
     case Op::Wait: return "event wait";
     case Op::Collective: return op.name;
+    case Op::Free: return "stream-ordered free";
   }
   return "?";
 }

@@ -192,6 +192,32 @@ struct cudaDeviceProp {
   int reserved[56];
 };
 
+/* Stream-ordered allocation's pools (driver_types.h, CUDA 13.0). */
+typedef struct MemPoolHandle* cudaMemPool_t;
+struct cudaMemLocation {
+  int type;  // cudaMemLocationType: 1 a device
+  int id;
+};
+struct cudaMemPoolProps {
+  int allocType;    // cudaMemAllocationType: 1 pinned
+  int handleTypes;  // cudaMemAllocationHandleType: 0 none
+  struct cudaMemLocation location;
+  void* win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+};
+enum {
+  cudaMemPoolReuseFollowEventDependencies = 1,
+  cudaMemPoolReuseAllowOpportunistic = 2,
+  cudaMemPoolReuseAllowInternalDependencies = 3,
+  cudaMemPoolAttrReleaseThreshold = 4,
+  cudaMemPoolAttrReservedMemCurrent = 5,
+  cudaMemPoolAttrReservedMemHigh = 6,
+  cudaMemPoolAttrUsedMemCurrent = 7,
+  cudaMemPoolAttrUsedMemHigh = 8,
+};
+
 /* cudaFuncGetAttributes' answer (driver_types.h, CUDA 13.0). */
 struct cudaFuncAttributes {
   size_t sharedSizeBytes;

@@ -238,6 +238,7 @@ const char* device_attribute(const Gpu& g, int attr, int* value) {
     case cudaDevAttrMaxBlocksPerMultiprocessor: *value = p.maxBlocksPerMultiProcessor; break;
     case cudaDevAttrReservedSharedMemoryPerBlock: *value = (int)p.reservedSharedMemPerBlock; break;
     case cudaDevAttrMemoryPoolsSupported: *value = p.memoryPoolsSupported; break;
+    case cudaDevAttrMemoryPoolSupportedHandleTypes: *value = (int)p.memoryPoolSupportedHandleTypes; break;
     case cudaDevAttrGPUDirectRDMASupported: *value = p.gpuDirectRDMASupported; break;
     case cudaDevAttrClusterLaunch: *value = p.clusterLaunch; break;
     default: return kUndescribed;

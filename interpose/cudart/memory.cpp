@@ -51,6 +51,15 @@ void register_allocation(const Allocation& a) {
 }
 void unregister_allocation(uintptr_t base) { registry().erase(base); }
 
+// A stream-ordered allocation's pool (cudaMallocAsync; the API's part is below).
+struct MemPool {
+  int device = 0;
+  bool made_by_program = false;  // cudaMemPoolCreate (the default pools are never destroyed)
+  uint64_t release_threshold = 0;
+  int reuse[4] = {0, 1, 1, 1};   // the three reuse flags, by attribute (on by default)
+  uint64_t used = 0, used_high = 0;
+};
+
 /* Folding: a folded allocation reserves its address range and maps one
  * shared block of `fold_blocksize` bytes at every block of it, without
  * pre-faulting. Whatever the size, it costs physical memory (and RSS) only for
@@ -380,16 +389,107 @@ ORR_EXPORT cudaError_t cudaFree(void* p) {
   if (!p)
     return cudaSuccess;
   auto it = registry().find((uintptr_t)p);
-  if (it == registry().end() || !it->second.device || it->second.mapped)
+  if (it == registry().end() || !it->second.device || it->second.mapped || it->second.free_pending)
     return r.last_error = cudaErrorInvalidValue;
   // cudaFree synchronises the device, as the real runtime does.
   trace::CudaCall call(r, "cudaFree");
   wait_device(r, r.device);
   it->second.gpu->memory_used -= it->second.size;
+  if (it->second.pool)  // cudaFree may free what cudaMallocAsync allocated
+    it->second.pool->used -= it->second.size;
   release(it->second);
   registry().erase(it);
   return cudaSuccess;
 }
+
+/* ---- Stream-ordered allocation: cudaMallocAsync, cudaFreeAsync and their pools ----
+ *
+ * An allocation is made when it is asked for (what a stream's later work sees is the same) and
+ * given back when its stream reaches the free (Op::Free), as the pool gives it back to the work
+ * that follows. A pool keeps no memory of its own past a free: its release threshold is kept and
+ * read back, and its reserved memory is its memory in use. Neither costs simulated time, as
+ * cudaMalloc does not. */
+namespace orrery {
+
+namespace {
+
+MemPool* default_pool(Rank& r, int device) {
+  static std::map<std::pair<int, int>, MemPool> pools;  // per (rank, device): a rank is a process
+  MemPool& p = pools[{r.id, device}];
+  p.device = device;
+  return &p;
+}
+
+std::map<std::pair<int, int>, MemPool*>& current_pools() {  // cudaDeviceSetMemPool's, per (rank, device)
+  static std::map<std::pair<int, int>, MemPool*> current;
+  return current;
+}
+
+MemPool* current_pool(Rank& r, int device) {
+  auto it = current_pools().find({r.id, device});
+  return it != current_pools().end() ? it->second : default_pool(r, device);
+}
+
+bool valid_device(Rank& r, int device) { return device >= 0 && device < (int)r.gpus.size(); }
+
+cudaError_t malloc_async(const char* fn, void** p, size_t size, MemPool* pool, cudaStream_t stream) {
+  Rank& r = rank_self(fn);
+  if (!p || !pool)
+    return r.last_error = cudaErrorInvalidValue;
+  Stream* st = resolve_stream(r, stream, fn);
+  if (st->capture)
+    fatal("%s in a stream capture (a graph's memory allocation node), which Orrery does not simulate", fn);
+  Gpu& g = *r.gpus[pool->device];
+  if (size > g.prop.totalGlobalMem - g.memory_used) {
+    *p = nullptr;
+    return r.last_error = cudaErrorMemoryAllocation;
+  }
+  bool fold = size >= (size_t)run_description().fold_threshold;
+  void* mem = allocate(size, fold);
+  if (!mem)
+    fatal("%s(%zu) on rank %d: the host could not reserve the address space", fn, size, r.id);
+  Allocation a{(uintptr_t)mem, size, true, fold, &g};
+  a.pool = pool;
+  register_allocation(a);
+  g.memory_used += size;
+  pool->used += size;
+  pool->used_high = std::max(pool->used_high, pool->used);
+  *p = mem;
+  return cudaSuccess;
+}
+
+cudaError_t free_async(const char* fn, void* p, cudaStream_t stream) {
+  Rank& r = rank_self(fn);
+  if (!p)
+    return cudaSuccess;
+  auto it = registry().find((uintptr_t)p);
+  if (it == registry().end() || !it->second.pool || it->second.free_pending)
+    return r.last_error = cudaErrorInvalidValue;
+  Stream* st = resolve_stream(r, stream, fn);
+  if (st->capture)
+    fatal("%s in a stream capture (a graph's memory free node), which Orrery does not simulate", fn);
+  Op op{Op::Free};
+  op.free_base = (uintptr_t)p;
+  if (cudaError_t e = enqueue(st, std::move(op)))
+    return r.last_error = e;
+  it->second.free_pending = true;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+void free_in_stream_order(uintptr_t base) {
+  auto it = registry().find(base);
+  if (it == registry().end())
+    return;
+  Allocation& a = it->second;
+  a.gpu->memory_used -= a.size;
+  a.pool->used -= a.size;
+  release(a);
+  registry().erase(it);
+}
+
+}  // namespace orrery
 
 // cudaHostAlloc's flags: Portable, Mapped, WriteCombined (driver_types.h); all memory is mapped
 // under unified addressing, and write-combining changes no copy's time here.
@@ -590,4 +690,132 @@ ORR_EXPORT cudaError_t cudaMemset_ptds(void* p, int /*value*/, size_t n) {
 }
 ORR_EXPORT cudaError_t cudaMemsetAsync_ptsz(void* p, int /*value*/, size_t n, cudaStream_t s) {
   return memset_device("cudaMemsetAsync", p, n, per_thread(s));
+}
+
+/* ---- Stream-ordered allocation (MemPool, above) ---- */
+
+ORR_EXPORT cudaError_t cudaMallocAsync(void** p, size_t size, cudaStream_t stream) {
+  Rank& r = rank_self("cudaMallocAsync");
+  return malloc_async("cudaMallocAsync", p, size, current_pool(r, r.device), stream);
+}
+
+ORR_EXPORT cudaError_t cudaMallocAsync_ptsz(void** p, size_t size, cudaStream_t stream) {
+  Rank& r = rank_self("cudaMallocAsync");
+  return malloc_async("cudaMallocAsync", p, size, current_pool(r, r.device), per_thread(stream));
+}
+
+ORR_EXPORT cudaError_t cudaMallocFromPoolAsync(void** p, size_t size, cudaMemPool_t pool, cudaStream_t stream) {
+  return malloc_async("cudaMallocFromPoolAsync", p, size, (MemPool*)pool, stream);
+}
+
+ORR_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void** p, size_t size, cudaMemPool_t pool,
+                                                    cudaStream_t stream) {
+  return malloc_async("cudaMallocFromPoolAsync", p, size, (MemPool*)pool, per_thread(stream));
+}
+
+ORR_EXPORT cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) { return free_async("cudaFreeAsync", p, stream); }
+
+ORR_EXPORT cudaError_t cudaFreeAsync_ptsz(void* p, cudaStream_t stream) {
+  return free_async("cudaFreeAsync", p, per_thread(stream));
+}
+
+ORR_EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
+  Rank& r = rank_self("cudaDeviceGetDefaultMemPool");
+  if (!pool)
+    return r.last_error = cudaErrorInvalidValue;
+  if (!valid_device(r, device))
+    return r.last_error = cudaErrorInvalidDevice;
+  *pool = (cudaMemPool_t)default_pool(r, device);
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* pool, int device) {
+  Rank& r = rank_self("cudaDeviceGetMemPool");
+  if (!pool)
+    return r.last_error = cudaErrorInvalidValue;
+  if (!valid_device(r, device))
+    return r.last_error = cudaErrorInvalidDevice;
+  *pool = (cudaMemPool_t)current_pool(r, device);
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t pool) {
+  Rank& r = rank_self("cudaDeviceSetMemPool");
+  if (!valid_device(r, device))
+    return r.last_error = cudaErrorInvalidDevice;
+  if (!pool || ((MemPool*)pool)->device != device)  // a pool of another device
+    return r.last_error = cudaErrorInvalidValue;
+  current_pools()[{r.id, device}] = (MemPool*)pool;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
+  Rank& r = rank_self("cudaMemPoolCreate");
+  if (!pool || !props || props->allocType != 1 /* pinned */ || props->location.type != 1 /* a device */)
+    return r.last_error = cudaErrorInvalidValue;
+  if (!valid_device(r, props->location.id))
+    return r.last_error = cudaErrorInvalidDevice;
+  if (props->handleTypes != 0)
+    fatal("cudaMemPoolCreate with shareable handle types (%d): pools shared between processes are not simulated",
+          props->handleTypes);
+  MemPool* p = new MemPool;  // the program destroys it (cudaMemPoolDestroy), or it lasts the run
+  p->device = props->location.id;
+  p->made_by_program = true;
+  *pool = (cudaMemPool_t)p;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
+  Rank& r = rank_self("cudaMemPoolDestroy");
+  MemPool* p = (MemPool*)pool;
+  if (!p || !p->made_by_program)  // a device's default pool cannot be destroyed
+    return r.last_error = cudaErrorInvalidValue;
+  for (auto& [key, current] : current_pools())
+    if (current == p)
+      current = default_pool(r, key.second);
+  if (p->used)  // allocations still out: CUDA keeps the pool until they are freed
+    return cudaSuccess;
+  delete p;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, int attr, void* value) {
+  Rank& r = rank_self("cudaMemPoolSetAttribute");
+  MemPool* p = (MemPool*)pool;
+  if (!p || !value)
+    return r.last_error = cudaErrorInvalidValue;
+  if (attr >= cudaMemPoolReuseFollowEventDependencies && attr <= cudaMemPoolReuseAllowInternalDependencies)
+    p->reuse[attr] = *(int*)value;
+  else if (attr == cudaMemPoolAttrReleaseThreshold)
+    p->release_threshold = *(uint64_t*)value;
+  else if ((attr == cudaMemPoolAttrReservedMemHigh || attr == cudaMemPoolAttrUsedMemHigh) && *(uint64_t*)value == 0)
+    p->used_high = p->used;  // the high-water marks may only be reset
+  else
+    return r.last_error = cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, int attr, void* value) {
+  Rank& r = rank_self("cudaMemPoolGetAttribute");
+  MemPool* p = (MemPool*)pool;
+  if (!p || !value)
+    return r.last_error = cudaErrorInvalidValue;
+  if (attr >= cudaMemPoolReuseFollowEventDependencies && attr <= cudaMemPoolReuseAllowInternalDependencies)
+    *(int*)value = p->reuse[attr];
+  else if (attr == cudaMemPoolAttrReleaseThreshold)
+    *(uint64_t*)value = p->release_threshold;
+  else if (attr == cudaMemPoolAttrReservedMemCurrent || attr == cudaMemPoolAttrUsedMemCurrent)
+    *(uint64_t*)value = p->used;  // the pool keeps no memory past a free: reserved is what is in use
+  else if (attr == cudaMemPoolAttrReservedMemHigh || attr == cudaMemPoolAttrUsedMemHigh)
+    *(uint64_t*)value = p->used_high;
+  else
+    return r.last_error = cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t) {
+  Rank& r = rank_self("cudaMemPoolTrimTo");
+  if (!pool)
+    return r.last_error = cudaErrorInvalidValue;
+  return cudaSuccess;  // it keeps nothing to trim
 }
