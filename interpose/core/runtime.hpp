@@ -138,6 +138,8 @@ struct Event {
   uint64_t seq = 0;
   double time = -1;          // simulated time it completed
   unsigned flags = 0;
+  int owner = -1;    // the rank that created it
+  int handles = 1;   // its creator's, and each cudaIpcOpenEventHandle's: destroyed at the last
   // Last recorded in a stream capture (capture.cpp): the capture and its nodes the record stands
   // for (what a stream that waits for it depends on); `stream` is then nullptr.
   Capture* capture = nullptr;
@@ -373,6 +375,8 @@ struct Allocation {
   bool registered = false;  // the program's own memory, pinned by cudaHostRegister: never freed here
   struct MemPool* pool = nullptr;  // stream-ordered (cudaMallocAsync): the pool it came from
   bool free_pending = false;       // cudaFreeAsync enqueued its free
+  int ipc_opens = 0;               // other ranks' cudaIpcOpenMemHandle of it not yet closed
+  bool freed_by_owner = false;     // cudaFree'd while opened elsewhere: it goes at the last close
   unsigned flags = 0;       // pinned host memory: cudaHostAlloc's or cudaHostRegister's flags
   uint64_t serial = 0;  // which allocation of the run it is (from 1): a reallocation at the same address is another
 };

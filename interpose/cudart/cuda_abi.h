@@ -192,6 +192,15 @@ struct cudaDeviceProp {
   int reserved[56];
 };
 
+/* CUDA IPC's handles (driver_types.h, CUDA 13.0): 64 opaque bytes, passed by value. */
+typedef struct cudaIpcMemHandle_st {
+  char reserved[64];
+} cudaIpcMemHandle_t;
+typedef struct cudaIpcEventHandle_st {
+  char reserved[64];
+} cudaIpcEventHandle_t;
+#define cudaIpcMemLazyEnablePeerAccess 0x01
+
 /* Stream-ordered allocation's pools (driver_types.h, CUDA 13.0). */
 typedef struct MemPoolHandle* cudaMemPool_t;
 struct cudaMemLocation {

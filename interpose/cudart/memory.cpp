@@ -389,11 +389,16 @@ ORR_EXPORT cudaError_t cudaFree(void* p) {
   if (!p)
     return cudaSuccess;
   auto it = registry().find((uintptr_t)p);
-  if (it == registry().end() || !it->second.device || it->second.mapped || it->second.free_pending)
+  if (it == registry().end() || !it->second.device || it->second.mapped || it->second.free_pending ||
+      it->second.freed_by_owner)
     return r.last_error = cudaErrorInvalidValue;
   // cudaFree synchronises the device, as the real runtime does.
   trace::CudaCall call(r, "cudaFree");
   wait_device(r, r.device);
+  if (it->second.ipc_opens) {  // other ranks still map it (CUDA IPC): it goes at their last close
+    it->second.freed_by_owner = true;
+    return cudaSuccess;
+  }
   it->second.gpu->memory_used -= it->second.size;
   if (it->second.pool)  // cudaFree may free what cudaMallocAsync allocated
     it->second.pool->used -= it->second.size;
@@ -818,4 +823,75 @@ ORR_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t) {
   if (!pool)
     return r.last_error = cudaErrorInvalidValue;
   return cudaSuccess;  // it keeps nothing to trim
+}
+
+/* ---- CUDA IPC of device memory ----
+ * Every rank is in one process here, so a handle names the allocation itself (its base, size and
+ * serial: a freed and reallocated address is another allocation) and opening it gives the same
+ * address: what another rank does with it is done on the owner's GPU, a copy to its own GPU being a
+ * peer copy on the platform's route between them. Handles work within a node, as CUDA's do. */
+
+namespace {
+
+constexpr uint32_t kIpcMemMagic = 0x4f495043;  // "CPIO"
+
+struct IpcMemHandle {
+  uint32_t magic;
+  int32_t owner;
+  uint64_t base, size, serial;
+};
+static_assert(sizeof(IpcMemHandle) <= sizeof(cudaIpcMemHandle_t));
+
+std::map<std::pair<int, uintptr_t>, int>& ipc_opened() {  // (rank, base) -> opens not yet closed
+  static std::map<std::pair<int, uintptr_t>, int> opened;
+  return opened;
+}
+
+}  // namespace
+
+ORR_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* p) {
+  Rank& r = rank_self("cudaIpcGetMemHandle");
+  auto it = registry().find((uintptr_t)p);  // the base of a cudaMalloc allocation
+  if (!handle || it == registry().end() || !it->second.device || it->second.mapped || it->second.pool ||
+      it->second.freed_by_owner)
+    return r.last_error = cudaErrorInvalidValue;
+  IpcMemHandle h{kIpcMemMagic, r.id, it->second.base, it->second.size, it->second.serial};
+  memset(handle, 0, sizeof *handle);
+  memcpy(handle, &h, sizeof h);
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaIpcOpenMemHandle(void** p, cudaIpcMemHandle_t handle, unsigned int flags) {
+  Rank& r = rank_self("cudaIpcOpenMemHandle");
+  IpcMemHandle h;
+  memcpy(&h, &handle, sizeof h);
+  if (!p || flags != cudaIpcMemLazyEnablePeerAccess || h.magic != kIpcMemMagic)
+    return r.last_error = cudaErrorInvalidValue;
+  auto it = registry().find((uintptr_t)h.base);
+  if (it == registry().end() || it->second.serial != h.serial || it->second.freed_by_owner)
+    return r.last_error = cudaErrorInvalidResourceHandle;  // freed since the handle was made
+  if (h.owner == r.id)  // a process cannot open its own handle
+    return r.last_error = cudaErrorInvalidValue;
+  if (it->second.gpu->node != current_gpu(r).node)  // another node's memory
+    return r.last_error = cudaErrorInvalidResourceHandle;
+  it->second.ipc_opens++;
+  ipc_opened()[{r.id, (uintptr_t)h.base}]++;
+  *p = (void*)h.base;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaIpcCloseMemHandle(void* p) {
+  Rank& r = rank_self("cudaIpcCloseMemHandle");
+  auto opened = ipc_opened().find({r.id, (uintptr_t)p});
+  if (opened == ipc_opened().end())
+    return r.last_error = cudaErrorInvalidValue;
+  if (--opened->second == 0)
+    ipc_opened().erase(opened);
+  auto it = registry().find((uintptr_t)p);
+  if (it != registry().end() && --it->second.ipc_opens == 0 && it->second.freed_by_owner) {
+    it->second.gpu->memory_used -= it->second.size;
+    release(it->second);
+    registry().erase(it);
+  }
+  return cudaSuccess;
 }

@@ -4,6 +4,8 @@
 #include "core/trace.hpp"
 #include "cudart/cuda_api.h"
 
+#include <cstring>
+
 #include <set>
 
 using namespace orrery;
@@ -116,10 +118,11 @@ ORR_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int
   Rank& r = rank_self("cudaEventCreateWithFlags");
   if (!event || (flags & ~(cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess)))
     return r.last_error = cudaErrorInvalidValue;
-  if (flags & cudaEventInterprocess)
-    unsupported("cudaEventCreateWithFlags(cudaEventInterprocess)");
+  if ((flags & cudaEventInterprocess) && !(flags & cudaEventDisableTiming))  // CUDA's rule
+    return r.last_error = cudaErrorInvalidValue;
   auto* e = new Event;
   e->flags = flags;
+  e->owner = r.id;
   live_events().insert(e);
   *event = reinterpret_cast<cudaEvent_t>(e);
   return cudaSuccess;
@@ -129,8 +132,54 @@ ORR_EXPORT cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCre
 ORR_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event) {
   Rank& r = rank_self("cudaEventDestroy");
   Event* e = event_of(r, event, "cudaEventDestroy");
-  // Kept allocated: a record still queued on a stream points to it.
-  live_events().erase(e);
+  // Kept allocated: a record still queued on a stream points to it. An event other ranks opened
+  // (CUDA IPC) lives until each has destroyed its handle.
+  if (--e->handles == 0)
+    live_events().erase(e);
+  return cudaSuccess;
+}
+
+/* ---- CUDA IPC of events ----
+ * As for memory (memory.cpp), every rank is in one process: a handle names the event itself, and
+ * an opened event is the same one, so the opener's streams wait for the owner's work in its own
+ * streams, and records from either side are the event's records. Only an event made with
+ * cudaEventInterprocess (and cudaEventDisableTiming, as CUDA requires) has a handle. */
+namespace {
+
+constexpr uint32_t kIpcEventMagic = 0x4f495045;  // "EPIO"
+
+struct IpcEventHandle {
+  uint32_t magic;
+  int32_t owner;
+  Event* event;
+};
+static_assert(sizeof(IpcEventHandle) <= sizeof(cudaIpcEventHandle_t));
+
+}  // namespace
+
+ORR_EXPORT cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t* handle, cudaEvent_t event) {
+  Rank& r = rank_self("cudaIpcGetEventHandle");
+  Event* e = event_of(r, event, "cudaIpcGetEventHandle");
+  if (!handle || !(e->flags & cudaEventInterprocess))
+    return r.last_error = cudaErrorInvalidResourceHandle;
+  IpcEventHandle h{kIpcEventMagic, r.id, e};
+  memset(handle, 0, sizeof *handle);
+  memcpy(handle, &h, sizeof h);
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaIpcOpenEventHandle(cudaEvent_t* event, cudaIpcEventHandle_t handle) {
+  Rank& r = rank_self("cudaIpcOpenEventHandle");
+  IpcEventHandle h;
+  memcpy(&h, &handle, sizeof h);
+  if (!event || h.magic != kIpcEventMagic)
+    return r.last_error = cudaErrorInvalidValue;
+  if (!live_events().count(h.event))
+    return r.last_error = cudaErrorInvalidResourceHandle;  // destroyed since
+  if (h.owner == r.id)  // a process cannot open its own handle
+    return r.last_error = cudaErrorInvalidValue;
+  h.event->handles++;
+  *event = reinterpret_cast<cudaEvent_t>(h.event);
   return cudaSuccess;
 }
 
