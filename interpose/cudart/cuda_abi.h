@@ -25,6 +25,7 @@ enum {
   cudaErrorInvalidMemcpyDirection = 21,
   cudaErrorInvalidDeviceFunction = 98,
   cudaErrorNoDevice = 100,
+  cudaErrorUnsupportedLimit = 215,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorIllegalState = 401,
@@ -84,6 +85,7 @@ typedef struct cudaGraphEdgeData_st {  // driver_types.h: an edge's ports and ty
   unsigned char from_port, to_port, type, reserved[5];
 } cudaGraphEdgeData;
 typedef void (*cudaHostFn_t)(void* userData);
+typedef void (*cudaStreamCallback_t)(cudaStream_t stream, cudaError_t status, void* userData);
 
 #define cudaStreamLegacy ((cudaStream_t)0x1)
 #define cudaStreamPerThread ((cudaStream_t)0x2)

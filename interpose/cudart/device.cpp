@@ -5,8 +5,10 @@
 #include "core/trace.hpp"
 #include "cudart/cuda_api.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include <dlfcn.h>
@@ -76,6 +78,86 @@ ORR_EXPORT cudaError_t cudaDeviceReset(void) {
   trace::CudaCall call(r, "cudaDeviceReset");
   wait_device(r, r.device);
   return cudaSuccess;
+}
+
+/* Device limits (cudaLimit): kept per rank and device as set, read back; unset, the defaults of
+ * CUDA 13's data-centre GPUs: a 1 KiB stack per thread, a 1 MiB printf buffer, an 8 MiB device heap
+ * (CUDA C++ Programming Guide), a synchronisation depth of 2 and 2048 pending launches for dynamic
+ * parallelism, no persisting L2 cache. None changes a simulated time. The L2 fetch granularity has
+ * no default here: reading it before setting it stops the run naming it. A persisting L2 cache
+ * stops the run too: its largest size is not described (persistingL2CacheMaxSize reads 0). */
+namespace {
+enum { kStackSize, kPrintfFifo, kMallocHeap, kSyncDepth, kPendingLaunches, kL2Fetch, kPersistingL2, kLimits };
+std::map<std::pair<int, int>, std::map<int, size_t>>& limits() {  // per (rank, device): as set
+  static std::map<std::pair<int, int>, std::map<int, size_t>> set;
+  return set;
+}
+}  // namespace
+
+ORR_EXPORT cudaError_t cudaDeviceSetLimit(int limit, size_t value) {
+  Rank& r = rank_self("cudaDeviceSetLimit");
+  if (limit < 0 || limit >= kLimits)
+    return r.last_error = cudaErrorUnsupportedLimit;
+  if (limit == kL2Fetch && value > 128)
+    return r.last_error = cudaErrorInvalidValue;
+  if (limit == kPersistingL2 && value > 0)
+    fatal("cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, %zu): a persisting L2 cache, which Orrery does not "
+          "simulate",
+          value);
+  limits()[{r.id, r.device}][limit] = value;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaDeviceGetLimit(size_t* value, int limit) {
+  Rank& r = rank_self("cudaDeviceGetLimit");
+  if (!value)
+    return r.last_error = cudaErrorInvalidValue;
+  if (limit < 0 || limit >= kLimits)
+    return r.last_error = cudaErrorUnsupportedLimit;
+  const auto& set = limits()[{r.id, r.device}];
+  if (auto it = set.find(limit); it != set.end()) {
+    *value = it->second;
+    return cudaSuccess;
+  }
+  static const size_t defaults[] = {1024, 1 << 20, 8 << 20, 2, 2048, 0, 0};
+  if (limit == kL2Fetch)
+    fatal("cudaDeviceGetLimit(cudaLimitMaxL2FetchGranularity): its default is not described by Orrery's machine "
+          "model (set it first)");
+  *value = defaults[limit];
+  return cudaSuccess;
+}
+
+/* The PCI address as the driver stand-in writes it (cuDeviceGetPCIBusId): domain:bus:device.0. */
+ORR_EXPORT cudaError_t cudaDeviceGetPCIBusId(char* bus, int len, int device) {
+  Rank& r = rank_self("cudaDeviceGetPCIBusId");
+  if (device < 0 || device >= (int)r.gpus.size())
+    return r.last_error = cudaErrorInvalidDevice;
+  if (!bus || len <= 0)
+    return r.last_error = cudaErrorInvalidValue;
+  const cudaDeviceProp& p = r.gpus[device]->prop;
+  snprintf(bus, (size_t)len, "%04x:%02x:%02x.0", p.pciDomainID, p.pciBusID, p.pciDeviceID);
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* bus) {
+  Rank& r = rank_self("cudaDeviceGetByPCIBusId");
+  unsigned domain = 0, bus_id = 0, dev = 0;
+  if (!device || !bus)
+    return r.last_error = cudaErrorInvalidValue;
+  // [domain:]bus:device[.function], in hexadecimal, as CUDA reads it
+  if (sscanf(bus, "%x:%x:%x", &domain, &bus_id, &dev) != 3) {
+    domain = 0;
+    if (sscanf(bus, "%x:%x", &bus_id, &dev) != 2)
+      return r.last_error = cudaErrorInvalidValue;
+  }
+  for (size_t i = 0; i < r.gpus.size(); i++) {
+    const cudaDeviceProp& p = r.gpus[i]->prop;
+    if ((unsigned)p.pciDomainID == domain && (unsigned)p.pciBusID == bus_id && (unsigned)p.pciDeviceID == dev) {
+      *device = (int)i;
+      return cudaSuccess;
+    }
+  }
+  return r.last_error = cudaErrorInvalidDevice;
 }
 
 /* The range a profiler (Nsight Systems' --capture-range=cudaProfilerApi) records: Orrery's

@@ -86,6 +86,14 @@ ORR_EXPORT cudaError_t cudaStreamGetFlags(cudaStream_t handle, unsigned int* fla
   return cudaSuccess;
 }
 
+ORR_EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t handle, int* device) {
+  Rank& r = rank_self("cudaStreamGetDevice");
+  if (!device)
+    return r.last_error = cudaErrorInvalidValue;
+  *device = resolve_stream(r, handle, "cudaStreamGetDevice")->device;
+  return cudaSuccess;
+}
+
 ORR_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t handle, cudaEvent_t event, unsigned int flags) {
   Rank& r = rank_self("cudaStreamWaitEvent");
   if (flags)
@@ -110,6 +118,38 @@ ORR_EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t handle, cudaHostFn_t fn, 
   op.fn = fn;
   op.fn_data = data;
   if (cudaError_t e = enqueue(resolve_stream(r, handle, "cudaLaunchHostFunc"), std::move(op)))
+    return r.last_error = e;
+  return cudaSuccess;
+}
+
+/* cudaStreamAddCallback (deprecated for cudaLaunchHostFunc, still common): a host function whose
+ * callback also gets its stream and the stream's status, which is cudaSuccess here (no work of a
+ * simulated stream fails). */
+namespace {
+struct StreamCallback {
+  cudaStreamCallback_t callback;
+  cudaStream_t stream;
+  void* data;
+};
+void run_stream_callback(void* arg) {
+  auto* c = static_cast<StreamCallback*>(arg);
+  c->callback(c->stream, cudaSuccess, c->data);
+  delete c;
+}
+}  // namespace
+
+ORR_EXPORT cudaError_t cudaStreamAddCallback(cudaStream_t handle, cudaStreamCallback_t callback, void* data,
+                                             unsigned int flags) {
+  Rank& r = rank_self("cudaStreamAddCallback");
+  if (!callback || flags)
+    return r.last_error = cudaErrorInvalidValue;
+  Stream* s = resolve_stream(r, handle, "cudaStreamAddCallback");
+  if (s->capture)  // CUDA: not allowed in a capture (cudaLaunchHostFunc is)
+    return r.last_error = cudaErrorStreamCaptureUnsupported;
+  Op op{Op::HostFn};
+  op.fn = run_stream_callback;
+  op.fn_data = new StreamCallback{callback, handle, data};
+  if (cudaError_t e = enqueue(s, std::move(op)))
     return r.last_error = e;
   return cudaSuccess;
 }
@@ -207,6 +247,17 @@ ORR_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t handle) {
   return cudaSuccess;
 }
 
+// cudaEventRecordExternal only means something in a stream capture (a graph's event record node).
+ORR_EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t handle, unsigned int flags) {
+  if (flags == 0)
+    return cudaEventRecord(event, handle);
+  Rank& r = rank_self("cudaEventRecordWithFlags");
+  if (flags != 1)
+    return r.last_error = cudaErrorInvalidValue;
+  fatal("cudaEventRecordWithFlags(cudaEventRecordExternal): an external event record node, which Orrery does not "
+        "simulate");
+}
+
 ORR_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   Rank& r = rank_self("cudaEventSynchronize");
   Event* e = event_of(r, event, "cudaEventSynchronize");
@@ -259,4 +310,14 @@ ORR_EXPORT cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, 
 }
 ORR_EXPORT cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t s) {
   return cudaEventRecord(event, per_thread(s));
+}
+ORR_EXPORT cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t s, unsigned int flags) {
+  return cudaEventRecordWithFlags(event, per_thread(s), flags);
+}
+ORR_EXPORT cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t s, cudaStreamCallback_t callback, void* data,
+                                                  unsigned int flags) {
+  return cudaStreamAddCallback(per_thread(s), callback, data, flags);
+}
+ORR_EXPORT cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int* device) {
+  return cudaStreamGetDevice(per_thread(s), device);
 }
