@@ -60,15 +60,15 @@ class Elf {
     for (int i = 0; i < h.e_shnum; i++)
       sections_.push_back(at<Elf64_Shdr>(p_, h.e_shoff + i * sizeof(Elf64_Shdr)));
     names_ = sections_[h.e_shstrndx];
+    for (size_t i = 0; i < sections_.size(); i++)  // a lookup per kernel: by name, once
+      by_name_.emplace(name_at(names_, sections_[i].sh_name), i);
     ok_ = true;
   }
   bool ok() const { return ok_; }
 
   const Elf64_Shdr* section(const std::string& name) const {
-    for (const Elf64_Shdr& s : sections_)
-      if (name_at(names_, s.sh_name) == name)
-        return &s;
-    return nullptr;
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : &sections_[it->second];
   }
   std::string section_name(const Elf64_Shdr& s) const { return name_at(names_, s.sh_name); }
   const std::vector<Elf64_Shdr>& sections() const { return sections_; }
@@ -99,6 +99,7 @@ class Elf {
   const unsigned char* p_;
   size_t size_;
   std::vector<Elf64_Shdr> sections_;
+  std::map<std::string, size_t> by_name_;
   Elf64_Shdr names_{};
   bool ok_ = false;
 };

@@ -408,10 +408,10 @@ Kernel* registered_kernel(const void* stub);  // null where no kernel is registe
 // GPU checks it: cudaErrorInvalidValue beyond its dynamic shared memory limit,
 // cudaErrorLaunchOutOfResources beyond the threads its registers and launch bounds allow. Checked
 // where the program has the kernel's code for the GPU (cudart/function.cpp); success elsewhere.
-cudaError_t check_launch(Rank& r, const Kernel& k, int threads, size_t dynamic_shared);
+cudaError_t check_launch(Rank& r, Kernel& k, int threads, size_t dynamic_shared);
 // A cooperative launch's blocks must all be resident at once: cudaErrorCooperativeLaunchTooLarge
 // beyond what the GPU's multiprocessors hold (checked, as check_launch, where the code is known).
-cudaError_t check_cooperative(Rank& r, const Kernel& k, long blocks, int threads, size_t dynamic_shared);
+cudaError_t check_cooperative(Rank& r, Kernel& k, long blocks, int threads, size_t dynamic_shared);
 // A cudaDevAttr value of a device (cudaDeviceGetAttribute, cuDeviceGetAttribute): null once
 // *value is set, else why the attribute has no answer (cudart/device_attributes.cpp).
 const char* device_attribute(const Gpu& g, int attr, int* value);

@@ -34,18 +34,17 @@ const FatbinKernels& fatbin_of(Rank& r, const Kernel& k) {
   return it->second;
 }
 
-const KernelResources* find_resources(Rank& r, const Kernel& k) {
+const KernelResources* find_resources(Rank& r, Kernel& k) {
   if (!k.code_looked_up) {  // once per kernel: every launch checks it
     const FatbinKernels& f = fatbin_of(r, k);
     auto found = f.kernels.find(k.mangled);
-    Kernel& cached = const_cast<Kernel&>(k);
-    cached.code = found == f.kernels.end() ? nullptr : &found->second;
-    cached.code_looked_up = true;
+    k.code = found == f.kernels.end() ? nullptr : &found->second;
+    k.code_looked_up = true;
   }
   return k.code;
 }
 
-const KernelResources& resources(Rank& r, const Kernel& k, const char* fn) {
+const KernelResources& resources(Rank& r, Kernel& k, const char* fn) {
   if (const KernelResources* res = find_resources(r, k))
     return *res;
   const FatbinKernels& f = fatbin_of(r, k);
@@ -132,7 +131,7 @@ void refuse_carveout(const Kernel& k, const char* fn) {
 
 namespace orrery {
 
-cudaError_t check_launch(Rank& r, const Kernel& k, int threads, size_t dynamic_shared) {
+cudaError_t check_launch(Rank& r, Kernel& k, int threads, size_t dynamic_shared) {
   const KernelResources* res = find_resources(r, k);
   if (!res)
     return cudaSuccess;  // no code for the GPU: what it needs is not known here
@@ -144,7 +143,7 @@ cudaError_t check_launch(Rank& r, const Kernel& k, int threads, size_t dynamic_s
   return cudaSuccess;
 }
 
-cudaError_t check_cooperative(Rank& r, const Kernel& k, long blocks, int threads, size_t dynamic_shared) {
+cudaError_t check_cooperative(Rank& r, Kernel& k, long blocks, int threads, size_t dynamic_shared) {
   const KernelResources* res = find_resources(r, k);
   if (!res)
     return cudaSuccess;
@@ -158,7 +157,7 @@ cudaError_t check_cooperative(Rank& r, const Kernel& k, long blocks, int threads
 
 ORR_EXPORT cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
   Rank& r = rank_self("cudaFuncGetAttributes");
-  const Kernel* k = registered_kernel(func);
+  Kernel* k = registered_kernel(func);
   if (!attr)
     return r.last_error = cudaErrorInvalidValue;
   if (!k)
@@ -179,7 +178,7 @@ ORR_EXPORT cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const voi
 
 ORR_EXPORT cudaError_t cudaFuncGetName(const char** name, const void* func) {
   Rank& r = rank_self("cudaFuncGetName");
-  const Kernel* k = registered_kernel(func);
+  Kernel* k = registered_kernel(func);
   if (!name)
     return r.last_error = cudaErrorInvalidValue;
   if (!k)
@@ -228,7 +227,7 @@ ORR_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(in
                                                                               unsigned int flags) {
   const char* fn = "cudaOccupancyMaxActiveBlocksPerMultiprocessor";
   Rank& r = rank_self(fn);
-  const Kernel* k = registered_kernel(func);
+  Kernel* k = registered_kernel(func);
   if (!blocks || block_size <= 0 || flags > 1)  // cudaOccupancyDefault, cudaOccupancyDisableCachingOverride
     return r.last_error = cudaErrorInvalidValue;
   if (!k)
@@ -251,7 +250,7 @@ ORR_EXPORT cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, 
                                                                  int block_size) {
   const char* fn = "cudaOccupancyAvailableDynamicSMemPerBlock";
   Rank& r = rank_self(fn);
-  const Kernel* k = registered_kernel(func);
+  Kernel* k = registered_kernel(func);
   if (!bytes || blocks <= 0 || block_size <= 0)
     return r.last_error = cudaErrorInvalidValue;
   if (!k)

@@ -82,7 +82,7 @@ static double kernel_seconds(const std::string& name, dim3 grid, dim3 block, boo
 static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
                           bool cooperative = false) {
   Rank& r = rank_self(fn);
-  const Kernel* k = registered_kernel(stub);
+  Kernel* k = registered_kernel(stub);
   if (!k)
     fatal("%s: no kernel is registered at %p", fn, stub);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||

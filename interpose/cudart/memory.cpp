@@ -105,6 +105,36 @@ static void release(const Allocation& a) {
     free((void*)a.base);
 }
 
+/* Device memory of `size` bytes on g, counted in its memory in use (and its pool's, for a
+ * stream-ordered allocation); null when the device has not that much left. */
+static void* allocate_device(Gpu& g, size_t size, MemPool* pool, const char* fn, int rank) {
+  if (size > g.prop.totalGlobalMem - g.memory_used)  // not used + size: SIZE_MAX would wrap
+    return nullptr;
+  bool fold = size >= (size_t)run_description().fold_threshold;
+  void* mem = allocate(size, fold);
+  if (!mem)
+    fatal("%s(%zu) on rank %d: the host could not reserve the address space", fn, size, rank);
+  Allocation a{(uintptr_t)mem, size, true, fold, &g};
+  a.pool = pool;
+  register_allocation(a);
+  g.memory_used += size;
+  if (pool) {
+    pool->used += size;
+    pool->used_high = std::max(pool->used_high, pool->used);
+  }
+  return mem;
+}
+
+// Gives a device allocation back: to its device's (and pool's) memory, and to the host.
+static void free_device(std::map<uintptr_t, Allocation>::iterator it) {
+  Allocation& a = it->second;
+  a.gpu->memory_used -= a.size;
+  if (a.pool)
+    a.pool->used -= a.size;
+  release(a);
+  registry().erase(it);
+}
+
 /* SMPI copies a message's data when it arrives; one sent from folded memory
  * carries nothing anyone reads, so its copy is skipped (the simulated time of
  * the message is unchanged). Small messages were already copied by SMPI into
@@ -370,18 +400,8 @@ ORR_EXPORT cudaError_t cudaMalloc(void** p, size_t size) {
     return r.last_error = cudaErrorInvalidValue;
   if (refuse_unsafe(r))  // CUDA's example of a potentially unsafe call during a capture
     return r.last_error = cudaErrorStreamCaptureUnsupported;
-  if (size > g.prop.totalGlobalMem - g.memory_used) {  // not used + size: SIZE_MAX would wrap
-    *p = nullptr;
-    return r.last_error = cudaErrorMemoryAllocation;
-  }
-  bool fold = size >= (size_t)run_description().fold_threshold;
-  void* mem = allocate(size, fold);
-  if (!mem)
-    fatal("cudaMalloc(%zu) on rank %d: the host could not reserve the address space", size, r.id);
-  register_allocation(Allocation{(uintptr_t)mem, size, true, fold, &g});
-  g.memory_used += size;
-  *p = mem;
-  return cudaSuccess;
+  *p = allocate_device(g, size, nullptr, "cudaMalloc", r.id);
+  return *p ? cudaSuccess : r.last_error = cudaErrorMemoryAllocation;
 }
 
 ORR_EXPORT cudaError_t cudaFree(void* p) {
@@ -399,11 +419,7 @@ ORR_EXPORT cudaError_t cudaFree(void* p) {
     it->second.freed_by_owner = true;
     return cudaSuccess;
   }
-  it->second.gpu->memory_used -= it->second.size;
-  if (it->second.pool)  // cudaFree may free what cudaMallocAsync allocated
-    it->second.pool->used -= it->second.size;
-  release(it->second);
-  registry().erase(it);
+  free_device(it);  // (what cudaMallocAsync allocated too)
   return cudaSuccess;
 }
 
@@ -444,23 +460,8 @@ cudaError_t malloc_async(const char* fn, void** p, size_t size, MemPool* pool, c
   Stream* st = resolve_stream(r, stream, fn);
   if (st->capture)
     fatal("%s in a stream capture (a graph's memory allocation node), which Orrery does not simulate", fn);
-  Gpu& g = *r.gpus[pool->device];
-  if (size > g.prop.totalGlobalMem - g.memory_used) {
-    *p = nullptr;
-    return r.last_error = cudaErrorMemoryAllocation;
-  }
-  bool fold = size >= (size_t)run_description().fold_threshold;
-  void* mem = allocate(size, fold);
-  if (!mem)
-    fatal("%s(%zu) on rank %d: the host could not reserve the address space", fn, size, r.id);
-  Allocation a{(uintptr_t)mem, size, true, fold, &g};
-  a.pool = pool;
-  register_allocation(a);
-  g.memory_used += size;
-  pool->used += size;
-  pool->used_high = std::max(pool->used_high, pool->used);
-  *p = mem;
-  return cudaSuccess;
+  *p = allocate_device(*r.gpus[pool->device], size, pool, fn, r.id);
+  return *p ? cudaSuccess : r.last_error = cudaErrorMemoryAllocation;
 }
 
 cudaError_t free_async(const char* fn, void* p, cudaStream_t stream) {
@@ -485,13 +486,8 @@ cudaError_t free_async(const char* fn, void* p, cudaStream_t stream) {
 
 void free_in_stream_order(uintptr_t base) {
   auto it = registry().find(base);
-  if (it == registry().end())
-    return;
-  Allocation& a = it->second;
-  a.gpu->memory_used -= a.size;
-  a.pool->used -= a.size;
-  release(a);
-  registry().erase(it);
+  if (it != registry().end())
+    free_device(it);
 }
 
 }  // namespace orrery
@@ -888,10 +884,7 @@ ORR_EXPORT cudaError_t cudaIpcCloseMemHandle(void* p) {
   if (--opened->second == 0)
     ipc_opened().erase(opened);
   auto it = registry().find((uintptr_t)p);
-  if (it != registry().end() && --it->second.ipc_opens == 0 && it->second.freed_by_owner) {
-    it->second.gpu->memory_used -= it->second.size;
-    release(it->second);
-    registry().erase(it);
-  }
+  if (it != registry().end() && --it->second.ipc_opens == 0 && it->second.freed_by_owner)
+    free_device(it);
   return cudaSuccess;
 }

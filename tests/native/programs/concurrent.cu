@@ -4,6 +4,8 @@
 // (all if absent) take part; the others only join the barriers. Prints
 // "NAME.RANK seconds" lines, each timed with MPI_Wtime from an instant every rank
 // starts at.
+#include "check.h"
+
 #include <mpi.h>
 
 #include <cstdio>
@@ -16,15 +18,6 @@ extern "C" int smpi_nanosleep(const struct timespec* tp, struct timespec* t);  /
 
 __global__ void gate(char* x) {}  // its cost (test's cost file) releases the copies waiting on it
 __global__ void work(char* x) {}
-
-#define CHECK(call)                                                                 \
-  do {                                                                              \
-    cudaError_t e_ = (call);                                                        \
-    if (e_ != cudaSuccess) {                                                        \
-      fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorName(e_));              \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                 \
-    }                                                                               \
-  } while (0)
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

@@ -8,6 +8,8 @@
 //   empty           a capture of nothing, launched
 //   uncosted N      a capture of a kernel without a cost, launched N times
 //   errors          what each prohibited operation returns: one line per case with CUDA's code
+#include "check.h"
+
 #include <mpi.h>
 
 #include <cstdio>
@@ -17,15 +19,6 @@
 __global__ void busy(float* x) {}  // costs come from the test's cost file
 __global__ void brief(float* x) {}
 __global__ void plain(float* x) {}  // no cost: the default time
-
-#define CHECK(call)                                                    \
-  do {                                                                 \
-    cudaError_t e_ = (call);                                           \
-    if (e_ != cudaSuccess) {                                           \
-      fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorName(e_)); \
-      exit(1);                                                         \
-    }                                                                  \
-  } while (0)
 
 static cudaGraphExec_t instantiate(cudaGraph_t g) {
   cudaGraphExec_t x;

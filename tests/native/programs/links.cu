@@ -1,20 +1,13 @@
 // Transfers whose link figures tests/native/test_links.py derives by hand. No MPI call but the
 // ones a mode names (no barrier), so that the links carry only what the mode moves.
 // Usage: links MODE BYTES
+#include "check.h"
+
 #include <mpi.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#define CHECK(call)                                                    \
-  do {                                                                 \
-    cudaError_t e_ = (call);                                           \
-    if (e_ != cudaSuccess) {                                           \
-      fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorName(e_)); \
-      return 1;                                                        \
-    }                                                                  \
-  } while (0)
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

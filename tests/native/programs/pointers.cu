@@ -3,6 +3,8 @@
 //   case NAME RETURNED PEEK LAST SECONDS
 // with the error it returned, what cudaPeekAtLastError and then cudaGetLastError said after
 // it, and the simulated time the call took (MPI_Wtime around it; MPI_Wtime costs nothing).
+#include "check.h"
+
 #include <mpi.h>
 
 #include <cstdint>
@@ -19,15 +21,6 @@
     const cudaError_t last_ = cudaGetLastError();                                                   \
     printf("case %s %s %s %s %.17g\n", name, cudaGetErrorName(e_), cudaGetErrorName(peek_),         \
            cudaGetErrorName(last_), dt_);                                                           \
-  } while (0)
-
-#define CHECK(call)                                                                                 \
-  do {                                                                                              \
-    cudaError_t e_ = (call);                                                                        \
-    if (e_ != cudaSuccess) {                                                                        \
-      fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorName(e_));                             \
-      exit(1);                                                                                      \
-    }                                                                                               \
   } while (0)
 
 static const size_t KiB = 1024, MiB = 1024 * 1024;

@@ -1,5 +1,7 @@
 // Small CUDA + MPI scenarios whose simulated times tests derive by hand.
 // Usage: timing MODE [BYTES]; prints "name value" lines (times in seconds).
+#include "check.h"
+
 #include <mpi.h>
 
 #include <cstdio>
@@ -12,15 +14,6 @@ __global__ void scaled(float* x) {}
 
 static int callback_runs = 0;
 static void on_host(void* counter) { ++*(int*)counter; }
-
-#define CHECK(call)                                                                 \
-  do {                                                                              \
-    cudaError_t e_ = (call);                                                        \
-    if (e_ != cudaSuccess) {                                                        \
-      fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorName(e_));              \
-      return 1;                                                                     \
-    }                                                                               \
-  } while (0)
 
 /* For the modes that move host and device buffers at once: a device receive buffer and host
  * send and receive buffers of n bytes. */

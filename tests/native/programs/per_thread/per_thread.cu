@@ -5,6 +5,8 @@
 //   with-legacy      busy on stream 0, then brief on the legacy stream: brief waits for it
 //   h2d BYTES        a synchronous H2D copy (cudaMemcpy_ptds) of BYTES from pinned memory
 //   graph            busy captured on stream 0 (the legacy stream could not be), launched twice
+#include "../check.h"
+
 #include <mpi.h>
 
 #include <cstdio>
@@ -13,15 +15,6 @@
 
 __global__ void busy(float* x) {}  // costs come from the test's cost file
 __global__ void brief(float* x) {}
-
-#define CHECK(call)                                                    \
-  do {                                                                 \
-    cudaError_t e_ = (call);                                           \
-    if (e_ != cudaSuccess) {                                           \
-      fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorName(e_)); \
-      exit(1);                                                         \
-    }                                                                  \
-  } while (0)
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
