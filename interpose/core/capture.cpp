@@ -267,7 +267,7 @@ cudaError_t graph_launch(GraphExec& x, Stream* s) {
 void graph_exec_destroy(GraphExec& x) {
   for (auto& [key, s] : x.streams) {  // as cudaStreamDestroy: pending work still completes
     s->destroyed = true;
-    s->work_cv->notify_all();
+    wake_worker(s);
   }
 }
 

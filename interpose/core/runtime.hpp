@@ -186,8 +186,19 @@ struct Stream {
   bool destroyed = false;
   std::deque<Op> queue;
   uint64_t enqueued = 0, completed = 0;
-  sg4::ConditionVariablePtr work_cv, done_cv;
   sg4::ActorPtr worker;
+  // The hand-over between the worker and those waiting for it (streams.cpp): the worker waits on
+  // `work` while idle, and on `wake` for the operations of other streams that its own wait for.
+  bool idle = false;
+  sg4::SemaphorePtr work, wake;
+  struct Waiter {             // an actor blocked on `wake` until operation `seq` completes
+    sg4::Semaphore* wake;
+    uint64_t seq;
+  };
+  std::vector<Waiter> waiters;
+  // cudaStreamQuery's and cudaEventQuery's timed polls (poll_for) wait on done_cv instead
+  sg4::ConditionVariablePtr done_cv;
+  int pollers = 0;
   // While the stream is captured into a graph (capture.cpp): the capture, which of its streams
   // it is (a branch of the graph) and the nodes its next operation depends on.
   Capture* capture = nullptr;
@@ -299,6 +310,7 @@ struct Rank {
   std::vector<Stream*> per_thread;   // per-thread default stream per device (lazily): the rank's thread's
   std::vector<Stream*> streams;      // every stream it created, for ordering and sync
   cudaError_t last_error = cudaSuccess;
+  sg4::SemaphorePtr wake = sg4::Semaphore::create(0);  // its waits for streams (streams.cpp)
   // launch configuration pushed by nvcc's stubs
   dim3 cfg_grid{1, 1, 1}, cfg_block{1, 1, 1};
   size_t cfg_shmem = 0;
@@ -345,6 +357,8 @@ cudaError_t enqueue(Stream* s, Op op);
 // Legacy default stream semantics: `op` waits for the pending work of every blocking stream of
 // `legacy`'s device (enqueue applies it to the legacy stream's own operations).
 void wait_like_legacy(Op& op, Stream* legacy);
+// Resumes the stream's worker if it is waiting for work: after an enqueue, or its destruction.
+void wake_worker(Stream* s);
 
 /* Host-side blocking, accounted as gpu_wait. */
 void wait_for(Rank& r, Stream* s, uint64_t seq);

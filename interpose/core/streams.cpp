@@ -6,6 +6,7 @@
 #include "core/ranks.hpp"
 #include "core/trace.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 #include <string>
@@ -19,41 +20,68 @@ static std::set<Stream*>& live_streams() {
   return s;
 }
 
-/* The stream workers are daemons: SimGrid kills them when the last rank ends, by an exception
- * thrown from whatever simcall they are in. They release the simulation mutex explicitly, never in
- * unique_lock's destructor: killed in that unlock, they would throw out of a destructor, and the run
- * would abort (a stream destroyed just before its rank ended did). */
-static void wait_seq(Stream* s, uint64_t seq) {
-  std::unique_lock<sg4::Mutex> lock(*sim_mutex());
-  while (s->completed < seq)
-    s->done_cv->wait(lock);
-  lock.unlock();
+/* How streams and the actors that wait for them hand over, without SimGrid's mutex and condition
+ * variables: every actor runs on the one simulation thread and none is interrupted between two
+ * simcalls, so a check of a stream's state followed by a blocking simcall cannot miss the wake-up,
+ * which comes from another actor's later step. Each simcall costs its actor a scheduling round, and
+ * a lock, a wait, an unlock and a notify around every operation were most of a stream's cost
+ * (bench/README.md, "Streams without a mutex"). A worker waiting for work blocks on its stream's
+ * `work` semaphore, released only while it is idle; an actor waiting for an operation to complete
+ * blocks on a semaphore of its own (a rank's, a worker's), listed with the operation among the
+ * stream's waiters and released by the worker that completes it. Semaphores, not Actor::suspend:
+ * an actor that suspends itself suspends every activity it started too (an MPI_Isend's comm). One
+ * release answers one acquire, whichever comes first.
+ *
+ * The workers are daemons: SimGrid kills them when the last rank ends, by an exception thrown
+ * from whatever simcall they are in; they hold nothing then that must be released. */
+static void wait_seq(Stream* s, uint64_t seq, sg4::Semaphore& wake) {
+  while (s->completed < seq) {
+    s->waiters.push_back({&wake, seq});
+    wake.acquire();
+  }
+}
+
+static void wake_waiters(Stream* s) {
+  auto waiting = [s](const Stream::Waiter& w) { return w.seq > s->completed; };
+  auto ready = std::stable_partition(s->waiters.begin(), s->waiters.end(), waiting);
+  if (ready == s->waiters.end())
+    return;
+  // Taken off the list before the first release: a release is a simcall, in which other actors
+  // run and may add themselves to it. Released in the order they began to wait.
+  std::vector<Stream::Waiter> woken(ready, s->waiters.end());
+  s->waiters.erase(ready, s->waiters.end());
+  for (const Stream::Waiter& w : woken)
+    w.wake->release();
+}
+
+void wake_worker(Stream* s) {
+  if (s->idle) {
+    s->idle = false;
+    s->work->release();
+  }
 }
 
 static void stream_worker(Stream* s) {
   sg4::Actor::self()->daemonize();
   for (;;) {
-    {
-      std::unique_lock<sg4::Mutex> lock(*sim_mutex());
-      while (s->queue.empty()) {
-        if (s->destroyed) {
-          lock.unlock();
-          return;
-        }
-        s->work_cv->wait(lock);
-      }
-      lock.unlock();
+    while (s->queue.empty()) {
+      if (s->destroyed)
+        return;
+      s->idle = true;  // until wake_worker releases it
+      s->work->acquire();
     }
     Op& op = s->queue.front();  // deque: references survive push_back
     double ready = now();
     for (const Dependency& d : op.deps)
-      wait_seq(d.stream, d.seq);
+      wait_seq(d.stream, d.seq, *s->wake);
     if (trace::on())
       trace::held(s, op, "dependency wait", ready);
     execute(s, op);
     s->queue.pop_front();
     s->completed++;
-    s->done_cv->notify_all();
+    wake_waiters(s);
+    if (s->pollers > 0)
+      s->done_cv->notify_all();
   }
 }
 
@@ -64,7 +92,8 @@ Stream* create_stream(Rank& r, unsigned flags, int priority, int device) {
   s->gpu = r.gpus.at(s->device);
   s->flags = flags;
   s->priority = priority;
-  s->work_cv = sg4::ConditionVariable::create();
+  s->work = sg4::Semaphore::create(0);
+  s->wake = sg4::Semaphore::create(0);
   s->done_cv = sg4::ConditionVariable::create();
   std::string name = "stream-r" + std::to_string(r.id) + "-" + std::to_string(r.streams.size());
   s->worker = sg4::Actor::create(name, s->gpu->host, [s] { stream_worker(s); });
@@ -121,7 +150,7 @@ cudaError_t enqueue(Stream* s, Op op) {
   }
   s->queue.push_back(std::move(op));
   s->enqueued++;
-  s->work_cv->notify_all();
+  wake_worker(s);
   return cudaSuccess;
 }
 
@@ -163,7 +192,7 @@ class GpuWait {
 void wait_for(Rank& r, Stream* s, uint64_t seq) {
   {
     GpuWait waiting(r, s, s->device);
-    wait_seq(s, seq);
+    wait_seq(s, seq, *r.wake);
   }
   host_overhead(r, r.gpus.at(s->device)->sync_overhead_s);
 }
@@ -179,11 +208,16 @@ bool poll_for(Rank& r, Stream* s, uint64_t seq) {
   GpuWait waiting(r, s, s->device);
   std::unique_lock<sg4::Mutex> lock(*sim_mutex());
   double poll = r.gpus.at(s->device)->sync_overhead_s;
+  s->pollers++;  // the worker notifies done_cv only while someone polls
   if (poll > 0)
     s->done_cv->wait_for(lock, poll);
   else
     s->done_cv->wait(lock);  // no spin time given: until the stream's next completion
-  return s->completed >= seq;
+  s->pollers--;
+  // read before the unlock, a simcall in which a stream completing at this instant could run
+  bool done = s->completed >= seq;
+  lock.unlock();  // explicitly, never in the destructor: see above
+  return done;
 }
 
 void wait_device(Rank& r, int device) { wait_device_streams(r, device, false); }
@@ -193,7 +227,7 @@ void wait_device_streams(Rank& r, int device, bool blocking_only) {
     GpuWait waiting(r, nullptr, device);
     for (Stream* s : r.streams)
       if (s->device == device && !(blocking_only && (s->flags & cudaStreamNonBlocking)))
-        wait_seq(s, s->enqueued);
+        wait_seq(s, s->enqueued, *r.wake);
   }
   host_overhead(r, r.gpus.at(device)->sync_overhead_s);
 }

@@ -52,7 +52,7 @@ ORR_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t handle) {
   Stream* s = resolve_stream(r, handle, "cudaStreamDestroy");
   // As in CUDA: pending work still completes; the worker ends once drained.
   s->destroyed = true;
-  s->work_cv->notify_all();
+  wake_worker(s);
   return cudaSuccess;
 }
 
