@@ -1,0 +1,33 @@
+/* Stream operations and nothing else: each rank launches a kernel and a memset on a stream of its
+ * own and waits for them, N times (bench/streams.py). No MPI message after MPI_Init: what the run
+ * costs beyond its start-up is the streams' hand-over and the GPU work's activities. */
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+__global__ void touch(float* a) { a[threadIdx.x] += 1.0f; }
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int iterations = argc > 1 ? atoi(argv[1]) : 0;
+  float* a = nullptr;
+  cudaStream_t s;
+  if (cudaMalloc(&a, 1024) != cudaSuccess || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+    fprintf(stderr, "stream_ops: CUDA set-up failed\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  for (int i = 0; i < iterations; i++) {
+    touch<<<1, 32, 0, s>>>(a);
+    cudaMemsetAsync(a, 0, sizeof(float), s);
+    cudaStreamSynchronize(s);
+  }
+  if (cudaGetLastError() != cudaSuccess) {
+    fprintf(stderr, "stream_ops: a launch failed\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  cudaStreamDestroy(s);
+  cudaFree(a);
+  MPI_Finalize();
+  return 0;
+}
