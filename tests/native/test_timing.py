@@ -171,6 +171,21 @@ def test_device_isend_irecv_take_the_same_time_as_sendrecv(run_program, programs
     assert (mpi["MPI_Isend"]["count"], mpi["MPI_Irecv"]["count"], mpi["MPI_Waitall"]["count"]) == (1, 1, 1)
 
 
+def test_a_transfer_goes_on_while_its_sender_waits_for_its_gpu(run_program, programs, h100, costs):
+    """Rank 0 posts an MPI_Isend, then waits for a 100 us kernel before MPI_Wait. Its wait for the
+    GPU must not hold the transfer back (an actor that suspended itself to wait would suspend the
+    transfer it started): rank 1 receives at the instant it does when rank 0 launches nothing."""
+    n = 1_000_000  # about 40 us on the wire: over long before the kernel ends
+    options = ("--gpus-per-node", "1", "--ranks-per-node", "1", *costs)
+    L, S = h100.overheads.launch, h100.overheads.sync
+    alone = run_ok(run_program, programs, "isend-wait", str(n), nodes=2, options=options).values()
+    waiting = run_ok(run_program, programs, "isend-gpu-wait", str(n), nodes=2, options=options).values()
+    assert waiting["received"] == pytest.approx(alone["received"], rel=REL)
+    assert waiting["received"] < L + BUSY  # received while its sender still waited for the kernel
+    assert waiting["sender done"] == pytest.approx(L + BUSY + S, rel=REL)  # MPI_Wait then returns at once
+    assert alone["sender done"] < waiting["received"] + 1e-6
+
+
 def test_collectives_on_device_buffers(run_program, programs, h100):
     n = 1_000_000
     r = run_ok(run_program, programs, "collectives", str(n), options=("--gpus-per-node", "2"))

@@ -111,6 +111,23 @@ int main(int argc, char** argv) {
     printf("brief_done %.17g\n", MPI_Wtime() - t0);
     CHECK(cudaStreamSynchronize(s1));
     printf("busy_done %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "isend-gpu-wait") || !strcmp(mode, "isend-wait")) {
+    // rank 0 sends n bytes of pinned memory to rank 1 with MPI_Isend and, in isend-gpu-wait,
+    // waits for a busy kernel before MPI_Wait: the transfer goes on while its sender waits for
+    // its GPU, so rank 1 receives it when it would have without the kernel
+    MPI_Request rq;
+    if (rank == 0) {
+      MPI_Isend(h, (int)n, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &rq);
+      if (!strcmp(mode, "isend-gpu-wait")) {
+        busy<<<1, 1, 0, s1>>>(d);
+        CHECK(cudaStreamSynchronize(s1));
+      }
+      MPI_Wait(&rq, MPI_STATUS_IGNORE);
+      printf("sender done %.17g\n", MPI_Wtime() - t0);
+    } else if (rank == 1) {
+      MPI_Recv(h, (int)n, MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      printf("received %.17g\n", MPI_Wtime() - t0);
+    }
   } else if (!strcmp(mode, "kernel-copy")) {  // busy in s1 overlaps an H2D copy in s2
     busy<<<1, 1, 0, s1>>>(d);
     CHECK(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s2));
