@@ -214,9 +214,10 @@ bool poll_for(Rank& r, Stream* s, uint64_t seq) {
   else
     s->done_cv->wait(lock);  // no spin time given: until the stream's next completion
   s->pollers--;
-  // read before the unlock, a simcall in which a stream completing at this instant could run
+  // Read before the unlock, a simcall in which a stream completing at this very instant could run
+  // first: a poll whose spin ends as the operation does answers "not ready", and the next sees it.
   bool done = s->completed >= seq;
-  lock.unlock();  // explicitly, never in the destructor: see above
+  lock.unlock();
   return done;
 }
 
