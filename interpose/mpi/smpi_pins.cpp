@@ -140,15 +140,34 @@ void request_unref(void** request) {
  * below) then wait forever on them. An actor answers for itself only. */
 #define GROUP_RANK "_ZNK7simgrid4smpi5Group4rankEl"
 EXPORTED int group_rank(const void* self, long pid) __asm__(GROUP_RANK);
+
+/* An actor's parent's pid (0: none), looked up once per actor: every message's match asks
+ * Group::rank, and SimGrid finds an actor by pid in a map (2 % of a 1024-rank run). An actor's
+ * parent never changes, and SimGrid never gives a pid twice. */
+static long parent_of(long pid) {
+  static std::vector<long> parents;  // by pid; -1: not looked up yet
+  if (pid < 0)
+    return 0;
+  if ((size_t)pid >= parents.size())
+    parents.resize((size_t)pid + 1, -1);
+  if (parents[pid] < 0) {
+    sg4::ActorPtr actor = sg4::Actor::by_pid(pid);
+    if (!actor)
+      return 0;  // not (or no longer) an actor: not kept, as before it was not looked up
+    parents[pid] = std::max<long>(actor->get_ppid(), 0);
+  }
+  return parents[pid];
+}
+
 int group_rank(const void* self, long pid) {
   using Rank = int (*)(const void*, long);
   static const Rank real = next<Rank>(GROUP_RANK);
   int rank = real(self, pid);
   if (rank == MPI_UNDEFINED)
     return rank;
-  sg4::ActorPtr actor = sg4::Actor::by_pid(pid);
   // the rank found is its parent's (a rank is one actor: its pid is the parent's only if it is the parent)
-  if (actor && actor->get_ppid() > 0 && real(self, actor->get_ppid()) == rank)
+  long parent = parent_of(pid);
+  if (parent > 0 && real(self, parent) == rank)
     return MPI_UNDEFINED;
   return rank;
 }
