@@ -316,13 +316,19 @@ def build(work: Path) -> tuple[Path, Path, Path, Path]:
         ["make", "-s", "-C", str(REPO / "examples/jacobi"), f"NVCC={ORRERY} nvcc", f"MPICXX={ORRERY} mpicxx"],
         check=True,
     )
-    bare, init_only, probe = work / "jacobi_mpi_only", work / "mpi_init_only", work / "libbench_probe.so"
+    bare, init_only = work / "jacobi_mpi_only", work / "mpi_init_only"
     subprocess.run(["smpicc", "-O2", str(REPO / "bench/jacobi_mpi_only.c"), "-o", str(bare)], check=True)
     subprocess.run(["smpicc", "-O2", str(REPO / "bench/mpi_init_only.c"), "-o", str(init_only)], check=True)
+    return REPO / "examples/jacobi/jacobi", bare, init_only, build_probe(work)
+
+
+def build_probe(work: Path) -> Path:
+    """probe.cpp as the library the bare runs preload (Bench.smpirun)."""
+    probe = work / "libbench_probe.so"
     cxx = os.environ.get("CXX", "c++")
     cmd = [cxx, "-O2", "-std=c++17", "-shared", "-fPIC", str(REPO / "bench/probe.cpp"), "-o", str(probe), "-lsimgrid"]
     subprocess.run(cmd, check=True)
-    return REPO / "examples/jacobi/jacobi", bare, init_only, probe
+    return probe
 
 
 def main() -> None:

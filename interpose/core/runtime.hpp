@@ -188,9 +188,9 @@ struct Stream {
   uint64_t enqueued = 0, completed = 0;
   sg4::ActorPtr worker;
   // The hand-over between the worker and those waiting for it (streams.cpp): the worker waits on
-  // `work` while idle, and on `wake` for the operations of other streams that its own wait for.
+  // `wake` while idle, or for the operations of other streams that its own wait for (never both).
   bool idle = false;
-  sg4::SemaphorePtr work, wake;
+  sg4::SemaphorePtr wake;
   struct Waiter {             // an actor blocked on `wake` until operation `seq` completes
     sg4::Semaphore* wake;
     uint64_t seq;

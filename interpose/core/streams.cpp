@@ -25,10 +25,11 @@ static std::set<Stream*>& live_streams() {
  * simcalls, so a check of a stream's state followed by a blocking simcall cannot miss the wake-up,
  * which comes from another actor's later step. Each simcall costs its actor a scheduling round, and
  * a lock, a wait, an unlock and a notify around every operation were most of a stream's cost
- * (bench/README.md, "Streams without a mutex"). A worker waiting for work blocks on its stream's
- * `work` semaphore, released only while it is idle; an actor waiting for an operation to complete
- * blocks on a semaphore of its own (a rank's, a worker's), listed with the operation among the
- * stream's waiters and released by the worker that completes it. Semaphores, not Actor::suspend:
+ * (bench/README.md, "Streams without a mutex"). Each actor that waits blocks on a semaphore of its
+ * own (a rank's, a worker's): a worker waiting for work is marked idle and released by the next
+ * enqueue only then; an actor waiting for an operation to complete is listed with it among the
+ * stream's waiters and released by the worker that completes it. A worker waits for one or the
+ * other, never both, so one semaphore serves it. Semaphores, not Actor::suspend:
  * an actor that suspends itself suspends every activity it started too (an MPI_Isend's comm). One
  * release answers one acquire, whichever comes first.
  *
@@ -57,7 +58,7 @@ static void wake_waiters(Stream* s) {
 void wake_worker(Stream* s) {
   if (s->idle) {
     s->idle = false;
-    s->work->release();
+    s->wake->release();
   }
 }
 
@@ -68,7 +69,7 @@ static void stream_worker(Stream* s) {
       if (s->destroyed)
         return;
       s->idle = true;  // until wake_worker releases it
-      s->work->acquire();
+      s->wake->acquire();
     }
     Op& op = s->queue.front();  // deque: references survive push_back
     double ready = now();
@@ -92,7 +93,6 @@ Stream* create_stream(Rank& r, unsigned flags, int priority, int device) {
   s->gpu = r.gpus.at(s->device);
   s->flags = flags;
   s->priority = priority;
-  s->work = sg4::Semaphore::create(0);
   s->wake = sg4::Semaphore::create(0);
   s->done_cv = sg4::ConditionVariable::create();
   std::string name = "stream-r" + std::to_string(r.id) + "-" + std::to_string(r.streams.size());
