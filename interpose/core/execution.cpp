@@ -58,11 +58,58 @@ static void copy_as_measured(Stream* s, const Op& op, const Segment& seg) {
   sg4::Comm::sendto(op.from, op.to, (uint64_t)whole);
 }
 
-static void run_on_gpu(Stream* s, double seconds) {
-  sg4::ExecPtr exec = sg4::this_actor::exec_init(seconds * s->gpu->speed);
+static sg4::ExecPtr gpu_work(Stream* s, double seconds) {
+  sg4::ExecPtr exec = sg4::Exec::init();
+  exec->set_flops_amount(seconds * s->gpu->speed);
+  exec->set_host(s->gpu->host);
   exec->set_priority(priority_weight(s->priority));
+  return exec;
+}
+
+static void run_on_gpu(Stream* s, double seconds) {
+  sg4::ExecPtr exec = gpu_work(s, seconds);
   exec->start();
   exec->wait();
+}
+
+bool runs_on_gpu_alone(const Op& op) {
+  if (op.kind != Op::Kernel && op.kind != Op::Memset)
+    return false;
+  for (const Dependency& d : op.deps)
+    if (d.stream->completed < d.seq)
+      return false;
+  return true;
+}
+
+sg4::ExecPtr start_on_gpu(Stream* s, const Op& op) {
+  if (trace::on())
+    trace::op_begin(s, op);
+  sg4::ExecPtr exec = gpu_work(s, op.seconds);
+  return exec;
+}
+
+/* A kernel's or a memset's accounting, once it has run from t0 to now. */
+static void account_gpu_work(Stream* s, const Op& op, double t0) {
+  Stats& st = s->rank->stats;
+  if (op.kind == Op::Kernel) {
+    Tally& t = st.kernels[op.name];
+    t.count++;
+    t.time_s += now() - t0;
+    st.compute.add(t0, now());
+    st.kernel.add(t0, now());
+  } else {
+    Tally& t = st.copies["memset"];
+    t.count++;
+    t.bytes += op.bytes;
+    t.time_s += now() - t0;
+    st.compute.add(t0, now());
+  }
+}
+
+void finish_on_gpu(Stream* s, const Op& op, double t0) {
+  account_gpu_work(s, op, t0);
+  if (trace::on())
+    trace::op_end(s, op, t0);
 }
 
 void execute(Stream* s, Op& op) {
@@ -71,24 +118,11 @@ void execute(Stream* s, Op& op) {
   if (trace::on())
     trace::op_begin(s, op);
   switch (op.kind) {
-    case Op::Kernel: {
+    case Op::Kernel:
+    case Op::Memset:
       run_on_gpu(s, op.seconds);
-      Tally& t = st.kernels[op.name];
-      t.count++;
-      t.time_s += now() - t0;
-      st.compute.add(t0, now());
-      st.kernel.add(t0, now());
+      account_gpu_work(s, op, t0);
       break;
-    }
-    case Op::Memset: {
-      run_on_gpu(s, op.seconds);
-      Tally& t = st.copies["memset"];
-      t.count++;
-      t.bytes += op.bytes;
-      t.time_s += now() - t0;
-      st.compute.add(t0, now());
-      break;
-    }
     case Op::Copy: {
       sg4::SemaphorePtr engine = op.copy == CopyKind::H2D ? s->gpu->h2d_engine
                                  : op.copy == CopyKind::D2H || op.copy == CopyKind::Peer ? s->gpu->d2h_engine

@@ -8,6 +8,12 @@ namespace orrery {
 
 void execute(Stream* s, Op& op);  // in the stream's actor: returns when the operation is complete
 
+/* A stream's kernels and memsets whose dependencies are met run without its actor: as executions
+ * that the simulation's kernel starts and completes (streams.cpp). */
+bool runs_on_gpu_alone(const Op& op);
+sg4::ExecPtr start_on_gpu(Stream* s, const Op& op);  // the execution, not yet started
+void finish_on_gpu(Stream* s, const Op& op, double t0);  // its accounting, at its completion
+
 }  // namespace orrery
 
 #endif

@@ -2,9 +2,10 @@
  *
  * Every MPI rank is a SimGrid actor in one OS process, all on one thread, so
  * state is keyed by rank (never thread-local, never file-scope per-rank). A
- * simulated GPU is a SimGrid host; each CUDA stream is a daemon actor on that
- * host that executes the stream's operations in order, so asynchronous work
- * advances in simulated time while the rank's host code goes on.
+ * simulated GPU is a SimGrid host; each CUDA stream executes its operations in
+ * order, so asynchronous work advances in simulated time while the rank's host
+ * code goes on: a kernel or memset with nothing to wait for as an execution that
+ * SimGrid's kernel starts and completes, the others in the stream's daemon actor.
  *
  * Its parts (core/): description.cpp (the run description), fatal.cpp, gpus.cpp, ranks.cpp,
  * streams.cpp (and host-side waits), execution.cpp (a stream operation as a SimGrid activity),
@@ -187,6 +188,12 @@ struct Stream {
   std::deque<Op> queue;
   uint64_t enqueued = 0, completed = 0;
   sg4::ActorPtr worker;
+  // Who runs the operation at the head of the queue (streams.cpp): nobody (the queue is empty),
+  // the simulation's kernel (a kernel or memset as an execution of its own, `on_gpu`, started at
+  // `on_gpu_t0`), or the worker, until it has emptied the queue.
+  enum class Driver { None, Gpu, Worker } driver = Driver::None;
+  sg4::ExecPtr on_gpu;
+  double on_gpu_t0 = 0;
   // The hand-over between the worker and those waiting for it (streams.cpp): the worker waits on
   // `wake` while idle, or for the operations of other streams that its own wait for (never both).
   bool idle = false;

@@ -1,10 +1,16 @@
-/* Streams: each a daemon actor on its GPU's host that takes its operations in order, waits for
- * what they depend on (events, the legacy default stream's implicit ordering) and executes them
- * (execution.cpp); and the host's waits for them. */
+/* Streams: each takes its operations in order. A kernel or memset with nothing left to wait for,
+ * at the head of a stream that nothing runs, runs as an execution of SimGrid's kernel; the others
+ * run in the stream's daemon actor on its GPU's host, which waits for what they depend on (events,
+ * the legacy default stream's implicit ordering) and executes them (execution.cpp). And the host's
+ * waits for them. */
 #include "core/capture.hpp"
 #include "core/execution.hpp"
 #include "core/ranks.hpp"
 #include "core/trace.hpp"
+
+#include <dlfcn.h>
+#include <simgrid/simix.hpp>
+#include <xbt/Extendable.hpp>
 
 #include <algorithm>
 #include <mutex>
@@ -62,27 +68,108 @@ void wake_worker(Stream* s) {
   }
 }
 
+/* ---- operations without the stream's actor ----
+ * A kernel or a memset whose dependencies are met, at the head of a stream that nothing runs, is
+ * an execution started in the simulation's kernel (maestro): SimGrid then completes it there too
+ * (Activity::complete, for the activities maestro starts), and on_gpu_done does what the worker
+ * would have done after it, starting the stream's next operation. The worker's hand-over (its
+ * wake-up, the execution's start and wait, its release of the waiters: each a simcall, so a
+ * scheduling round of its actor) is what a GPU operation cost beyond its activity. */
+static const simgrid::xbt::Extension<sg4::Activity, Stream> kStreamOf =
+    sg4::Activity::extension_create<Stream>([](void*) {});  // the stream is not the activity's
+
+static void on_gpu_done(const sg4::Activity& a);
+
+/* An execution created in the maestro joins the maestro's list of activities, which SimGrid 3.32
+ * scans at each one's end: one entry per busy stream, so at thousands of GPUs the scan cost more
+ * than the actor saved. liborrery_smpi.so, preloaded in every run, keeps them out of it as it does
+ * SMPI's detached comms (interpose/mpi/smpi_detached.cpp); without it they stay there. */
+struct MaestroList {
+  void (*take)(const void*) = nullptr;
+  void (*drop)(const void*) = nullptr;
+  MaestroList() {
+    take = reinterpret_cast<void (*)(const void*)>(dlsym(RTLD_DEFAULT, "orrery_maestro_take"));
+    drop = reinterpret_cast<void (*)(const void*)>(dlsym(RTLD_DEFAULT, "orrery_maestro_drop"));
+    if (!take || !drop)
+      take = drop = nullptr;
+  }
+};
+static const MaestroList& maestro_list() {
+  static const MaestroList m;
+  return m;
+}
+
+// The head of the queue, in a stream that nothing runs: started without the worker, or given to it.
+static void start_head(Stream* s) {
+  Op& op = s->queue.front();  // deque: references survive push_back
+  if (!runs_on_gpu_alone(op)) {
+    s->driver = Stream::Driver::Worker;
+    wake_worker(s);
+    return;
+  }
+  s->driver = Stream::Driver::Gpu;
+  simgrid::kernel::actor::simcall_answered([s, &op] {  // at once if already in maestro
+    static bool connected = false;
+    if (!connected) {
+      sg4::Activity::on_completion_cb(on_gpu_done);
+      connected = true;
+    }
+    s->on_gpu_t0 = now();
+    sg4::ExecPtr exec = start_on_gpu(s, op);
+    if (maestro_list().take)
+      maestro_list().take(exec->get_impl());
+    exec->extension_set(kStreamOf, s, false);
+    exec->start();
+    s->on_gpu = std::move(exec);
+  });
+}
+
+static void on_gpu_done(const sg4::Activity& a) {
+  Stream* s = a.extension(kStreamOf);
+  if (s == nullptr)
+    return;
+  // Kept until the next completion: SimGrid goes on using this one after its callbacks.
+  static auto* completed = new sg4::ExecPtr;  // never destroyed: not after SimGrid's end
+  *completed = std::move(s->on_gpu);
+  if (maestro_list().drop)  // the list's reference: ours keeps the execution until the next
+    maestro_list().drop(a.get_impl());
+  finish_on_gpu(s, s->queue.front(), s->on_gpu_t0);
+  s->queue.pop_front();
+  s->completed++;
+  s->driver = Stream::Driver::None;
+  wake_waiters(s);
+  if (s->pollers > 0)
+    s->done_cv->notify_all();
+  if (!s->queue.empty())
+    start_head(s);
+  else if (s->destroyed)
+    wake_worker(s);  // to end
+}
+
 static void stream_worker(Stream* s) {
   sg4::Actor::self()->daemonize();
   for (;;) {
-    while (s->queue.empty()) {
-      if (s->destroyed)
+    while (s->driver != Stream::Driver::Worker) {
+      if (s->destroyed && s->driver == Stream::Driver::None)
         return;
       s->idle = true;  // until wake_worker releases it
       s->wake->acquire();
     }
-    Op& op = s->queue.front();  // deque: references survive push_back
-    double ready = now();
-    for (const Dependency& d : op.deps)
-      wait_seq(d.stream, d.seq, *s->wake);
-    if (trace::on())
-      trace::held(s, op, "dependency wait", ready);
-    execute(s, op);
-    s->queue.pop_front();
-    s->completed++;
-    wake_waiters(s);
-    if (s->pollers > 0)
-      s->done_cv->notify_all();
+    while (!s->queue.empty()) {
+      Op& op = s->queue.front();
+      double ready = now();
+      for (const Dependency& d : op.deps)
+        wait_seq(d.stream, d.seq, *s->wake);
+      if (trace::on())
+        trace::held(s, op, "dependency wait", ready);
+      execute(s, op);
+      s->queue.pop_front();
+      s->completed++;
+      wake_waiters(s);
+      if (s->pollers > 0)
+        s->done_cv->notify_all();
+    }
+    s->driver = Stream::Driver::None;
   }
 }
 
@@ -150,7 +237,8 @@ cudaError_t enqueue(Stream* s, Op op) {
   }
   s->queue.push_back(std::move(op));
   s->enqueued++;
-  wake_worker(s);
+  if (s->driver == Stream::Driver::None)
+    start_head(s);
   return cudaSuccess;
 }
 
@@ -214,8 +302,9 @@ bool poll_for(Rank& r, Stream* s, uint64_t seq) {
   else
     s->done_cv->wait(lock);  // no spin time given: until the stream's next completion
   s->pollers--;
-  // Read before the unlock, a simcall in which a stream completing at this very instant could run
-  // first: a poll whose spin ends as the operation does answers "not ready", and the next sees it.
+  // The stream's state as the spin ends, read before the unlock (a simcall, in which other actors
+  // run): the operations completed at this instant included, since the simulation's kernel
+  // completes those without the worker (on_gpu_done) before any actor runs.
   bool done = s->completed >= seq;
   lock.unlock();
   return done;

@@ -28,9 +28,12 @@
  * maestro; s4u::Comm::sendto's (the shim's copies to and from the host) in the actor that
  * copies: both append to the maestro's list, and both are taken.
  *
- * ORRERY_SMPI_DETACHED=simgrid leaves every comm to SimGrid's list; =report keeps them here and
- * writes at the exit one line on standard error: how many comms were taken, the most held at
- * once (the length SimGrid's list would have had) and how many were left in flight. */
+ * The shim's streams hand it their executions too (orrery_maestro_take and _drop, at the end).
+ *
+ * ORRERY_SMPI_DETACHED=simgrid leaves every comm and execution to SimGrid's list; =report keeps
+ * them here and writes at the exit two lines on standard error, one for the comms and one for the
+ * executions: how many were taken, the most held at once (the length SimGrid's list would have
+ * had) and how many were left in flight. */
 #include "mpi/smpi_next.hpp"
 
 #include <simgrid/s4u.hpp>
@@ -148,15 +151,21 @@ struct Detached {
   Mode mode = mode_from_environment();
   const ActorImpl* maestro = nullptr;
   long offset = -2;  // -2: not looked for yet; -1: not found (SimGrid keeps its list)
-  std::unordered_map<const void*, Node*> held;  // comm -> its node, taken from the maestro's list
-  uint64_t taken = 0;
-  size_t most_held = 0;
+  // comm or execution -> its node, taken from the maestro's list, and which of the two it is
+  struct Held {
+    Node* node;
+    int kind;
+  };
+  std::unordered_map<const void*, Held> held;
+  static constexpr int kComm = 0, kExec = 1;
+  uint64_t taken[2] = {};
+  size_t now_held[2] = {}, most_held[2] = {};
 
   Header* list_of(const ActorImpl* actor) const {
     return reinterpret_cast<Header*>(reinterpret_cast<char*>(const_cast<ActorImpl*>(actor)) + offset);
   }
 
-  void take(const void* comm) {
+  void take(const void* comm, int kind) {
     if (offset == -2) {  // the first detach: find the list (or keep SimGrid's for good)
       long found = -1;
       if (mode == Mode::Simgrid || !find_maestro_list(comm, &maestro, &found))
@@ -172,22 +181,27 @@ struct Detached {
     last->prev->next = reinterpret_cast<Node*>(list);
     list->prev = last->prev;
     list->size--;
-    held.emplace(comm, last);
-    taken++;
-    most_held = std::max(most_held, held.size());
+    held.emplace(comm, Held{last, kind});
+    taken[kind]++;
+    most_held[kind] = std::max(most_held[kind], ++now_held[kind]);
   }
 
   void report() const {
-    if (mode == Mode::Report)
-      fprintf(stderr, "orrery: detached comms: %llu taken from SimGrid's list, at most %zu at once, %zu left in flight\n",
-              (unsigned long long)taken, most_held, held.size());
+    if (mode != Mode::Report)
+      return;
+    fprintf(stderr, "orrery: detached comms: %llu taken from SimGrid's list, at most %zu at once, %zu left in flight\n",
+            (unsigned long long)taken[kComm], most_held[kComm], now_held[kComm]);
+    fprintf(stderr,
+            "orrery: streams' executions: %llu taken from SimGrid's list, at most %zu at once, %zu left in flight\n",
+            (unsigned long long)taken[kExec], most_held[kExec], now_held[kExec]);
   }
 
   void drop(const void* comm) {
     auto it = held.find(comm);
     if (it == held.end())
       return;
-    Node* node = it->second;
+    Node* node = it->second.node;
+    now_held[it->second.kind]--;
     held.erase(it);
     ActivityImpl* activity = node->value;
     ::operator delete(node);  // the node std::list allocated; its intrusive_ptr is released here
@@ -212,7 +226,7 @@ void* comm_detach(void* self) {
   using Detach = void* (*)(void*);
   static const Detach real = orrery_smpi::next<Detach>(COMM_DETACH);
   void* comm = real(self);
-  detached().take(self);
+  detached().take(self, Detached::kComm);
   return comm;
 }
 
@@ -224,3 +238,12 @@ void comm_finish(void* self) {
   real(self);
   detached().drop(self);
 }
+
+/* The same for the executions that the shim's streams start in the maestro (core/streams.cpp): an
+ * s4u::Exec created there joins the maestro's list (ExecImpl's constructor), and ExecImpl::post
+ * scans it at the end, one entry per busy stream. The shim hands each one here as it creates it,
+ * and back once it completes; unlike a comm, it keeps its own reference to the execution until
+ * SimGrid is done with it, so the node's is dropped then. Found by dlsym: without this library the
+ * executions stay in SimGrid's list, only slower. */
+extern "C" EXPORTED void orrery_maestro_take(const void* activity) { detached().take(activity, Detached::kExec); }
+extern "C" EXPORTED void orrery_maestro_drop(const void* activity) { detached().drop(activity); }

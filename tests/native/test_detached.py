@@ -1,8 +1,9 @@
-"""SMPI's detached comms (its eager messages, the shim's copies to and from the host) are kept by
-liborrery_smpi.so in a hash table, not in SimGrid 3.32's list of the maestro's, which
-CommImpl::finish scans whole at every end (interpose/mpi/smpi_detached.cpp): every one of them
-is taken while in flight and released at its end, and the simulation is SimGrid's own, bit for
-bit, with SimGrid keeping them (ORRERY_SMPI_DETACHED=simgrid).
+"""SMPI's detached comms (its eager messages, the shim's copies to and from the host) and the
+executions the shim's streams start in the maestro (a ready kernel or memset at the head of an
+idle stream: core/streams.cpp) are kept by liborrery_smpi.so in a hash table, not in SimGrid
+3.32's list of the maestro's, which their ends scan whole (interpose/mpi/smpi_detached.cpp):
+every one of them is taken while in flight and released at its end, and the simulation is
+SimGrid's own, bit for bit, with SimGrid keeping them (ORRERY_SMPI_DETACHED=simgrid).
 
 The counts come from the programs by hand: mpi_only's "eager N" mode sends N messages of 64 B
 (below every eager threshold) and one of 4 MiB (above), all N in flight at once while the
@@ -21,6 +22,12 @@ pytestmark = pytest.mark.native
 
 REPORT = re.compile(
     r"^orrery: detached comms: (\d+) taken from SimGrid's list, at most (\d+) at once, (\d+) left in flight$", re.M
+)
+
+
+EXECUTIONS = re.compile(
+    r"^orrery: streams' executions: (\d+) taken from SimGrid's list, at most (\d+) at once, (\d+) left in flight$",
+    re.M,
 )
 
 
@@ -45,6 +52,28 @@ def test_every_eager_message_is_held_beside_simgrid_while_in_flight(mpi_only, tm
     assert burst[0] - base[0] == 40  # the 40 eager messages; the 4 MiB one is not detached
     assert burst[1] == 40  # all in flight at once: SimGrid's list would have held 40
     assert base[2] == burst[2] == 0  # each released at its end
+
+
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        # busy starts at once in its idle stream; brief, enqueued behind it, starts as it ends
+        ("one-stream", (2, 1, 0)),
+        # busy and brief in two streams at once
+        ("two-streams", (2, 2, 0)),
+        # records around busy: the stream's actor runs the first, done during busy's launch
+        # overhead, so that busy starts in an idle stream; the actor runs the second after it
+        ("events", (1, 1, 0)),
+        # busy in s1; s2 waits for it through an event, in its actor, which then runs brief too
+        ("event-join", (1, 1, 0)),
+    ],
+)
+def test_the_streams_executions_started_in_the_maestro_are_held_too(programs, tmp_path, mode, expected):
+    proc = run(programs["timing"], mode, out=tmp_path / "out", detached="report", options=("--gpus-per-node", "1"))
+    assert proc.returncode == 0, proc.stderr
+    found = EXECUTIONS.findall(proc.stderr)
+    assert len(found) == 1, proc.stderr
+    assert tuple(int(x) for x in found[0]) == expected
 
 
 def test_the_shim_s_copies_detached_in_their_own_actor_are_held_too(programs, tmp_path):
