@@ -81,11 +81,10 @@ bool runs_on_gpu_alone(const Op& op) {
   return true;
 }
 
-sg4::ExecPtr start_on_gpu(Stream* s, const Op& op) {
+sg4::ExecPtr gpu_execution(Stream* s, const Op& op) {
   if (trace::on())
     trace::op_begin(s, op);
-  sg4::ExecPtr exec = gpu_work(s, op.seconds);
-  return exec;
+  return gpu_work(s, op.seconds);
 }
 
 /* A kernel's or a memset's accounting, once it has run from t0 to now. */

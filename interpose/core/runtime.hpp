@@ -189,11 +189,10 @@ struct Stream {
   uint64_t enqueued = 0, completed = 0;
   sg4::ActorPtr worker;
   // Who runs the operation at the head of the queue (streams.cpp): nobody (the queue is empty),
-  // the simulation's kernel (a kernel or memset as an execution of its own, `on_gpu`, started at
-  // `on_gpu_t0`), or the worker, until it has emptied the queue.
+  // the simulation's kernel (a kernel or memset as an execution of its own, `on_gpu`), or the
+  // worker, until it has emptied the queue.
   enum class Driver { None, Gpu, Worker } driver = Driver::None;
   sg4::ExecPtr on_gpu;
-  double on_gpu_t0 = 0;
   // The hand-over between the worker and those waiting for it (streams.cpp): the worker waits on
   // `wake` while idle, or for the operations of other streams that its own wait for (never both).
   bool idle = false;

@@ -61,6 +61,15 @@ static void wake_waiters(Stream* s) {
     w.wake->release();
 }
 
+// The operation at the head of the queue has completed: its waiters and pollers learn it.
+static void complete_head(Stream* s) {
+  s->queue.pop_front();
+  s->completed++;
+  wake_waiters(s);
+  if (s->pollers > 0)
+    s->done_cv->notify_all();
+}
+
 void wake_worker(Stream* s) {
   if (s->idle) {
     s->idle = false;
@@ -114,8 +123,7 @@ static void start_head(Stream* s) {
       sg4::Activity::on_completion_cb(on_gpu_done);
       connected = true;
     }
-    s->on_gpu_t0 = now();
-    sg4::ExecPtr exec = start_on_gpu(s, op);
+    sg4::ExecPtr exec = gpu_execution(s, op);
     if (maestro_list().take)
       maestro_list().take(exec->get_impl());
     exec->extension_set(kStreamOf, s, false);
@@ -133,13 +141,9 @@ static void on_gpu_done(const sg4::Activity& a) {
   *completed = std::move(s->on_gpu);
   if (maestro_list().drop)  // the list's reference: ours keeps the execution until the next
     maestro_list().drop(a.get_impl());
-  finish_on_gpu(s, s->queue.front(), s->on_gpu_t0);
-  s->queue.pop_front();
-  s->completed++;
+  finish_on_gpu(s, s->queue.front(), a.get_start_time());
   s->driver = Stream::Driver::None;
-  wake_waiters(s);
-  if (s->pollers > 0)
-    s->done_cv->notify_all();
+  complete_head(s);
   if (!s->queue.empty())
     start_head(s);
   else if (s->destroyed)
@@ -163,11 +167,7 @@ static void stream_worker(Stream* s) {
       if (trace::on())
         trace::held(s, op, "dependency wait", ready);
       execute(s, op);
-      s->queue.pop_front();
-      s->completed++;
-      wake_waiters(s);
-      if (s->pollers > 0)
-        s->done_cv->notify_all();
+      complete_head(s);
     }
     s->driver = Stream::Driver::None;
   }
