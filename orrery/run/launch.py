@@ -108,6 +108,10 @@ def program_file(program: str) -> Path | None:
 # liborrery_smpi.so, in a hash table; "simgrid": SimGrid's own list; "report": the former, with a
 # line of counts on stderr at the end
 DETACHED_MODES = ("simgrid", "report")
+# ORRERY_SMPI_TIMERS: whether SMPI reads its CPU timer at every MPI call where nothing uses the
+# reading (interpose/mpi/smpi_timers.cpp); unset: left out; "simgrid": read; "report": left
+# out, with a line of counts on stderr at the end
+TIMER_MODES = ("simgrid", "report")
 
 
 def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool]:
@@ -115,6 +119,9 @@ def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool]:
     detached = env.get("ORRERY_SMPI_DETACHED", "")
     if detached not in ("", *DETACHED_MODES):
         raise InputError("environment variable ORRERY_SMPI_DETACHED", None, detached, "'simgrid' or 'report', or unset")
+    timers = env.get("ORRERY_SMPI_TIMERS", "")
+    if timers not in ("", *TIMER_MODES):
+        raise InputError("environment variable ORRERY_SMPI_TIMERS", None, timers, "'simgrid' or 'report', or unset")
     malloc = env.get("ORRERY_MALLOC", "")
     if malloc not in ("", *MALLOC_CHOICES):
         raise InputError("environment variable ORRERY_MALLOC", None, malloc, "'system', or unset")

@@ -9,7 +9,10 @@
  *   allocator: each rank prints whose heap its malloc and glibc's strdup allocate from:
  *          "malloc from mimalloc, strdup from mimalloc" where orrery run preloaded mimalloc;
  *   copies: each rank prints the folder of the file its code was loaded from (SMPI's copy of
- *          the program for that rank) and its TMPDIR. */
+ *          the program for that rank) and its TMPDIR;
+ *   sampled: an SMPI_SAMPLE_LOCAL loop of 8 iterations, of which SMPI runs and times the first 2
+ *          and injects their mean for the other 6; each spins until its thread has used 5 ms of
+ *          CPU time; each rank prints the simulated seconds the loop took ("sampled S"). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <mpi.h>
@@ -17,6 +20,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double thread_cpu_seconds(void) {  /* a CPU-time clock: libc's, not the simulated one */
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
 
 int main(int argc, char** argv) {
   if (argc > 1 && !strcmp(argv[1], "exit0-before-init"))
@@ -91,6 +101,15 @@ int main(int argc, char** argv) {
     }
     const char* tmpdir = getenv("TMPDIR");
     printf("copy in %s, TMPDIR %s\n", folder, tmpdir ? tmpdir : "unset");
+  } else if (!strcmp(mode, "sampled")) {
+    static volatile double spun;
+    const double start = MPI_Wtime();
+    SMPI_SAMPLE_LOCAL(int i = 0, i < 8, i++, 2, -1) {
+      const double from = thread_cpu_seconds();
+      while (thread_cpu_seconds() - from < 0.005)
+        spun += 1;
+    }
+    printf("sampled %.9f\n", MPI_Wtime() - start);
   } else {
     fprintf(stderr, "unknown mode '%s'\n", mode);
     return 2;
