@@ -15,8 +15,10 @@
  * to a total nobody prints). The first SMPI_SAMPLE loop of any rank (ActorExt::set_sampling(1),
  * which SMPI calls before it starts the loop's timer) hands the timers back to SimGrid for the
  * rest of the run, for every rank: the loop's readings are SimGrid's own from its first iteration
- * (tests/native/test_timers.py). In a halo exchange this was 7 % of an `orrery run`'s time at 64
- * ranks (bench/README.md).
+ * (tests/native/test_timers.py); another rank's first stop after that reads a timer never started,
+ * which again only goes to the unprinted total. Readings outside the ranks (in the maestro) are
+ * always SimGrid's. In a 64-rank halo exchange the readings were 7 % of smpimain's `perf` samples
+ * (bench/README.md).
  *
  * ORRERY_SMPI_TIMERS=simgrid keeps SimGrid's timers throughout; =report writes at the exit one
  * line on standard error: how many readings were left out and how many were SimGrid's. */
