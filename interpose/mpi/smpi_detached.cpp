@@ -133,22 +133,10 @@ bool find_maestro_list(const void* comm, const ActorImpl** maestro, long* offset
   return found;
 }
 
-enum class Mode { Here, Simgrid, Report };
-
-Mode mode_from_environment() {
-  const char* v = getenv("ORRERY_SMPI_DETACHED");
-  if (!v || !*v)
-    return Mode::Here;
-  if (strcmp(v, "simgrid") == 0)
-    return Mode::Simgrid;
-  if (strcmp(v, "report") == 0)
-    return Mode::Report;
-  fprintf(stderr, "orrery: environment variable ORRERY_SMPI_DETACHED: got '%s', expected 'simgrid' or 'report'\n", v);
-  _exit(2);
-}
+using orrery_smpi::Mode;
 
 struct Detached {
-  Mode mode = mode_from_environment();
+  Mode mode = orrery_smpi::mode_from_environment("ORRERY_SMPI_DETACHED");
   const ActorImpl* maestro = nullptr;
   long offset = -2;  // -2: not looked for yet; -1: not found (SimGrid keeps its list)
   // comm or execution -> its node, taken from the maestro's list, and which of the two it is

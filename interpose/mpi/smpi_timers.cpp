@@ -25,14 +25,11 @@
 #include "mpi/smpi_next.hpp"
 
 #include <simgrid/s4u/Actor.hpp>
-#include <unistd.h>
 #include <xbt/config.hpp>
 #include <xbt/xbt_os_time.h>
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #define EXPORTED __attribute__((visibility("default")))
 
@@ -40,24 +37,12 @@
 
 namespace {
 
-enum class Mode { Skip, Simgrid, Report };
-
-Mode mode_from_environment() {
-  const char* v = getenv("ORRERY_SMPI_TIMERS");
-  if (!v || !*v)
-    return Mode::Skip;
-  if (strcmp(v, "simgrid") == 0)
-    return Mode::Simgrid;
-  if (strcmp(v, "report") == 0)
-    return Mode::Report;
-  fprintf(stderr, "orrery: environment variable ORRERY_SMPI_TIMERS: got '%s', expected 'simgrid' or 'report'\n", v);
-  _exit(2);
-}
+using orrery_smpi::Mode;
 
 using TimerCall = void (*)(xbt_os_timer_t);
 
 struct Timers {
-  Mode mode = mode_from_environment();
+  Mode mode = orrery_smpi::mode_from_environment("ORRERY_SMPI_TIMERS");
   TimerCall start = orrery_smpi::next<TimerCall>("xbt_os_threadtimer_start");
   TimerCall stop = orrery_smpi::next<TimerCall>("xbt_os_threadtimer_stop");
   // -1: not decided yet (SimGrid's configuration is read at a rank's first reading, once

@@ -111,11 +111,14 @@ def test_the_run_is_the_one_simgrid_s_own_bookkeeping_gives_bit_for_bit(case, mp
     assert int(REPORT.findall(ours.stderr)[0][0]) > 0 and not REPORT.search(theirs.stderr)
 
 
-def test_a_wrong_orrery_smpi_detached_stops_the_run_in_one_line(mpi_only, tmp_path):
+@pytest.mark.parametrize("variable, value", [("ORRERY_SMPI_DETACHED", "list"), ("ORRERY_SMPI_TIMERS", "off")])
+def test_a_wrong_liborrery_smpi_variable_stops_the_run_in_one_line(mpi_only, tmp_path, variable, value):
+    """Both of liborrery_smpi.so's variables (this file's and test_timers.py's) are checked
+    before the run starts."""
     out = tmp_path / "out"
-    proc = run(mpi_only, "eager", "1", out=out, detached="list")
+    proc = orrery("run", "--out", str(out), "--", str(mpi_only), "eager", "1", env={variable: value})
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "orrery: error: environment variable ORRERY_SMPI_DETACHED: got 'list', expected 'simgrid' or 'report', or unset"
+        f"orrery: error: environment variable {variable}: got '{value}', expected 'simgrid' or 'report', or unset"
     ]
     assert not out.exists()
