@@ -73,4 +73,3 @@ def test_the_run_is_the_one_with_simgrid_s_timers_bit_for_bit(case, mpi_only, ja
     ours = run(program, *args, out=tmp_path / "ours", timers=None, options=opts)
     theirs = run(program, *args, out=tmp_path / "simgrid", timers="simgrid", options=opts)
     assert_same_run(ours, tmp_path / "ours", theirs, tmp_path / "simgrid")
-
