@@ -225,12 +225,14 @@ def test_a_resumed_sweep_runs_only_the_points_not_finished(grid, jacobi, tmp_pat
 
 
 def test_a_dask_cluster_gives_the_same_table_as_the_local_pool(grid, jacobi, tmp_path):
+    import dask
     from distributed import Client, LocalCluster, get_task_stream
 
     d, _ = grid
     spec = tmp_path / "sweep.toml"
     spec.write_text(grid_spec(jacobi))
     with (
+        dask.config.set({"temporary-directory": str(tmp_path)}),  # the servers' scratch space, not /tmp's
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
         Client(cluster) as client,
         get_task_stream(client) as tasks,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 
 import pytest
 from conftest import REPO, orrery
@@ -96,7 +97,8 @@ def test_failed_program_raises_unless_check_false(programs, tmp_path):
     assert res.status == "aborted" and res.run["exit_code"] == err.value.results.run["exit_code"] != 0
 
 
-def test_bad_input_and_default_folder(jacobi):
+def test_bad_input_and_default_folder(jacobi, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the default folder, made in the test's own
     with pytest.raises(InputError, match=r"^--machine: got 'nope', expected a built-in machine"):
         api.simulate(jacobi, SMALL, machine="nope")
     with pytest.raises(
@@ -104,7 +106,8 @@ def test_bad_input_and_default_folder(jacobi):
     ):
         api.simulate(jacobi, SMALL, set={"nic.bandwith": "1Gb/s"})
     res = api.simulate(jacobi, SMALL, gpus_per_node=1, costs=JACOBI / "costs.toml")
-    assert res.out.name.startswith("orrery-run-") and (res.out / "results.json").is_file()
+    assert res.out.name.startswith("orrery-run-") and res.out.parent == tmp_path
+    assert (res.out / "results.json").is_file()
     assert api.load(res.out) == res
 
 
