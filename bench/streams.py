@@ -4,9 +4,10 @@ Issue 21's wall ratio (Orrery / bare SMPI on the same MPI pattern) is, at every 
 the ratio of events: Orrery simulates each rank's GPU work besides its messages (bench/README.md).
 This prints that cost per event on its own. For each ``--ranks`` (h100-ib200, 4 GPUs per node):
 
-- Orrery: ``stream_ops.cu`` under ``orrery run``, each rank launching a kernel and a memset on a
-  stream of its own and waiting for them, ``--iterations`` times: two GPU operations and one
-  stream synchronisation per rank and iteration, and no message;
+- Orrery: ``stream_ops.cu`` under ``orrery run``, each rank launching a kernel and a memset (with
+  ``--ops kernel-copy``: a copy of one float to pinned host memory) on a stream of its own and
+  waiting for them, ``--iterations`` times: two GPU operations and one stream synchronisation per
+  rank and iteration, and no message;
 - bare SMPI: ``messages_only.c`` under ``smpirun`` on the platform of that Orrery run, as
   bench/scale.py runs its baseline (Orrery's ``liborrery_smpi.so``, allocator and copies of the
   program): ranks in pairs exchanging one float with ``MPI_Sendrecv``, two messages per pair and
@@ -18,6 +19,7 @@ iteration, the synchronisation included) and per bare message, in wall microseco
 ratio.
 
     .venv/bin/python -P bench/streams.py [--ranks 64 256] [--iterations 2000] [--repeat 3]
+        [--ops kernel-memset|kernel-copy]
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale  # bench/scale.py: the same runs, timing and baseline
 
-GPU_OPS = 2  # per rank and iteration: a kernel and a memset (and the synchronisation after them)
+GPU_OPS = 2  # per rank and iteration: a kernel and a memset or copy (and the synchronisation after them)
 
 
 def build(work: Path) -> tuple[Path, Path]:
@@ -49,6 +51,12 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--iterations", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each, alternating (default 3)")
+    ap.add_argument(
+        "--ops",
+        choices=["kernel-memset", "kernel-copy"],
+        default="kernel-memset",
+        help="each iteration's two GPU operations (default kernel-memset)",
+    )
     a = ap.parse_args()
     from orrery import machines
 
@@ -67,12 +75,13 @@ def main() -> None:
     def orrery(ranks: int, iterations: int) -> float:
         out = work / f"o{ranks}x{iterations}"
         cmd = [scale.ORRERY, "run", "--machine", "h100-ib200", "--nodes", str(ranks // m.node.gpus)]
-        return scale.timed([*cmd, "--out", str(out), "--", str(program), str(iterations)]).wall_s
+        args = [str(iterations), *(["copy"] if a.ops == "kernel-copy" else [])]
+        return scale.timed([*cmd, "--out", str(out), "--", str(program), *args]).wall_s
 
     def smpi(ranks: int, iterations: int) -> float:
         return b.smpirun(work / f"o{ranks}x0", ranks, bare, [str(iterations)])[0].wall_s
 
-    print(f"work folder: {work}\n")
+    print(f"work folder: {work}; GPU operations: {a.ops}\n")
     heads = [
         "ranks",
         "iterations",

@@ -5,6 +5,8 @@
 #include "core/execution.hpp"
 #include "core/trace.hpp"
 
+#include <simgrid/kernel/Timer.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -32,16 +34,22 @@ static const Segment* measured_segment(const Gpu& g, CopyKind k, uint64_t bytes)
   return segment_for(g.copy_model[(int)k], (double)bytes);
 }
 
+static CopyEngines* engines_of(const Gpu& g, CopyKind k) {
+  return k == CopyKind::H2D                          ? g.h2d_engine
+         : k == CopyKind::D2H || k == CopyKind::Peer ? g.d2h_engine
+                                                     : nullptr;
+}
+
 /* A copy with a measured model: alone, it takes exactly latency + bytes / bandwidth.
  * D2D copies are work of the GPU. The others cross their route, sharing its links
  * with other traffic: where the measured bandwidth is below the route's, the copy
  * moves proportionally more bytes (SimGrid 3.32 ignores Comm::set_rate on
  * host-to-host comms), so it holds its share of the links as long as it lasts. */
-static void copy_as_measured(Stream* s, const Op& op, const Segment& seg) {
-  if (op.copy == CopyKind::D2D) {
-    run_on_gpu(s, seg.latency_s + (double)op.bytes / seg.bandwidth);
-    return;
-  }
+struct MeasuredTransfer {
+  double wait;     // before the transfer: the model's latency beyond the route's
+  uint64_t bytes;  // what the transfer moves
+};
+static MeasuredTransfer measured_transfer(const Op& op, const Segment& seg) {
   std::vector<sg4::Link*> links;
   double route_latency = 0;
   op.from->route_to(op.to, links, &route_latency);
@@ -53,9 +61,17 @@ static void copy_as_measured(Stream* s, const Op& op, const Segment& seg) {
   double moved = seg.bandwidth < route_bandwidth ? bytes * route_bandwidth / seg.bandwidth : bytes;
   double whole = std::floor(moved);  // comms move whole bytes: the fraction's time joins the latency
   double wait = std::max(seg.latency_s - route_latency, 0.0) + (moved - whole) / route_bandwidth;
-  if (wait >= 1e-12)  // below the simulation's precision (surf/precision), a wait is nothing
-    sg4::this_actor::sleep_for(wait);
-  sg4::Comm::sendto(op.from, op.to, (uint64_t)whole);
+  if (wait < 1e-12)  // below the simulation's precision (surf/precision), a wait is nothing
+    wait = 0;
+  return {wait, (uint64_t)whole};
+}
+
+static double measured_d2d_seconds(const Op& op, const Segment& seg) {
+  return seg.latency_s + (double)op.bytes / seg.bandwidth;
+}
+
+static double d2d_seconds(const Gpu& g, const Op& op) {
+  return g.d2d_latency_s + (double)op.bytes / g.d2d_bandwidth;
 }
 
 static sg4::ExecPtr gpu_work(Stream* s, double seconds) {
@@ -72,19 +88,65 @@ static void run_on_gpu(Stream* s, double seconds) {
   exec->wait();
 }
 
-bool runs_on_gpu_alone(const Op& op) {
-  if (op.kind != Op::Kernel && op.kind != Op::Memset)
-    return false;
+/* A copy's accounting once it has run from t0 (its engine's, if it took one) to now. */
+static void finish_copy(Stream* s, const Op& op, CopyEngines* engine, int unit, double t0) {
+  Stats& st = s->rank->stats;
+  if (engine) {
+    release_engine(*engine);
+    if (trace::on())
+      trace::engine_end(s, op, engine, unit, t0);
+  }
+  if (op.copy == CopyKind::D2D && op.bytes > 0)
+    st.compute.add(t0, now());
+  if (op.copy == CopyKind::D2H && op.fill_dst)
+    apply_d2h_fill(op.fill_dst, op.fill_width, op.fill_pitch, op.fill_rows);
+  if (op.copy == CopyKind::H2D)
+    st.h2d.add(t0, now());
+  else if (op.copy == CopyKind::D2H || op.copy == CopyKind::Peer)
+    st.d2h.add(t0, now());
+  Tally& t = st.copies[copy_kind_name(op.copy)];
+  t.count++;
+  t.bytes += op.bytes;
+  t.time_s += now() - t0;
+}
+
+bool start_without_worker(Stream* s, const Op& op, void (*started)(Stream*, sg4::ActivityPtr)) {
   for (const Dependency& d : op.deps)
     if (d.stream->completed < d.seq)
       return false;
-  return true;
-}
-
-sg4::ExecPtr gpu_execution(Stream* s, const Op& op) {
-  if (trace::on())
+  if (op.kind == Op::Kernel || op.kind == Op::Memset) {
+    if (trace::on())
+      trace::op_begin(s, op);
+    started(s, gpu_work(s, op.seconds)->start());
+    return true;
+  }
+  if (op.kind != Op::Copy || op.bytes == 0 || op.copy == CopyKind::H2H)
+    return false;  // an event, a host function, a collective...; a copy that moves nothing or sleeps
+  if (op.copy == CopyKind::D2D) {  // work of the GPU, sharing it with kernels
+    const Segment* seg = measured_segment(*s->gpu, op.copy, op.bytes);
+    if (trace::on())
+      trace::op_begin(s, op);
+    started(s, gpu_work(s, seg ? measured_d2d_seconds(op, *seg) : d2d_seconds(*s->gpu, op))->start());
+    return true;
+  }
+  CopyEngines* engine = engines_of(*s->gpu, op.copy);
+  if (engine->free == 0)
+    return false;  // the worker waits for one
+  MeasuredTransfer m{0, op.bytes};
+  if (const Segment* seg = measured_segment(*s->gpu, op.copy, op.bytes))
+    m = measured_transfer(op, *seg);
+  acquire_engine(s, *engine);  // one is free: taken at once
+  if (trace::on()) {
     trace::op_begin(s, op);
-  return gpu_work(s, op.seconds);
+    s->engine_unit = trace::engine_begin(s, op, engine);
+  }
+  if (m.wait > 0)  // the queue's head stays in place until it completes
+    simgrid::kernel::timer::Timer::set(now() + m.wait, [s, &op, m, started] {
+      started(s, sg4::Comm::sendto_async(op.from, op.to, m.bytes));
+    });
+  else
+    started(s, sg4::Comm::sendto_async(op.from, op.to, m.bytes));
+  return true;
 }
 
 /* A kernel's or a memset's accounting, once it has run from t0 to now. */
@@ -105,14 +167,16 @@ static void account_gpu_work(Stream* s, const Op& op, double t0) {
   }
 }
 
-void finish_on_gpu(Stream* s, const Op& op, double t0) {
-  account_gpu_work(s, op, t0);
+void finish_without_worker(Stream* s, const Op& op, double t0) {
+  if (op.kind == Op::Copy)
+    finish_copy(s, op, engines_of(*s->gpu, op.copy), s->engine_unit, t0);
+  else
+    account_gpu_work(s, op, t0);
   if (trace::on())
     trace::op_end(s, op, t0);
 }
 
 void execute(Stream* s, Op& op) {
-  Stats& st = s->rank->stats;
   double t0 = now();
   if (trace::on())
     trace::op_begin(s, op);
@@ -123,15 +187,13 @@ void execute(Stream* s, Op& op) {
       account_gpu_work(s, op, t0);
       break;
     case Op::Copy: {
-      sg4::SemaphorePtr engine = op.copy == CopyKind::H2D ? s->gpu->h2d_engine
-                                 : op.copy == CopyKind::D2H || op.copy == CopyKind::Peer ? s->gpu->d2h_engine
-                                                                                         : nullptr;
+      CopyEngines* engine = engines_of(*s->gpu, op.copy);
       int unit = -1;
       if (engine) {
-        engine->acquire();
+        acquire_engine(s, *engine);
         if (trace::on()) {
           trace::held(s, op, "copy engine wait", t0);
-          unit = trace::engine_begin(s, op, engine.get());
+          unit = trace::engine_begin(s, op, engine);
         }
         t0 = now();  // the copy's own time starts when its engine is free
       }
@@ -144,31 +206,20 @@ void execute(Stream* s, Op& op) {
       } else if (op.bytes == 0) {
         // nothing moves: the copy completes at once
       } else if (const Segment* seg = measured_segment(*s->gpu, op.copy, op.bytes)) {
-        copy_as_measured(s, op, *seg);
-        if (op.copy == CopyKind::D2D)
-          st.compute.add(t0, now());
+        if (op.copy == CopyKind::D2D) {
+          run_on_gpu(s, measured_d2d_seconds(op, *seg));
+        } else {
+          MeasuredTransfer m = measured_transfer(op, *seg);
+          if (m.wait > 0)
+            sg4::this_actor::sleep_for(m.wait);
+          sg4::Comm::sendto(op.from, op.to, m.bytes);
+        }
       } else if (op.copy == CopyKind::D2D) {
-        // Device memory to device memory: work of the GPU, sharing it with kernels.
-        run_on_gpu(s, s->gpu->d2d_latency_s + (double)op.bytes / s->gpu->d2d_bandwidth);
-        st.compute.add(t0, now());
+        run_on_gpu(s, d2d_seconds(*s->gpu, op));  // device memory to device memory: work of the GPU
       } else {
         sg4::Comm::sendto(op.from, op.to, op.bytes);
       }
-      if (engine) {
-        engine->release();
-        if (trace::on())
-          trace::engine_end(s, op, engine.get(), unit, t0);
-      }
-      if (op.copy == CopyKind::D2H && op.fill_dst)
-        apply_d2h_fill(op.fill_dst, op.fill_width, op.fill_pitch, op.fill_rows);
-      if (op.copy == CopyKind::H2D)
-        st.h2d.add(t0, now());
-      else if (op.copy == CopyKind::D2H || op.copy == CopyKind::Peer)
-        st.d2h.add(t0, now());
-      Tally& t = st.copies[copy_kind_name(op.copy)];
-      t.count++;
-      t.bytes += op.bytes;
-      t.time_s += now() - t0;
+      finish_copy(s, op, engine, unit, t0);
       break;
     }
     case Op::Record:

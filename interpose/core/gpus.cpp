@@ -51,8 +51,8 @@ Gpu* gpu_of_host(sg4::Host* host) {
   g.staged_end = place.staged_end ? host_by_name(*place.staged_end) : nullptr;
 
   int engines = (int)model.copy_engines;
-  g.h2d_engine = sg4::Semaphore::create(engines >= 2 ? engines / 2 : 1);
-  g.d2h_engine = engines >= 2 ? sg4::Semaphore::create(engines - engines / 2) : g.h2d_engine;
+  g.h2d_engine = new CopyEngines{engines >= 2 ? engines / 2 : 1, {}};  // as long as the GPU: never freed
+  g.d2h_engine = engines >= 2 ? new CopyEngines{engines - engines / 2, {}} : g.h2d_engine;
 
   cudaDeviceProp& p = g.prop;
   snprintf(p.name, sizeof p.name, "%s", model.name.c_str());

@@ -99,6 +99,17 @@ void install_message_factors();
  * (collectives.*; 0 without a correction). */
 double collective_correction(const char* name, double bytes, bool device, int ranks);
 
+struct Stream;
+
+/* A GPU's copy engines of one direction (streams.cpp): how many are idle, and the streams whose
+ * copy waits for one, each given the next that frees in the order they asked, as a semaphore
+ * would. Not SimGrid's semaphore: the simulation's kernel takes them too, for the copies it
+ * starts without the stream's actor, and it cannot block. */
+struct CopyEngines {
+  int free = 0;
+  std::deque<Stream*> waiting;
+};
+
 struct Gpu {
   sg4::Host* host = nullptr;  // executes kernels and memsets
   sg4::Host* cpu = nullptr;   // the node's CPU: the other end of H2D/D2H copies
@@ -119,7 +130,8 @@ struct Gpu {
   double host_memcpy_bandwidth = 0; // bytes/s of host-to-host copies
   // Copy engines: with two or more, host-to-device copies have their own and
   // device-to-host (and outgoing peer) copies theirs; with one, all share it.
-  sg4::SemaphorePtr h2d_engine, d2h_engine;
+  CopyEngines* h2d_engine = nullptr;
+  CopyEngines* d2h_engine = nullptr;
   Piecewise copy_model[5];  // by CopyKind
 };
 
@@ -189,12 +201,16 @@ struct Stream {
   uint64_t enqueued = 0, completed = 0;
   sg4::ActorPtr worker;
   // Who runs the operation at the head of the queue (streams.cpp): nobody (the queue is empty),
-  // the simulation's kernel (a kernel or memset as an execution of its own, `on_gpu`), or the
-  // worker, until it has emptied the queue.
+  // the simulation's kernel (a kernel, memset or copy as an activity of its own, `on_gpu`), or
+  // the worker, until it has emptied the queue.
   enum class Driver { None, Gpu, Worker } driver = Driver::None;
-  sg4::ExecPtr on_gpu;
+  sg4::ActivityPtr on_gpu;
+  double started_at = 0;      // when the kernel started the head (a copy's wait included)
+  int engine_unit = -1;       // the copy engine unit `on_gpu` holds, as the trace numbers them
+  bool engine_granted = false;  // the worker's copy was given an engine (streams.cpp)
   // The hand-over between the worker and those waiting for it (streams.cpp): the worker waits on
-  // `wake` while idle, or for the operations of other streams that its own wait for (never both).
+  // `wake` while idle, for the operations of other streams that its own wait for, or for a copy
+  // engine (one at a time).
   bool idle = false;
   sg4::SemaphorePtr wake;
   struct Waiter {             // an actor blocked on `wake` until operation `seq` completes

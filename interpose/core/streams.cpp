@@ -1,5 +1,5 @@
-/* Streams: each takes its operations in order. A kernel or memset with nothing left to wait for,
- * at the head of a stream that nothing runs, runs as an execution of SimGrid's kernel; the others
+/* Streams: each takes its operations in order. A kernel, memset or copy with nothing left to wait
+ * for, at the head of a stream that nothing runs, runs as an activity of SimGrid's kernel; the others
  * run in the stream's daemon actor on its GPU's host, which waits for what they depend on (events,
  * the legacy default stream's implicit ordering) and executes them (execution.cpp). And the host's
  * waits for them. */
@@ -34,8 +34,9 @@ static std::set<Stream*>& live_streams() {
  * (bench/README.md, "Streams without a mutex"). Each actor that waits blocks on a semaphore of its
  * own (a rank's, a worker's): a worker waiting for work is marked idle and released by the next
  * enqueue only then; an actor waiting for an operation to complete is listed with it among the
- * stream's waiters and released by the worker that completes it. A worker waits for one or the
- * other, never both, so one semaphore serves it. Semaphores, not Actor::suspend:
+ * stream's waiters and released by whoever completes it (its worker, or SimGrid's kernel); a
+ * worker waiting for a copy engine is queued on it (release_engine). A worker waits for one of
+ * these at a time, so one semaphore serves it. Semaphores, not Actor::suspend:
  * an actor that suspends itself suspends every activity it started too (an MPI_Isend's comm). One
  * release answers one acquire, whichever comes first.
  *
@@ -78,12 +79,14 @@ void wake_worker(Stream* s) {
 }
 
 /* ---- operations without the stream's actor ----
- * A kernel or a memset whose dependencies are met, at the head of a stream that nothing runs, is
- * an execution started in the simulation's kernel (maestro): SimGrid then completes it there too
- * (Activity::complete, for the activities maestro starts), and on_gpu_done does what the worker
- * would have done after it, starting the stream's next operation. The worker's hand-over (its
- * wake-up, the execution's start and wait, its release of the waiters: each a simcall, so a
- * scheduling round of its actor) is what a GPU operation cost beyond its activity. */
+ * A kernel, a memset or a copy whose dependencies are met and whose copy engine is free, at the
+ * head of a stream that nothing runs, is an activity started in the simulation's kernel (maestro):
+ * SimGrid then completes it there too (Activity::complete, for the activities maestro starts),
+ * and on_gpu_done does what the worker would have done after it, starting the stream's next
+ * operation. The worker's hand-over (its wake-up, the activity's start and wait, its release of
+ * the waiters: each a simcall, so a scheduling round of its actor) is what a GPU operation cost
+ * beyond its activity (bench/README.md, "Ready kernels and memsets without the stream's actor",
+ * "Copies without the stream's actor"). */
 static const simgrid::xbt::Extension<sg4::Activity, Stream> kStreamOf =
     sg4::Activity::extension_create<Stream>([](void*) {});  // the stream is not the activity's
 
@@ -92,7 +95,8 @@ static void on_gpu_done(const sg4::Activity& a);
 /* An execution created in the maestro joins the maestro's list of activities, which SimGrid 3.32
  * scans at each one's end: one entry per busy stream, so at thousands of GPUs the scan cost more
  * than the actor saved. liborrery_smpi.so, preloaded in every run, keeps them out of it as it does
- * SMPI's detached comms (interpose/mpi/smpi_detached.cpp); without it they stay there. */
+ * SMPI's detached comms (interpose/mpi/smpi_detached.cpp), the copies' comms among them (each
+ * s4u::Comm::sendto detaches its comm in the kernel); without it they stay there. */
 struct MaestroList {
   void (*take)(const void*) = nullptr;
   void (*drop)(const void*) = nullptr;
@@ -108,27 +112,28 @@ static const MaestroList& maestro_list() {
   return m;
 }
 
+// The activity of a stream's head, started in the kernel (start_without_worker): on_gpu_done's.
+static void track(Stream* s, sg4::ActivityPtr started) {
+  if (maestro_list().take && s->queue.front().kind != Op::Copy)  // a copy's comm is taken as detached
+    maestro_list().take(started->get_impl());
+  started->extension_set(kStreamOf, s, false);
+  s->on_gpu = std::move(started);
+}
+
 // The head of the queue, in a stream that nothing runs: started without the worker, or given to it.
 static void start_head(Stream* s) {
-  Op& op = s->queue.front();  // deque: references survive push_back
-  if (!runs_on_gpu_alone(op)) {
-    s->driver = Stream::Driver::Worker;
-    wake_worker(s);
-    return;
-  }
-  s->driver = Stream::Driver::Gpu;
-  simgrid::kernel::actor::simcall_answered([s, &op] {  // at once if already in maestro
+  s->driver = Stream::Driver::Gpu;  // until the kernel decides, the stream is not free
+  simgrid::kernel::actor::simcall_answered([s] {  // at once if already in maestro
     static bool connected = false;
     if (!connected) {
       sg4::Activity::on_completion_cb(on_gpu_done);
       connected = true;
     }
-    sg4::ExecPtr exec = gpu_execution(s, op);
-    if (maestro_list().take)
-      maestro_list().take(exec->get_impl());
-    exec->extension_set(kStreamOf, s, false);
-    exec->start();
-    s->on_gpu = std::move(exec);
+    s->started_at = now();
+    if (!start_without_worker(s, s->queue.front(), track)) {
+      s->driver = Stream::Driver::Worker;
+      wake_worker(s);
+    }
   });
 }
 
@@ -137,17 +142,42 @@ static void on_gpu_done(const sg4::Activity& a) {
   if (s == nullptr)
     return;
   // Kept until the next completion: SimGrid goes on using this one after its callbacks.
-  static auto* completed = new sg4::ExecPtr;  // never destroyed: not after SimGrid's end
+  static auto* completed = new sg4::ActivityPtr;  // never destroyed: not after SimGrid's end
   *completed = std::move(s->on_gpu);
-  if (maestro_list().drop)  // the list's reference: ours keeps the execution until the next
+  const Op& op = s->queue.front();
+  if (maestro_list().drop && op.kind != Op::Copy)  // the list's reference: ours keeps it until the next
     maestro_list().drop(a.get_impl());
-  finish_on_gpu(s, s->queue.front(), a.get_start_time());
+  finish_without_worker(s, op, s->started_at);
   s->driver = Stream::Driver::None;
   complete_head(s);
   if (!s->queue.empty())
     start_head(s);
   else if (s->destroyed)
     wake_worker(s);  // to end
+}
+
+/* ---- copy engines ---- */
+
+void acquire_engine(Stream* s, CopyEngines& engines) {
+  if (engines.free > 0) {
+    engines.free--;
+    return;
+  }
+  s->engine_granted = false;  // until release_engine gives it one
+  engines.waiting.push_back(s);
+  while (!s->engine_granted)
+    s->wake->acquire();
+}
+
+void release_engine(CopyEngines& engines) {
+  if (engines.waiting.empty()) {
+    engines.free++;
+    return;
+  }
+  Stream* next = engines.waiting.front();  // a worker, blocked in acquire_engine
+  engines.waiting.pop_front();
+  next->engine_granted = true;
+  next->wake->release();
 }
 
 static void stream_worker(Stream* s) {

@@ -51,7 +51,7 @@ struct RankTrace {
 struct OpenOp {  // the operation a stream is executing
   const Op* op = nullptr;
   double t0 = 0;
-  const sg4::Semaphore* engine = nullptr;
+  const CopyEngines* engine = nullptr;
   int unit = -1;
   double engine_t0 = 0;
 };
@@ -62,7 +62,7 @@ struct State {
   std::vector<RankTrace> ranks;  // by rank id
   std::unordered_map<const Stream*, OpenOp> running;
   std::unordered_map<const Stream*, int> numbers;
-  std::unordered_map<const sg4::Semaphore*, std::vector<bool>> units;  // busy copy engines, by unit
+  std::unordered_map<const CopyEngines*, std::vector<bool>> units;  // busy copy engines, by unit
   bool finished = false;
 };
 State g;
@@ -130,13 +130,13 @@ void write_op(const Stream* s, const Op& op, double t0, double t1, const char* d
                  detail);
 }
 
-const char* engine_name(const Gpu& gpu, const sg4::Semaphore* engine) {
+const char* engine_name(const Gpu& gpu, const CopyEngines* engine) {
   if (gpu.h2d_engine == gpu.d2h_engine)
     return "copy";
-  return engine == gpu.h2d_engine.get() ? "H2D" : "D2H";
+  return engine == gpu.h2d_engine ? "H2D" : "D2H";
 }
 
-void write_engine(const Stream* s, const Op& op, const sg4::Semaphore* engine, int unit, double t0, double t1) {
+void write_engine(const Stream* s, const Op& op, const CopyEngines* engine, int unit, double t0, double t1) {
   if (!of(*s->rank) || !in_window(t0, t1))
     return;
   write_trace_engine(g.file, s->gpu->node, s->gpu->index, engine_name(*s->gpu, engine), unit,
@@ -313,7 +313,7 @@ void held(const Stream* s, const Op& op, const char* what, double since) {
                  detail.c_str());
 }
 
-int engine_begin(const Stream* s, const Op& op, const sg4::Semaphore* engine) {
+int engine_begin(const Stream* s, const Op& op, const CopyEngines* engine) {
   // Every rank's copies take units, kept or not: the kept ones then show the unit they had.
   std::vector<bool>& busy = g.units[engine];
   size_t unit = 0;
@@ -331,7 +331,7 @@ int engine_begin(const Stream* s, const Op& op, const sg4::Semaphore* engine) {
   return (int)unit;
 }
 
-void engine_end(const Stream* s, const Op& op, const sg4::Semaphore* engine, int unit, double t0) {
+void engine_end(const Stream* s, const Op& op, const CopyEngines* engine, int unit, double t0) {
   g.units[engine][unit] = false;
   auto it = g.running.find(s);
   if (it != g.running.end())

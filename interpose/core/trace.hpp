@@ -71,8 +71,8 @@ void op_end(const Stream* s, const Op& op, double t0);   // ...and it completed 
 // op could not start from `since` until now: `what` held it (its dependencies, a copy engine)
 void held(const Stream* s, const Op& op, const char* what, double since);
 /* A copy has its engine from now (the unit it took) until engine_end. */
-int engine_begin(const Stream* s, const Op& op, const sg4::Semaphore* engine);
-void engine_end(const Stream* s, const Op& op, const sg4::Semaphore* engine, int unit, double t0);
+int engine_begin(const Stream* s, const Op& op, const CopyEngines* engine);
+void engine_end(const Stream* s, const Op& op, const CopyEngines* engine, int unit, double t0);
 
 /* ---- point-to-point messages (mpi.cpp) ----
  * Peers are ranks of MPI_COMM_WORLD; `comm` is SMPI's communicator id (what it matches on).

@@ -70,3 +70,24 @@ def test_a_segment_with_a_negative_latency_takes_its_time(run_program, programs,
     v = run_ok(run_program, programs, "copy-kinds", str(n), options=("--set", model)).values()
     o = h100.overheads
     assert v["d2h"] == pytest.approx(o.memcpy + 2 * h100.pcie.latency + n / 20e9 - 40e-6 + o.sync, rel=REL)
+
+
+@pytest.mark.parametrize("engines", [2, 1])
+def test_measured_copies_queue_for_their_engine(run_program, programs, h100, engines):
+    """Two copies in two streams, the second issued M after the first: each holds its engine for
+    its whole measured time, latency included, so the second starts when the first frees it. The
+    first runs without its stream's actor (a timer of SimGrid's kernel for the latency beyond the
+    route's, then the transfer); the second finds the engine taken and waits in the actor, which
+    the first's completion wakes. With opposite directions on one engine they queue the same way."""
+    n = 4_000_000
+    M, S = h100.overheads.memcpy, h100.overheads.sync
+    h2d = 3e-6 + n / 50e9
+    d2h = 2 * h100.pcie.latency + n / 20e9  # above 2 MB: the route's latency (as in the first test)
+    options = ("--set", MODELS[0], "--set", MODELS[1], "--set", f"gpu.copy_engines={engines}")
+    same = run_ok(run_program, programs, "copy-same", str(n), options=options).values()
+    assert same["first"] == pytest.approx(M + h2d + S, rel=REL)
+    assert same["second"] == pytest.approx(M + 2 * h2d + S, rel=REL)
+    opposite = run_ok(run_program, programs, "copy-opposite", str(n), options=options).values()
+    assert opposite["first"] == pytest.approx(M + h2d + S, rel=REL)
+    second = M + h2d + d2h if engines == 1 else 2 * M + d2h  # queued behind the first, or on its own engine
+    assert opposite["second"] == pytest.approx(max(M + h2d + S, second) + S, rel=REL)
