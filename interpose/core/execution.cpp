@@ -110,6 +110,15 @@ static void finish_copy(Stream* s, const Op& op, CopyEngines* engine, int unit, 
   t.time_s += now() - t0;
 }
 
+bool completes_at_once(const Op& op) {
+  if (op.kind != Op::Record && op.kind != Op::Wait && op.kind != Op::Free)
+    return false;
+  for (const Dependency& d : op.deps)
+    if (d.stream->completed < d.seq)
+      return false;
+  return true;
+}
+
 bool start_without_worker(Stream* s, const Op& op, void (*started)(Stream*, sg4::ActivityPtr)) {
   for (const Dependency& d : op.deps)
     if (d.stream->completed < d.seq)

@@ -9,6 +9,11 @@ namespace orrery {
 
 void execute(Stream* s, Op& op);  // in the stream's actor: returns when the operation is complete
 
+/* An event's record, a wait for events already complete, a stream-ordered free: operations that
+ * take no time and make no simcall, which execute() completes at once wherever it runs, SimGrid's
+ * kernel included (streams.cpp). */
+bool completes_at_once(const Op& op);
+
 /* A stream's kernels, memsets and copies whose dependencies are met, and whose copy engine is
  * free, run without its actor: as activities that the simulation's kernel starts and completes
  * (streams.cpp). start_without_worker, in the kernel, starts the operation so (traced as begun,

@@ -1,5 +1,6 @@
 /* Streams: each takes its operations in order. A kernel, memset or copy with nothing left to wait
- * for, at the head of a stream that nothing runs, runs as an activity of SimGrid's kernel; the others
+ * for, at the head of a stream that nothing runs, runs as an activity of SimGrid's kernel, and an
+ * event's record, a wait already met or a stream-ordered free completes there at once; the others
  * run in the stream's daemon actor on its GPU's host, which waits for what they depend on (events,
  * the legacy default stream's implicit ordering) and executes them (execution.cpp). And the host's
  * waits for them. */
@@ -80,7 +81,8 @@ void wake_worker(Stream* s) {
 
 /* ---- operations without the stream's actor ----
  * A kernel, a memset or a copy whose dependencies are met and whose copy engine is free, at the
- * head of a stream that nothing runs, is an activity started in the simulation's kernel (maestro):
+ * head of a stream that nothing runs, is an activity started in the simulation's kernel (maestro),
+ * after the operations ahead of it that complete at once there (completes_at_once):
  * SimGrid then completes it there too (Activity::complete, for the activities maestro starts),
  * and on_gpu_done does what the worker would have done after it, starting the stream's next
  * operation. The worker's hand-over (its wake-up, the activity's start and wait, its release of
@@ -128,6 +130,16 @@ static void start_head(Stream* s) {
     if (!connected) {
       sg4::Activity::on_completion_cb(on_gpu_done);
       connected = true;
+    }
+    while (completes_at_once(s->queue.front())) {
+      execute(s, s->queue.front());  // no simcall, no time
+      complete_head(s);
+      if (s->queue.empty()) {
+        s->driver = Stream::Driver::None;
+        if (s->destroyed)
+          wake_worker(s);  // to end
+        return;
+      }
     }
     s->started_at = now();
     if (!start_without_worker(s, s->queue.front(), track)) {

@@ -91,7 +91,9 @@ def test_kernel_cost_scales_with_threads_launched(run_program, programs, h100, c
 def test_event_elapsed_time_is_the_simulated_interval(run_program, programs, h100, costs):
     L, S = h100.overheads.launch, h100.overheads.sync
     v = run_ok(run_program, programs, "events", options=costs).values()
-    # The first record completes at once on the idle stream; busy starts after its launch.
+    # The first record completes at once on the idle stream, as it is made: the query finds it
+    # complete and takes no time. Busy starts after its launch.
+    assert v["query_idle"] == 0
     assert v["event_ms"] == pytest.approx((L + BUSY) * 1e3, rel=1e-6)  # a float
     assert v["query_before"] == 600  # cudaErrorNotReady while busy runs
     assert v["query_after"] == 0

@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
     CHECK(cudaEventRecord(a, s1));
+    printf("query_idle %d\n", (int)cudaEventQuery(a));
     busy<<<1, 1, 0, s1>>>(d);
     CHECK(cudaEventRecord(b, s1));
     printf("query_before %d\n", (int)cudaEventQuery(b));
