@@ -7,7 +7,8 @@ This prints that cost per event on its own. For each ``--ranks`` (h100-ib200, 4 
 - Orrery: ``stream_ops.cu`` under ``orrery run``, each rank launching a kernel and a memset (with
   ``--ops kernel-copy``: a copy of one float to pinned host memory) on a stream of its own and
   waiting for them, ``--iterations`` times: two GPU operations and one stream synchronisation per
-  rank and iteration, and no message;
+  rank and iteration, and no message (with ``--ops join``: the second operation is a kernel on a
+  second stream, which waits for an event recorded behind the first);
 - bare SMPI: ``messages_only.c`` under ``smpirun`` on the platform of that Orrery run, as
   bench/scale.py runs its baseline (Orrery's ``liborrery_smpi.so``, allocator and copies of the
   program): ranks in pairs exchanging one float with ``MPI_Sendrecv``, two messages per pair and
@@ -19,7 +20,7 @@ iteration, the synchronisation included) and per bare message, in wall microseco
 ratio.
 
     .venv/bin/python -P bench/streams.py [--ranks 64 256] [--iterations 2000] [--repeat 3]
-        [--ops kernel-memset|kernel-copy]
+        [--ops kernel-memset|kernel-copy|join]
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs of each, alternating (default 3)")
     ap.add_argument(
         "--ops",
-        choices=["kernel-memset", "kernel-copy"],
+        choices=["kernel-memset", "kernel-copy", "join"],
         default="kernel-memset",
         help="each iteration's two GPU operations (default kernel-memset)",
     )
@@ -75,7 +76,7 @@ def main() -> None:
     def orrery(ranks: int, iterations: int) -> float:
         out = work / f"o{ranks}x{iterations}"
         cmd = [scale.ORRERY, "run", "--machine", "h100-ib200", "--nodes", str(ranks // m.node.gpus)]
-        args = [str(iterations), *(["copy"] if a.ops == "kernel-copy" else [])]
+        args = [str(iterations), *{"kernel-copy": ["copy"], "join": ["join"]}.get(a.ops, [])]
         return scale.timed([*cmd, "--out", str(out), "--", str(program), *args]).wall_s
 
     def smpi(ranks: int, iterations: int) -> float:

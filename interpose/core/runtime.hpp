@@ -206,6 +206,15 @@ struct Stream {
   enum class Driver { None, Gpu, Worker } driver = Driver::None;
   sg4::ActivityPtr on_gpu;
   double started_at = 0;      // when the kernel started the head (a copy's wait included)
+  // A head whose dependencies are not met, left to SimGrid's kernel: it waits, listed among the
+  // `dependents` of the stream it waits for, until that stream completes the operation (since
+  // `parked_since`; -1: not waiting).
+  struct Dependent {
+    Stream* stream;
+    uint64_t seq;
+  };
+  std::vector<Dependent> dependents;
+  double parked_since = -1;
   int engine_unit = -1;       // the copy engine unit `on_gpu` holds, as the trace numbers them
   bool engine_granted = false;  // the worker's copy was given an engine (streams.cpp)
   // The hand-over between the worker and those waiting for it (streams.cpp): the worker waits on

@@ -1,6 +1,7 @@
 /* Streams: each takes its operations in order. A kernel, memset or copy with nothing left to wait
  * for, at the head of a stream that nothing runs, runs as an activity of SimGrid's kernel, and an
- * event's record, a wait already met or a stream-ordered free completes there at once; the others
+ * event's record, a wait already met or a stream-ordered free completes there at once; a head that
+ * waits for another stream's operation is taken up there when it completes; the others
  * run in the stream's daemon actor on its GPU's host, which waits for what they depend on (events,
  * the legacy default stream's implicit ordering) and executes them (execution.cpp). And the host's
  * waits for them. */
@@ -63,13 +64,24 @@ static void wake_waiters(Stream* s) {
     w.wake->release();
 }
 
-// The operation at the head of the queue has completed: its waiters and pollers learn it.
+static void start_head(Stream* s);
+
+// The operation at the head of the queue has completed: its waiters and pollers learn it, and the
+// streams whose head waited for it go on.
 static void complete_head(Stream* s) {
   s->queue.pop_front();
   s->completed++;
   wake_waiters(s);
   if (s->pollers > 0)
     s->done_cv->notify_all();
+  if (s->dependents.empty())
+    return;
+  auto waiting = [s](const Stream::Dependent& d) { return d.seq > s->completed; };
+  auto ready = std::stable_partition(s->dependents.begin(), s->dependents.end(), waiting);
+  std::vector<Stream::Dependent> going(ready, s->dependents.end());  // in the order they began to wait
+  s->dependents.erase(ready, s->dependents.end());
+  for (const Stream::Dependent& d : going)
+    start_head(d.stream);
 }
 
 void wake_worker(Stream* s) {
@@ -82,7 +94,9 @@ void wake_worker(Stream* s) {
 /* ---- operations without the stream's actor ----
  * A kernel, a memset or a copy whose dependencies are met and whose copy engine is free, at the
  * head of a stream that nothing runs, is an activity started in the simulation's kernel (maestro),
- * after the operations ahead of it that complete at once there (completes_at_once):
+ * after the operations ahead of it that complete at once there (completes_at_once). A head whose
+ * dependencies are not met waits among the dependents of the stream it waits for, whose
+ * complete_head starts it again, rather than in the worker's wait_seq:
  * SimGrid then completes it there too (Activity::complete, for the activities maestro starts),
  * and on_gpu_done does what the worker would have done after it, starting the stream's next
  * operation. The worker's hand-over (its wake-up, the activity's start and wait, its release of
@@ -131,8 +145,23 @@ static void start_head(Stream* s) {
       sg4::Activity::on_completion_cb(on_gpu_done);
       connected = true;
     }
-    while (completes_at_once(s->queue.front())) {
-      execute(s, s->queue.front());  // no simcall, no time
+    for (;;) {
+      Op& op = s->queue.front();
+      for (const Dependency& d : op.deps)
+        if (d.stream->completed < d.seq) {  // waits, without the worker, until d completes it
+          if (s->parked_since < 0)
+            s->parked_since = now();
+          d.stream->dependents.push_back({s, d.seq});
+          return;
+        }
+      if (s->parked_since >= 0) {
+        if (trace::on())
+          trace::held(s, op, "dependency wait", s->parked_since);
+        s->parked_since = -1;
+      }
+      if (!completes_at_once(op))
+        break;
+      execute(s, op);  // no simcall, no time
       complete_head(s);
       if (s->queue.empty()) {
         s->driver = Stream::Driver::None;

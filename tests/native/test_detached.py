@@ -61,11 +61,12 @@ def test_every_eager_message_is_held_beside_simgrid_while_in_flight(mpi_only, tm
         ("one-stream", (2, 1, 0)),
         # busy and brief in two streams at once
         ("two-streams", (2, 2, 0)),
-        # records around busy: the stream's actor runs the first, done during busy's launch
-        # overhead, so that busy starts in an idle stream; the actor runs the second after it
+        # records around busy: each completes at once as the stream reaches it (the first as it
+        # is made, so that busy starts in an idle stream; the second as busy ends)
         ("events", (1, 1, 0)),
-        # busy in s1; s2 waits for it through an event, in its actor, which then runs brief too
-        ("event-join", (1, 1, 0)),
+        # busy in s1; s2 waits for it through an event, without its actor, and starts brief as
+        # busy ends: one at a time
+        ("event-join", (2, 1, 0)),
     ],
 )
 def test_the_streams_executions_started_in_the_maestro_are_held_too(programs, tmp_path, mode, expected):

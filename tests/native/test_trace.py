@@ -247,3 +247,22 @@ def test_link_counters_integrate_to_the_bytes_results_json_counts(program, costs
         assert moved == pytest.approx(carried[name], rel=1e-3), name
     # the series was for the counters only: it is not left beside the trace
     assert not (tmp_path / "o" / "link_series.tsv").exists()
+
+
+def test_a_stream_waiting_for_an_event_shows_the_wait_then_its_kernel(program, costs, tmp_path, h100):
+    """Rank 0 launches `work` on stream 1 (its launch overhead L first), records an event behind
+    it and makes stream 2 wait for the event before launching `work` there: stream 2 holds from
+    the wait's enqueue (L, the record and the wait cost the host nothing) until the event
+    completes with the first kernel (L + K), then runs its own kernel (L + K to L + 2K). The
+    event's record is a mark on stream 1 as its kernel ends."""
+    p, trace = run(program, costs, tmp_path / "o", "join", options=("--trace",))
+    assert p.returncode == 0, p.stderr
+    L = h100.overheads.launch
+    c = check(trace)
+    first, record = named(c, "stream 1 (device 0)", "rank 0 (node 0)")
+    assert_slice(first, "work(float*)", L, K)
+    assert record["name"] == "event record"  # a mark, as the kernel ends
+    assert record["ts"] == pytest.approx((L + K) / US, abs=NS)
+    held, second = named(c, "stream 2 (device 0)", "rank 0 (node 0)")
+    assert_slice(held, "dependency wait", L, K, waiting="event wait")
+    assert_slice(second, "work(float*)", L + K, K)

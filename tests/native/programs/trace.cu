@@ -14,6 +14,8 @@
 //           source, any tag).
 //   abort:  rank 1 launches `work` twice and aborts while the first runs; rank 0 is blocked
 //           receiving from it.
+//   join:   rank 0 launches `work` on a stream, records an event behind it, makes a second
+//           stream wait for the event, launches `work` there and waits for that stream.
 #include <mpi.h>
 
 #include <cstdio>
@@ -96,6 +98,19 @@ int main(int argc, char** argv) {
     }
     MPI_Comm_free(&dup);
     MPI_Comm_free(&split);
+  } else if (!strcmp(mode, "join")) {
+    if (rank == 0) {
+      cudaStream_t s1, s2;
+      cudaEvent_t e;
+      cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking);
+      cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking);
+      cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+      work<<<1, 1, 0, s1>>>(d);
+      cudaEventRecord(e, s1);
+      cudaStreamWaitEvent(s2, e, 0);
+      work<<<1, 1, 0, s2>>>(d);
+      cudaStreamSynchronize(s2);
+    }
   } else if (!strcmp(mode, "abort")) {
     if (rank == 1) {
       work<<<1, 1>>>(d);
