@@ -40,16 +40,20 @@ static CopyEngines* engines_of(const Gpu& g, CopyKind k) {
                                                      : nullptr;
 }
 
-/* A copy with a measured model: alone, it takes exactly latency + bytes / bandwidth.
- * D2D copies are work of the GPU. The others cross their route, sharing its links
- * with other traffic: where the measured bandwidth is below the route's, the copy
- * moves proportionally more bytes (SimGrid 3.32 ignores Comm::set_rate on
- * host-to-host comms), so it holds its share of the links as long as it lasts. */
-struct MeasuredTransfer {
-  double wait;     // before the transfer: the model's latency beyond the route's
+/* A copy across its route (H2D, D2H, peer): the bytes its transfer moves and the wait before it.
+ * Without a measured model: its own bytes, no wait. With one, alone it takes exactly latency +
+ * bytes / bandwidth, still sharing its route's links with other traffic: where the measured
+ * bandwidth is below the route's, the copy moves proportionally more bytes (SimGrid 3.32 ignores
+ * Comm::set_rate on host-to-host comms), so it holds its share of the links as long as it lasts;
+ * the latency beyond the route's is the wait. */
+struct Transfer {
+  double wait;     // before the transfer
   uint64_t bytes;  // what the transfer moves
 };
-static MeasuredTransfer measured_transfer(const Op& op, const Segment& seg) {
+static Transfer transfer_of(const Gpu& g, const Op& op) {
+  const Segment* seg = measured_segment(g, op.copy, op.bytes);
+  if (!seg)
+    return {0, op.bytes};
   std::vector<sg4::Link*> links;
   double route_latency = 0;
   op.from->route_to(op.to, links, &route_latency);
@@ -57,20 +61,20 @@ static MeasuredTransfer measured_transfer(const Op& op, const Segment& seg) {
   for (const sg4::Link* l : links)
     route_bandwidth = std::min(route_bandwidth, l->get_bandwidth());
   // a negative latency (a segment whose time grows faster than the size) shortens the data term
-  double bytes = (double)op.bytes + std::min(seg.latency_s, 0.0) * seg.bandwidth;
-  double moved = seg.bandwidth < route_bandwidth ? bytes * route_bandwidth / seg.bandwidth : bytes;
+  double bytes = (double)op.bytes + std::min(seg->latency_s, 0.0) * seg->bandwidth;
+  double moved = seg->bandwidth < route_bandwidth ? bytes * route_bandwidth / seg->bandwidth : bytes;
   double whole = std::floor(moved);  // comms move whole bytes: the fraction's time joins the latency
-  double wait = std::max(seg.latency_s - route_latency, 0.0) + (moved - whole) / route_bandwidth;
+  double wait = std::max(seg->latency_s - route_latency, 0.0) + (moved - whole) / route_bandwidth;
   if (wait < 1e-12)  // below the simulation's precision (surf/precision), a wait is nothing
     wait = 0;
   return {wait, (uint64_t)whole};
 }
 
-static double measured_d2d_seconds(const Op& op, const Segment& seg) {
-  return seg.latency_s + (double)op.bytes / seg.bandwidth;
-}
-
+/* A device-to-device copy's time, work of the GPU sharing it with kernels: its measured model's,
+ * or the GPU's device-memory latency and bandwidth. */
 static double d2d_seconds(const Gpu& g, const Op& op) {
+  if (const Segment* seg = measured_segment(g, op.copy, op.bytes))
+    return seg->latency_s + (double)op.bytes / seg->bandwidth;
   return g.d2d_latency_s + (double)op.bytes / g.d2d_bandwidth;
 }
 
@@ -111,18 +115,10 @@ static void finish_copy(Stream* s, const Op& op, CopyEngines* engine, int unit, 
 }
 
 bool completes_at_once(const Op& op) {
-  if (op.kind != Op::Record && op.kind != Op::Wait && op.kind != Op::Free)
-    return false;
-  for (const Dependency& d : op.deps)
-    if (d.stream->completed < d.seq)
-      return false;
-  return true;
+  return op.kind == Op::Record || op.kind == Op::Wait || op.kind == Op::Free;
 }
 
 bool start_without_worker(Stream* s, const Op& op, void (*started)(Stream*, sg4::ActivityPtr)) {
-  for (const Dependency& d : op.deps)
-    if (d.stream->completed < d.seq)
-      return false;
   if (op.kind == Op::Kernel || op.kind == Op::Memset) {
     if (trace::on())
       trace::op_begin(s, op);
@@ -130,31 +126,28 @@ bool start_without_worker(Stream* s, const Op& op, void (*started)(Stream*, sg4:
     return true;
   }
   if (op.kind != Op::Copy || op.bytes == 0 || op.copy == CopyKind::H2H)
-    return false;  // an event, a host function, a collective...; a copy that moves nothing or sleeps
-  if (op.copy == CopyKind::D2D) {  // work of the GPU, sharing it with kernels
-    const Segment* seg = measured_segment(*s->gpu, op.copy, op.bytes);
+    return false;  // a host function, a collective...; a copy that moves nothing or sleeps
+  if (op.copy == CopyKind::D2D) {
     if (trace::on())
       trace::op_begin(s, op);
-    started(s, gpu_work(s, seg ? measured_d2d_seconds(op, *seg) : d2d_seconds(*s->gpu, op))->start());
+    started(s, gpu_work(s, d2d_seconds(*s->gpu, op))->start());
     return true;
   }
   CopyEngines* engine = engines_of(*s->gpu, op.copy);
   if (engine->free == 0)
     return false;  // the worker waits for one
-  MeasuredTransfer m{0, op.bytes};
-  if (const Segment* seg = measured_segment(*s->gpu, op.copy, op.bytes))
-    m = measured_transfer(op, *seg);
+  Transfer x = transfer_of(*s->gpu, op);
   acquire_engine(s, *engine);  // one is free: taken at once
   if (trace::on()) {
     trace::op_begin(s, op);
     s->engine_unit = trace::engine_begin(s, op, engine);
   }
-  if (m.wait > 0)  // the queue's head stays in place until it completes
-    simgrid::kernel::timer::Timer::set(now() + m.wait, [s, &op, m, started] {
-      started(s, sg4::Comm::sendto_async(op.from, op.to, m.bytes));
+  if (x.wait > 0)  // the queue's head stays in place until it completes
+    simgrid::kernel::timer::Timer::set(now() + x.wait, [s, &op, x, started] {
+      started(s, sg4::Comm::sendto_async(op.from, op.to, x.bytes));
     });
   else
-    started(s, sg4::Comm::sendto_async(op.from, op.to, m.bytes));
+    started(s, sg4::Comm::sendto_async(op.from, op.to, x.bytes));
   return true;
 }
 
@@ -214,19 +207,13 @@ void execute(Stream* s, Op& op) {
                     op.fill_width);
       } else if (op.bytes == 0) {
         // nothing moves: the copy completes at once
-      } else if (const Segment* seg = measured_segment(*s->gpu, op.copy, op.bytes)) {
-        if (op.copy == CopyKind::D2D) {
-          run_on_gpu(s, measured_d2d_seconds(op, *seg));
-        } else {
-          MeasuredTransfer m = measured_transfer(op, *seg);
-          if (m.wait > 0)
-            sg4::this_actor::sleep_for(m.wait);
-          sg4::Comm::sendto(op.from, op.to, m.bytes);
-        }
       } else if (op.copy == CopyKind::D2D) {
-        run_on_gpu(s, d2d_seconds(*s->gpu, op));  // device memory to device memory: work of the GPU
+        run_on_gpu(s, d2d_seconds(*s->gpu, op));
       } else {
-        sg4::Comm::sendto(op.from, op.to, op.bytes);
+        Transfer x = transfer_of(*s->gpu, op);
+        if (x.wait > 0)
+          sg4::this_actor::sleep_for(x.wait);
+        sg4::Comm::sendto(op.from, op.to, x.bytes);
       }
       finish_copy(s, op, engine, unit, t0);
       break;

@@ -51,16 +51,20 @@ static void wait_seq(Stream* s, uint64_t seq, sg4::Semaphore& wake) {
   }
 }
 
+/* Those of a stream's waiters or dependents whose operation it has now completed, taken off its
+ * list in the order they began to wait: before any is released or started, since a release is a
+ * simcall, in which other actors run and may add themselves to the list. */
+template <class Waiting>
+static std::vector<Waiting> take_reached(std::vector<Waiting>& list, uint64_t completed) {
+  auto waiting = [completed](const Waiting& w) { return w.seq > completed; };
+  auto reached = std::stable_partition(list.begin(), list.end(), waiting);
+  std::vector<Waiting> taken(reached, list.end());
+  list.erase(reached, list.end());
+  return taken;
+}
+
 static void wake_waiters(Stream* s) {
-  auto waiting = [s](const Stream::Waiter& w) { return w.seq > s->completed; };
-  auto ready = std::stable_partition(s->waiters.begin(), s->waiters.end(), waiting);
-  if (ready == s->waiters.end())
-    return;
-  // Taken off the list before the first release: a release is a simcall, in which other actors
-  // run and may add themselves to it. Released in the order they began to wait.
-  std::vector<Stream::Waiter> woken(ready, s->waiters.end());
-  s->waiters.erase(ready, s->waiters.end());
-  for (const Stream::Waiter& w : woken)
+  for (const Stream::Waiter& w : take_reached(s->waiters, s->completed))
     w.wake->release();
 }
 
@@ -74,13 +78,7 @@ static void complete_head(Stream* s) {
   wake_waiters(s);
   if (s->pollers > 0)
     s->done_cv->notify_all();
-  if (s->dependents.empty())
-    return;
-  auto waiting = [s](const Stream::Dependent& d) { return d.seq > s->completed; };
-  auto ready = std::stable_partition(s->dependents.begin(), s->dependents.end(), waiting);
-  std::vector<Stream::Dependent> going(ready, s->dependents.end());  // in the order they began to wait
-  s->dependents.erase(ready, s->dependents.end());
-  for (const Stream::Dependent& d : going)
+  for (const Stream::Dependent& d : take_reached(s->dependents, s->completed))
     start_head(d.stream);
 }
 
@@ -92,17 +90,17 @@ void wake_worker(Stream* s) {
 }
 
 /* ---- operations without the stream's actor ----
- * A kernel, a memset or a copy whose dependencies are met and whose copy engine is free, at the
- * head of a stream that nothing runs, is an activity started in the simulation's kernel (maestro),
- * after the operations ahead of it that complete at once there (completes_at_once). A head whose
- * dependencies are not met waits among the dependents of the stream it waits for, whose
- * complete_head starts it again, rather than in the worker's wait_seq:
- * SimGrid then completes it there too (Activity::complete, for the activities maestro starts),
- * and on_gpu_done does what the worker would have done after it, starting the stream's next
- * operation. The worker's hand-over (its wake-up, the activity's start and wait, its release of
- * the waiters: each a simcall, so a scheduling round of its actor) is what a GPU operation cost
+ * The head of a stream that nothing runs is taken up in the simulation's kernel (maestro),
+ * start_head: a head whose dependencies are not met waits among the dependents of the stream it
+ * waits for, whose complete_head takes it up again, rather than in the worker's wait_seq; a
+ * record, a wait or a free then completes at once (completes_at_once); a kernel, a memset or a
+ * copy whose engine is free is an activity started there, which SimGrid completes there too
+ * (Activity::complete, for the activities maestro starts), and on_gpu_done does what the worker
+ * would have done after it, taking up the stream's next operation. Anything else goes to the
+ * worker. The worker's hand-over (its wake-up, the activity's start and wait, its release of the
+ * waiters: each a simcall, so a scheduling round of its actor) is what a GPU operation cost
  * beyond its activity (bench/README.md, "Ready kernels and memsets without the stream's actor",
- * "Copies without the stream's actor"). */
+ * "Copies without the stream's actor", "Events and waits without the stream's actor"). */
 static const simgrid::xbt::Extension<sg4::Activity, Stream> kStreamOf =
     sg4::Activity::extension_create<Stream>([](void*) {});  // the stream is not the activity's
 
@@ -128,9 +126,13 @@ static const MaestroList& maestro_list() {
   return m;
 }
 
+// Executions go in the maestro's list as they are made; a comm, as it is detached (smpi_detached.cpp
+// takes it then, and drops it as it finishes).
+static bool in_maestro_list(const sg4::Activity& a) { return dynamic_cast<const sg4::Exec*>(&a) != nullptr; }
+
 // The activity of a stream's head, started in the kernel (start_without_worker): on_gpu_done's.
 static void track(Stream* s, sg4::ActivityPtr started) {
-  if (maestro_list().take && s->queue.front().kind != Op::Copy)  // a copy's comm is taken as detached
+  if (maestro_list().take && in_maestro_list(*started))
     maestro_list().take(started->get_impl());
   started->extension_set(kStreamOf, s, false);
   s->on_gpu = std::move(started);
@@ -185,10 +187,9 @@ static void on_gpu_done(const sg4::Activity& a) {
   // Kept until the next completion: SimGrid goes on using this one after its callbacks.
   static auto* completed = new sg4::ActivityPtr;  // never destroyed: not after SimGrid's end
   *completed = std::move(s->on_gpu);
-  const Op& op = s->queue.front();
-  if (maestro_list().drop && op.kind != Op::Copy)  // the list's reference: ours keeps it until the next
+  if (maestro_list().drop && in_maestro_list(a))  // the list's reference: ours keeps it until the next
     maestro_list().drop(a.get_impl());
-  finish_without_worker(s, op, s->started_at);
+  finish_without_worker(s, s->queue.front(), s->started_at);
   s->driver = Stream::Driver::None;
   complete_head(s);
   if (!s->queue.empty())

@@ -67,6 +67,9 @@ def test_every_eager_message_is_held_beside_simgrid_while_in_flight(mpi_only, tm
         # busy in s1; s2 waits for it through an event, without its actor, and starts brief as
         # busy ends: one at a time
         ("event-join", (2, 1, 0)),
+        # an H2D, a D2H and a D2D copy, one after the other: only the D2D is an execution (the
+        # others are comms, counted with the detached comms)
+        ("copy-kinds", (1, 1, 0)),
     ],
 )
 def test_the_streams_executions_started_in_the_maestro_are_held_too(programs, tmp_path, mode, expected):
