@@ -30,11 +30,18 @@ bool g_simulation_over = false;  // the report is written: what exits after it i
 std::string g_crash_path;        // where a crash's status row goes before anything else is tried
 }  // namespace
 
+// When a failure ends the run: the failing rank's own time, where it is ahead of the clock by host
+// time not yet waited out (streams.cpp, "the host's time"), else the clock.
+static double failure_time() {
+  const Rank* r = calling_rank();
+  return r ? host_now(*r) : now();
+}
+
 static void record(const char* status, int rank, int code) {
   if (g_outcome_set)
     return;  // the first failure is the one that ended the run
   g_outcome_set = true;
-  g_outcome = Outcome{status, rank, code, now()};
+  g_outcome = Outcome{status, rank, code, failure_time()};
 }
 
 Outcome run_outcome() {
@@ -117,7 +124,7 @@ static void on_process_exit(int status, void*) {
 static void write_crash_row(int rank, int sig) {
   // Only async-signal-safe calls: the crash may have left malloc or stdio half-way.
   char row[160];
-  int n = snprintf(row, sizeof row, "%d\tstatus\tcrashed\t%d\t0\t%.17g\n", rank, sig, now());
+  int n = snprintf(row, sizeof row, "%d\tstatus\tcrashed\t%d\t0\t%.17g\n", rank, sig, failure_time());
   int fd = open(g_crash_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd >= 0) {
     ssize_t ignored = write(fd, row, (size_t)n);

@@ -30,7 +30,47 @@ double now() { return sg4::Engine::get_clock(); }
 static sg4::MutexPtr g_sim_mutex;
 sg4::MutexPtr& sim_mutex() { return g_sim_mutex; }
 
+static Rank& rank_created(const char* function);
+
+/* The ranks by actor id, for the lookup at every call (the map above keeps them in rank order
+ * for the report); nullptr for the actors that are no rank (streams). */
+static std::vector<Rank*>& by_pid() {
+  static std::vector<Rank*> v;
+  return v;
+}
+
+Rank* calling_rank() {
+  if (sg4::Actor::is_maestro())
+    return nullptr;
+  aid_t pid = sg4::Actor::self()->get_pid();
+  const std::vector<Rank*>& v = by_pid();
+  return pid >= 0 && (size_t)pid < v.size() ? v[pid] : nullptr;
+}
+
+// As every MPI call of a rank enters SMPI (liborrery_smpi.so, smpi_timers.cpp): its messages and
+// its MPI_Wtime are at its own time.
+static void catch_up_calling_rank() {
+  if (Rank* r = calling_rank())
+    catch_up(*r);
+}
+
 Rank& rank_self(const char* function) {
+  Rank& r = rank_deferring(function);
+  catch_up(r);
+  return r;
+}
+
+Rank& rank_deferring(const char* function) {
+  if (!on_simulation_thread() || sg4::Actor::is_maestro())
+    return rank_created(function);
+  aid_t pid = sg4::Actor::self()->get_pid();
+  const std::vector<Rank*>& v = by_pid();
+  if (pid >= 0 && (size_t)pid < v.size() && v[pid])
+    return *v[pid];
+  return rank_created(function);
+}
+
+static Rank& rank_created(const char* function) {
   if (!on_simulation_thread())
     fatal("%s called outside of any simulated rank, from a thread of the program's own (OpenMP's, "
           "std::thread's): Orrery simulates each rank's CUDA calls from the thread that runs its MPI",
@@ -64,7 +104,13 @@ Rank& rank_self(const char* function) {
     install_link_accounting();
     install_message_factors();  // (its network-factor callback tells the accounting of each transfer)
     trace::install();
+    install_host_time_report();
     g_sim_mutex = sg4::Mutex::create();
+    using OnMpiEntry = void (*)(void (*)());
+    if (auto on_mpi_entry = reinterpret_cast<OnMpiEntry>(dlsym(RTLD_DEFAULT, "orrery_smpi_on_mpi_entry")))
+      on_mpi_entry(catch_up_calling_rank);
+    else
+      fatal("liborrery_smpi.so has no orrery_smpi_on_mpi_entry: it is not this Orrery's");
   }
   auto r = std::make_unique<Rank>();
   r->id = (int)id;
@@ -98,11 +144,15 @@ Rank& rank_self(const char* function) {
   Rank* rp = r.get();
   sg4::this_actor::on_exit([rp](bool killed) {
     if (rp->stats.end_s < 0)
-      rp->stats.end_s = now();
+      rp->stats.end_s = host_now(*rp);
     if (!killed)
       finish_rank(*rp);
   });
   table[self->get_pid()] = std::move(r);
+  std::vector<Rank*>& index = by_pid();
+  if ((size_t)self->get_pid() >= index.size())
+    index.resize(self->get_pid() + 1, nullptr);
+  index[self->get_pid()] = rp;
   return *rp;
 }
 

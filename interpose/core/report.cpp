@@ -63,7 +63,9 @@ void write_report() {
     return;
   }
   fputs(kReportHeader, f);  // the schema's report_columns (run_description.json)
-  fprintf(f, "-1\trun\tmakespan\t0\t0\t%.17g\n", now());
+  // The run's end: a failing rank's own time may be ahead of the clock (outcome.cpp)
+  const double at = std::max(now(), outcome.time_s);
+  fprintf(f, "-1\trun\tmakespan\t0\t0\t%.17g\n", at);
   fprintf(f, "%d\tstatus\t%s\t%d\t0\t%.17g\n", outcome.rank, outcome.status.c_str(), outcome.code,
           outcome.time_s);
   std::vector<Rank*> by_id;
@@ -74,20 +76,20 @@ void write_report() {
     if (outcome.status == "deadlock" && r->stats.end_s < 0) {
       const Rank::MpiCall& c = r->in_mpi;
       fprintf(f, "%d\tblocked\t%s\t%d\t%d\t%.17g\n", r->id, c.name ? c.name : "", c.peer, c.tag,
-              c.name ? c.t0 : now());
+              c.name ? c.t0 : at);
     }
     if (outcome.status == "pending_gpu_work" && r->id == outcome.rank)
       for (const Stream* s : r->streams)
         for (const Op& op : s->queue)
           if (is_work(op))
             fprintf(f, "%d\tpending\t%s\t%d\t%d\t%.17g\n", r->id, describe(op).c_str(), stream_number(*r, s),
-                    s->device, now());
+                    s->device, at);
     // A call the run ended in counts until the end.
     if (const Rank::MpiCall& c = r->in_mpi; c.name) {
       Tally& t = r->stats.mpi[c.name];
       t.count++;
       t.bytes += c.bytes;
-      t.time_s += now() - c.t0;
+      t.time_s += at - c.t0;
     }
   }
   for (const Rank* r : by_id) {
@@ -103,7 +105,7 @@ void write_report() {
     rows("uncosted", r->stats.uncosted);
     fprintf(f, "%d\trank\thost_api\t0\t0\t%.17g\n", r->id, r->stats.host_api_s);
     fprintf(f, "%d\trank\tgpu_wait\t0\t0\t%.17g\n", r->id, r->stats.gpu_wait_s);
-    double end = r->stats.end_s < 0 ? now() : r->stats.end_s;
+    double end = r->stats.end_s < 0 ? at : r->stats.end_s;
     fprintf(f, "%d\trank\tend\t0\t0\t%.17g\n", r->id, end);
     const Terms terms = rank_terms(*r, end);
     const std::pair<const char*, double> term_rows[] = {

@@ -187,6 +187,8 @@ struct Op {
   std::function<void(Op&)> relaunch;
   bool uncosted = false;      // a kernel given the default time: each launch counts in the report
   uintptr_t free_base = 0;    // a Free's allocation
+  // When its rank enqueued it (host_now): it starts no sooner, however early its stream is free.
+  double not_before = 0;
 };
 
 struct Stream {
@@ -361,12 +363,24 @@ struct Rank {
   // The MPI library's CUDA IPC cache (mpi.ipc_setup): (allocation serial, peer rank) pairs whose
   // handle the peer has opened already (mpi.cpp).
   std::set<std::pair<uint64_t, int>> ipc_opened;
+  // The rank's own time where it is ahead of SimGrid's clock: the host time of its CUDA API
+  // overheads and MPI software overheads, which it waits out only when something needs it
+  // (streams.cpp, "the host's time"). Never behind: host_now() is the later of the two.
+  double clock = 0;
   Stats stats;
 };
 
 /* The rank of the calling actor (created on first use); fails loudly when
- * called from an actor that is not an MPI rank (a stream, a host callback). */
+ * called from an actor that is not an MPI rank (a stream, a host callback). Its host time is
+ * caught up first (catch_up): whatever the call does starts at the rank's own time. */
 Rank& rank_self(const char* function);
+/* The same without the catch-up, for the calls that keep the rank ahead of the clock: those that
+ * only enqueue stream work (which starts no sooner than Op::not_before), wait for it (a wait
+ * ends no sooner than host_now()), answer from the rank's state, or time things with host_now()
+ * and reach SMPI only through its MPI calls (which catch up as they enter). */
+Rank& rank_deferring(const char* function);
+// The calling actor's rank, or nullptr for any other actor and the maestro.
+Rank* calling_rank();
 Gpu& current_gpu(Rank& r);
 
 /* Resolve a cudaStream_t of rank r (nullptr/legacy handles -> legacy stream). */
@@ -404,10 +418,24 @@ void wait_device_streams(Rank& r, int device, bool blocking_only);
  * simulated clock and sees a completion when it happens; then answers again. */
 bool poll_for(Rank& r, Stream* s, uint64_t seq);
 
-/* Host-side modelled API cost, accounted as host_api. */
+/* Host-side modelled API cost, accounted as host_api: deferred (defer), not slept. */
 void host_overhead(Rank& r, double seconds);
 
 double now();
+
+/* ---- the host's time (streams.cpp) ----
+ * A rank spends host time (API and MPI software overheads) without a SimGrid sleep for each:
+ * defer() moves its own clock ahead, and it waits it out (catch_up) only where something
+ * starts or is observed at that time outside Orrery's own accounting: before SMPI's MPI calls
+ * (liborrery_smpi.so catches the rank up as every MPI call enters), and at every CUDA or NCCL call
+ * but those that keep it ahead (rank_deferring). */
+inline double host_now(const Rank& r) {
+  double t = now();
+  return r.clock > t ? r.clock : t;
+}
+void defer(Rank& r, double seconds);  // the rank spends `seconds` of host time from host_now()
+void catch_up(Rank& r);               // the calling rank sleeps until its own clock
+void install_host_time_report();      // ORRERY_HOST_TIME=report (streams.cpp), with the first rank
 
 /* Memory registry (memory.cpp) */
 struct Allocation {

@@ -32,7 +32,7 @@ void record(HostTimeline& t, HostState s, double from, double to) {
 // rank does after MPI_Finalize is past its end (idle, for the terms).
 void close_span(Rank& r) {
   HostTimeline& t = r.stats.host;
-  double at = now();
+  double at = host_now(r);  // the rank's own time (streams.cpp, "the host's time")
   record(t, innermost(t), t.since, r.stats.end_s >= 0 ? std::min(at, r.stats.end_s) : at);
   t.since = at;
 }

@@ -240,7 +240,7 @@ uint64_t mpi_begin(Rank& r) {
 }
 
 void mpi_end(const Rank& r, const Rank::MpiCall& c) {
-  double t1 = now();
+  double t1 = host_now(r);
   if (of(r) && in_window(c.t0, t1))
     write_trace_host(g.file, r.id, "mpi", c.name, c.t0, t1, (int64_t)c.bytes, c.peer, c.tag, (int64_t)c.call, "");
 }
@@ -249,7 +249,7 @@ void CudaCall::begin(const char* name) {
   RankTrace* t = of(*rank_);
   if (!t || t->cuda_depth++ > 0)
     return;
-  t->cuda = Open{name, now(), 0, {}};
+  t->cuda = Open{name, host_now(*rank_), 0, {}};
 }
 
 void CudaCall::set(const std::string& detail, uint64_t bytes) {
@@ -263,8 +263,9 @@ void CudaCall::end() {
   RankTrace* t = of(*rank_);
   if (!t || --t->cuda_depth > 0)
     return;
-  if (now() > t->cuda.t0)  // a call that took no simulated time has nothing to show
-    write_host(*rank_, "cuda", t->cuda, now(), t->cuda.detail.c_str());
+  double t1 = host_now(*rank_);
+  if (t1 > t->cuda.t0)  // a call that took no simulated time has nothing to show
+    write_host(*rank_, "cuda", t->cuda, t1, t->cuda.detail.c_str());
 }
 
 void gpu_wait_begin(Rank& r, const Stream* s, int device) {
@@ -274,15 +275,16 @@ void gpu_wait_begin(Rank& r, const Stream* s, int device) {
   std::string what = s ? (s->legacy ? "default stream" : "stream " + std::to_string(stream_number(s))) +
                              " (device " + std::to_string(device) + ")"
                        : "every stream of device " + std::to_string(device);
-  t->wait = Open{"wait for GPU", now(), 0, what};
+  t->wait = Open{"wait for GPU", host_now(r), 0, what};
 }
 
 void gpu_wait_end(Rank& r) {
   RankTrace* t = of(r);
   if (!t || !t->wait.name)
     return;
-  if (now() > t->wait.t0)
-    write_host(r, "wait", t->wait, now(), t->wait.detail.c_str());
+  double t1 = host_now(r);
+  if (t1 > t->wait.t0)
+    write_host(r, "wait", t->wait, t1, t->wait.detail.c_str());
   t->wait.name = nullptr;
 }
 
@@ -346,8 +348,9 @@ void sent(Rank& r, int peer, int tag, int comm, uint64_t bytes) {
   if (!t || peer < 0)
     return;
   uint64_t seq = t->sent[{peer, tag, comm}]++;
-  if (in_window(now(), now()))
-    write_trace_send(g.file, r.id, peer, tag, comm, (int64_t)seq, (int64_t)r.in_mpi.call, (int64_t)bytes, now());
+  double at = host_now(r);
+  if (in_window(at, at))
+    write_trace_send(g.file, r.id, peer, tag, comm, (int64_t)seq, (int64_t)r.in_mpi.call, (int64_t)bytes, at);
 }
 
 void recv_posted(Rank& r, const void* token, int source, int tag, int comm, const void* comm_handle) {
@@ -384,7 +387,7 @@ void recv_completed(Rank& r, const void* token, int source, int tag) {
   p->from = source;
   p->with_tag = tag;
   p->call = r.in_mpi.call;
-  p->time = now();
+  p->time = host_now(r);
   number_receives(r, t);
 }
 

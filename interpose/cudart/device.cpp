@@ -63,7 +63,7 @@ ORR_EXPORT cudaError_t cudaDeviceGetAttribute(int* value, int attr, int device) 
 }
 
 ORR_EXPORT cudaError_t cudaDeviceSynchronize(void) {
-  Rank& r = rank_self("cudaDeviceSynchronize");
+  Rank& r = rank_deferring("cudaDeviceSynchronize");  // waits: no sooner than the rank's own time
   if (Capture* c = active_capture(r, r.device)) {  // it would wait for a captured stream
     capture_invalidate(c);
     return r.last_error = cudaErrorStreamCaptureUnsupported;

@@ -63,13 +63,13 @@ const ErrorText* lookup(cudaError_t e) {
 }  // namespace
 
 ORR_EXPORT cudaError_t cudaGetLastError(void) {
-  Rank& r = rank_self("cudaGetLastError");
+  Rank& r = rank_deferring("cudaGetLastError");
   cudaError_t e = r.last_error;
   r.last_error = cudaSuccess;
   return e;
 }
 
-ORR_EXPORT cudaError_t cudaPeekAtLastError(void) { return rank_self("cudaPeekAtLastError").last_error; }
+ORR_EXPORT cudaError_t cudaPeekAtLastError(void) { return rank_deferring("cudaPeekAtLastError").last_error; }
 
 ORR_EXPORT const char* cudaGetErrorName(cudaError_t e) {
   const ErrorText* t = lookup(e);

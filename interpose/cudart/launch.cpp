@@ -81,7 +81,7 @@ static double kernel_seconds(const std::string& name, dim3 grid, dim3 block, boo
 
 static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
                           bool cooperative = false) {
-  Rank& r = rank_self(fn);
+  Rank& r = rank_deferring(fn);  // only enqueues: the kernel starts no sooner than the launch
   Kernel* k = registered_kernel(stub);
   if (!k)
     fatal("%s: no kernel is registered at %p", fn, stub);
@@ -145,7 +145,7 @@ ORR_EXPORT void __cudaRegisterManagedVar(void**, void**, char*, const char* name
 }
 
 ORR_EXPORT unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream) {
-  Rank& r = rank_self("<<<...>>>");
+  Rank& r = rank_deferring("<<<...>>>");
   r.cfg_grid = grid;
   r.cfg_block = block;
   r.cfg_shmem = shmem;
@@ -154,7 +154,7 @@ ORR_EXPORT unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t sh
 }
 
 ORR_EXPORT cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_t* shmem, cudaStream_t* stream) {
-  Rank& r = rank_self("<<<...>>>");
+  Rank& r = rank_deferring("<<<...>>>");
   *grid = r.cfg_grid;
   *block = r.cfg_block;
   *shmem = r.cfg_shmem;

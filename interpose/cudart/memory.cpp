@@ -300,7 +300,7 @@ static bool pinned(const void* p) {
 static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                         size_t height, int kind, cudaStream_t stream, bool sync, std::initializer_list<int> also = {},
                         int dst_device = -1, int src_device = -1) {
-  Rank& r = rank_self(fn);
+  Rank& r = rank_deferring(fn);  // enqueues, and waits (no sooner than the rank's own time)
   Side d, s;
   CopyKind k;
   if (cudaError_t e = classify(r, dst, src, kind, d, s, k))
@@ -373,7 +373,7 @@ static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* sr
 }
 
 static cudaError_t memset_device(const char* fn, void* p, size_t bytes, cudaStream_t stream) {
-  Rank& r = rank_self(fn);
+  Rank& r = rank_deferring(fn);  // only enqueues
   const Allocation* a = find_allocation(p);
   if (!a || !a->device || ordinal_of(r, a->gpu) < 0 || !inside(*a, p, bytes))
     return r.last_error = cudaErrorInvalidValue;

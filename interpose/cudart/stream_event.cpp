@@ -57,7 +57,7 @@ ORR_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t handle) {
 }
 
 ORR_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t handle) {
-  Rank& r = rank_self("cudaStreamSynchronize");
+  Rank& r = rank_deferring("cudaStreamSynchronize");
   Stream* s = resolve_stream(r, handle, "cudaStreamSynchronize");
   if (cudaError_t e = not_while_captured(s))
     return r.last_error = e;
@@ -95,7 +95,7 @@ ORR_EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t handle, int* device) {
 }
 
 ORR_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t handle, cudaEvent_t event, unsigned int flags) {
-  Rank& r = rank_self("cudaStreamWaitEvent");
+  Rank& r = rank_deferring("cudaStreamWaitEvent");
   if (flags)
     return r.last_error = cudaErrorInvalidValue;
   Stream* s = resolve_stream(r, handle, "cudaStreamWaitEvent");
@@ -224,7 +224,7 @@ ORR_EXPORT cudaError_t cudaIpcOpenEventHandle(cudaEvent_t* event, cudaIpcEventHa
 }
 
 ORR_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t handle) {
-  Rank& r = rank_self("cudaEventRecord");
+  Rank& r = rank_deferring("cudaEventRecord");
   Event* e = event_of(r, event, "cudaEventRecord");
   Stream* s = resolve_stream(r, handle, "cudaEventRecord");
   if (s->capture) {  // the event stands for the stream's captured work so far
@@ -259,7 +259,7 @@ ORR_EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t 
 }
 
 ORR_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  Rank& r = rank_self("cudaEventSynchronize");
+  Rank& r = rank_deferring("cudaEventSynchronize");
   Event* e = event_of(r, event, "cudaEventSynchronize");
   if (e->capture)
     return r.last_error = cudaErrorCapturedEvent;

@@ -39,7 +39,8 @@ class MpiScope {
  public:
   explicit MpiScope(const char* name, double bytes = 0, int peer = Rank::kNoPeer, int tag = Rank::kNoPeer,
                     HostState kind = HostState::PointToPoint)
-      : rank_(rank_self(name)), name_(name), t0_(now()), bytes_((uint64_t)bytes), outer_(rank_.in_mpi) {
+      : rank_(rank_deferring(name)), name_(name), t0_(host_now(rank_)), bytes_((uint64_t)bytes),
+        outer_(rank_.in_mpi) {
     host_enter(rank_, kind);
     rank_.in_mpi = Rank::MpiCall{name, t0_, bytes_, peer, tag};
     if (trace::on())
@@ -52,8 +53,9 @@ class MpiScope {
     Tally& t = rank_.stats.mpi[name_];
     t.count++;
     t.bytes += bytes_;
-    t.time_s += now() - t0_;
-    rank_.stats.comm.add(t0_, now());
+    double t1 = host_now(rank_);  // its receive overheads included, not yet waited out
+    t.time_s += t1 - t0_;
+    rank_.stats.comm.add(t0_, t1);
     rank_.in_mpi = outer_;
     host_leave(rank_);
   }
@@ -131,14 +133,14 @@ static void place(Rank& r, std::initializer_list<const void*> buffers, bool per_
  * wait or test that sees it complete. */
 static void posted(Rank& r, MPI_Request rq) {
   if (rq != MPI_REQUEST_NULL)
-    r.requests[(const void*)rq] = now();
+    r.requests[(const void*)rq] = host_now(r);
 }
 static void completed(Rank& r, MPI_Request rq) {
   auto it = r.requests.find((const void*)rq);
   if (it == r.requests.end())
     return;
   r.collective_requests.erase((const void*)rq);
-  r.stats.comm.add(it->second, now());
+  r.stats.comm.add(it->second, host_now(r));
   r.requests.erase(it);
 }
 
@@ -232,14 +234,12 @@ static void traced_completion(Rank& r, const void* token, const MPI_Status& st) 
  * host one. */
 class Correction {
  public:
-  Correction(const char* name, double bytes, MPI_Comm comm, std::initializer_list<const void*> buffers)
-      : extra_(collective_correction(name, bytes, any_device(buffers), comm_size(comm))) {}
-  ~Correction() {
-    if (extra_ > 0)
-      sg4::this_actor::sleep_for(extra_);
-  }
+  Correction(Rank& r, const char* name, double bytes, MPI_Comm comm, std::initializer_list<const void*> buffers)
+      : rank_(r), extra_(collective_correction(name, bytes, any_device(buffers), comm_size(comm))) {}
+  ~Correction() { defer(rank_, extra_); }  // host time of the call (streams.cpp, "the host's time")
 
  private:
+  Rank& rank_;
   double extra_;
 };
 
@@ -259,7 +259,7 @@ class Correction {
   ORR_EXPORT int MPI_##name params {           \
     MpiScope scope("MPI_" #name, bytes, Rank::kNoPeer, Rank::kNoPeer, HostState::Collective); \
     place(scope.rank(), {ORR_UNPAREN buffers}); \
-    Correction fix(#name, message_bytes size, comm, {ORR_UNPAREN buffers}); \
+    Correction fix(scope.rank(), #name, message_bytes size, comm, {ORR_UNPAREN buffers}); \
     return PMPI_##name args;                   \
   }
 #define ORR_MPI_POST(name, params, args, buffers, bytes) \
@@ -322,20 +322,21 @@ static bool rendezvous(const MpiPath& p, double bytes) {
   return bytes >= p.eager_threshold;
 }
 
-static void software(double seconds) {
-  if (seconds > 0)
-    sg4::this_actor::sleep_for(seconds);
-}
+/* Host time of the rank's call, spent on its own clock: waited out as its next MPI call enters
+ * SMPI (streams.cpp, "the host's time"), so that a receive's overhead and the next send's are one
+ * sleep. */
+static void software(Rank& r, double seconds) { defer(r, seconds); }
 
 /* The path's gap (machine key gaps.*, LogGP's g and G): after a send of s bytes starts,
  * the rank's next send on the path starts no sooner than gap(s) later; the caller waits
  * until then, as a LogP sender stalls. */
-static void pace(MpiPath& p, bool intra, double bytes) {
+static void pace(Rank& r, MpiPath& p, bool intra, double bytes) {
   double& next = intra ? p.next_intra : p.next_inter;
-  if (now() < next)
-    sg4::this_actor::sleep_for(next - now());
+  if (host_now(r) < next)
+    defer(r, next - host_now(r));
   const Segment* seg = segment_for(intra ? p.gap_intra : p.gap_inter, bytes);
-  next = seg ? now() + seg->latency_s + bytes / seg->bandwidth : now();
+  double at = host_now(r);
+  next = seg ? at + seg->latency_s + bytes / seg->bandwidth : at;
 }
 
 /* ---- what CUDA-aware libraries do for device buffers beyond a lone message's protocol ----
@@ -367,7 +368,7 @@ static void ipc_setup(Rank& r, const void* buf, double bytes, int to_world) {
   if (setup <= 0 || !a || !a->device || to_world < 0 || !rendezvous(r.mpi_device, bytes))
     return;
   if (r.ipc_opened.insert({a->serial, to_world}).second)
-    software(setup);
+    software(r, setup);
 }
 
 /* gpudirect.rdma_limit: a device-buffer message to or from a known rank of another node larger than
@@ -399,10 +400,10 @@ static void before_send(Rank& r, const void* buf, double bytes, int to_world) {
   MpiPath& p = path_of(r, buf);
   bool intra = within_node(r, to_world);
   device_sync(r, buf);
-  software(p.send(intra));
+  software(r, p.send(intra));
   if (intra)
     ipc_setup(r, buf, bytes, to_world);
-  pace(p, intra, bytes);
+  pace(r, p, intra, bytes);
 }
 
 /* A send's mode: standard and ready sends are eager below their path's eager threshold and
@@ -432,7 +433,7 @@ static int post_send(Rank& r, const void* buf, int count, MPI_Datatype dt, int d
 /* A receive's software overhead on its path, from a peer (a rank of MPI_COMM_WORLD; negative:
  * any source, charged as one between nodes). */
 static void receive_overhead(Rank& r, const void* buf, int from_world) {
-  software(path_of(r, buf).recv(within_node(r, from_world)));
+  software(r, path_of(r, buf).recv(within_node(r, from_world)));
 }
 
 /* Posts a receive where its buffer is. */
@@ -513,7 +514,7 @@ ORR_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag
 
 ORR_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
                             MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* st) {
-  if (rank_self("MPI_Sendrecv").in_mpi.name)  // PMPI_Sendrecv_replace's, inside its own scope
+  if (rank_deferring("MPI_Sendrecv").in_mpi.name)  // PMPI_Sendrecv_replace's, inside its own scope
     return PMPI_Sendrecv(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm, st);
   // both messages: the one sent and the one received; a deadlock names the receive's peer
   MpiScope scope("MPI_Sendrecv", message_bytes(scount, stype) + message_bytes(rcount, rtype), peer_of(src, comm),
@@ -698,6 +699,15 @@ ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st)
   return rc;
 }
 
+/* SMPI reads a request's state here without the entry of its other MPI calls, which catches a
+ * rank up to its own time (core/streams.cpp, "the host's time"): the rank catches up first, so
+ * that it sees the state at its time. */
+ORR_EXPORT int MPI_Request_get_status(MPI_Request rq, int* flag, MPI_Status* st) {
+  MpiScope scope("MPI_Request_get_status");
+  catch_up(scope.rank());
+  return PMPI_Request_get_status(rq, flag, st);
+}
+
 /* ---- polls ----
  * One MPI_Test or MPI_Iprobe call, or one round of a blocking MPI_Probe, takes the
  * machine's poll time (mpi.poll_time): a polled completion or message is seen at the first
@@ -706,15 +716,15 @@ ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st)
  * SMPI sleeps in each test of a pending request (MPI_Test; each of MPI_Testall's). SMPI's own
  * probe time is off (smpi/iprobe:0): it computes it on the rank's host, which the GPU's
  * kernels share, so the shim sleeps it here instead. */
-static void poll_once() {
+static void poll_once(Rank& r) {
   static const double poll = run_description().mpi.poll_time_s;
-  software(poll);
+  software(r, poll);
 }
 
 ORR_EXPORT int MPI_Iprobe(int src, int tag, MPI_Comm comm, int* flag, MPI_Status* st) {
   MpiScope scope("MPI_Iprobe");
   place(scope.rank(), {});
-  poll_once();
+  poll_once(scope.rank());
   return PMPI_Iprobe(src, tag, comm, flag, st);
 }
 
@@ -723,7 +733,7 @@ ORR_EXPORT int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status* st) {
   place(scope.rank(), {});
   int flag = 0, rc = MPI_SUCCESS;
   while (!flag && rc == MPI_SUCCESS) {
-    poll_once();
+    poll_once(scope.rank());
     rc = PMPI_Iprobe(src, tag, comm, &flag, st);
   }
   return rc;

@@ -88,11 +88,21 @@ __attribute__((destructor)) void report_at_exit() { timers().report(); }
 
 }  // namespace
 
+/* The stop is also where every MPI call of a rank enters SMPI (smpi_bench_end, from the
+ * SmpiBenchGuard of each MPI call that communicates, waits, tests, probes or reads MPI_Wtime, and
+ * from SMPI's sleeps): the shim (libcudart.so.13) hooks it there to wait out the host time its
+ * rank is ahead by (interpose/core/streams.cpp, "the host's time"), so that whatever the call
+ * starts or reads is at the rank's own time, whether the shim wraps the call or not. */
+static void (*g_on_mpi_entry)() = nullptr;
+extern "C" EXPORTED void orrery_smpi_on_mpi_entry(void (*hook)()) { g_on_mpi_entry = hook; }
+
 // libsimgrid calls these, and ActorExt::set_sampling, through its PLT: the preloaded ones bind.
 extern "C" EXPORTED void xbt_os_threadtimer_start(xbt_os_timer_t timer) {
   timers().call(&Timers::start, timer);
 }
 extern "C" EXPORTED void xbt_os_threadtimer_stop(xbt_os_timer_t timer) {
+  if (g_on_mpi_entry)
+    g_on_mpi_entry();
   timers().call(&Timers::stop, timer);
 }
 

@@ -10,10 +10,16 @@ the CM02 model with no corrections, so a transfer takes latency + bytes/bandwidt
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from derivations import BRIEF, BUSY, REL, US, cost_options, gpudirect_message, run_ok, wire
 
 pytestmark = pytest.mark.native
+
+HOST_TIME = re.compile(
+    r"^orrery: host time: (\d+) overheads spent ahead of the clock, waited out in (\d+) sleeps$", re.M
+)
 
 
 @pytest.fixture
@@ -337,3 +343,49 @@ def test_copy_kinds_memset_and_launch_api_costs(run_program, programs, h100, cos
     assert r.stdout.count("priority 0 -5 -5") == 1  # CUDA's range, requests clamped to it
     copies = r.results["ranks"][0]["copies"]
     assert copies["peer"]["bytes"] == n and copies["D2D"]["bytes"] == n and copies["memset"]["bytes"] == n
+
+
+# ---- the host's time (interpose/core/streams.cpp): overheads spent ahead of SimGrid's clock ----
+
+
+def test_an_mpi_call_the_shim_does_not_wrap_starts_at_the_rank_s_own_time(run_program, programs, h100, costs):
+    """Rank 0's launch overhead is host time it does not sleep at once: SMPI's MPI calls catch it
+    up as they enter, wrapped or not. Rank 1, the root of an MPI_Ireduce (no wrapper of the
+    shim's), waits for rank 0's message, which leaves L later after a launch; and right after a
+    launch both of rank 0's clocks read L."""
+    L = h100.overheads.launch
+    options = (*costs, "--gpus-per-node", "1")
+    plain = run_ok(run_program, programs, "ahead", options=options, nodes=2).values()
+    launched = run_ok(run_program, programs, "ahead-launch", options=options, nodes=2).values()
+    assert launched["reduced"] - plain["reduced"] == pytest.approx(L, abs=1e-15)
+    assert launched["wtime"] == pytest.approx(L, rel=REL)
+    assert launched["clock"] == pytest.approx(L, abs=0.5e-9)  # to the nearest nanosecond
+
+
+def test_a_jacobi_iteration_waits_out_its_eight_overheads_in_three_sleeps(programs, costs, tmp_path):
+    """Per iteration of the halo mode (a memset, a launch and a copy on a stream, its
+    synchronisation, two device-buffer MPI_Sendrecv between nodes and an MPI_Allreduce) a rank
+    spends eight host times: the memset's, the launch's and the copy's overheads (M, L, M), the
+    synchronisation's (S), and each Sendrecv's send and receive software overheads. It sleeps
+    three times: as each Sendrecv posts its messages (S and the send's; the previous receive's and
+    this send's) and as the Allreduce enters SMPI (the second receive's); the synchronisation
+    waits for the 100 us kernel, past the rank's own time, so it sleeps nothing. With a sleep per
+    overhead, as before, the counts would be equal. Two ranks, one per node; the iterations' counts
+    are the difference between 3 and 1 iterations (the set-up's cancel out)."""
+    from conftest import orrery
+
+    def counts(iterations: int) -> tuple[int, int]:
+        out = tmp_path / f"halo{iterations}"
+        args = ("--nodes", "2", "--gpus-per-node", "1", *costs, "--out", str(out))
+        proc = orrery(
+            "run", *args, "--", str(programs["timing"]), "halo", str(iterations), env={"ORRERY_HOST_TIME": "report"}
+        )
+        assert proc.returncode == 0, proc.stderr
+        found = HOST_TIME.findall(proc.stderr)
+        assert len(found) == 1, proc.stderr
+        return int(found[0][0]), int(found[0][1])
+
+    one, three = counts(1), counts(3)
+    ranks, iterations = 2, 2
+    assert three[0] - one[0] == ranks * iterations * 8
+    assert three[1] - one[1] == ranks * iterations * 3

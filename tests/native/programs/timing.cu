@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 __global__ void busy(float* x) {}   // costs come from the test's cost file
 __global__ void brief(float* x) {}
@@ -666,6 +667,48 @@ int main(int argc, char** argv) {
       it++;
     }
     printf("iterations %d\n", it);
+  } else if (!strcmp(mode, "ahead") || !strcmp(mode, "ahead-launch")) {
+    // Rank 0's launch overhead (ahead-launch), then an MPI call the shim does not wrap: rank 1,
+    // the root, waits in it for rank 0's message, which leaves no sooner than the launch returned.
+    // Then rank 0's host clock and MPI_Wtime read right after a launch.
+    if (rank == 0 && !strcmp(mode, "ahead-launch"))
+      brief<<<1, 1, 0, s1>>>(d);
+    float v = 1, sum = 0;
+    MPI_Request rq;
+    MPI_Ireduce(&v, &sum, 1, MPI_FLOAT, MPI_SUM, 1, MPI_COMM_WORLD, &rq);
+    MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    if (rank == 1)
+      printf("reduced %.17g\n", MPI_Wtime() - t0);
+    if (rank == 0) {
+      CHECK(cudaStreamSynchronize(s1));
+      const double t1 = MPI_Wtime();
+      brief<<<1, 1, 0, s1>>>(d);
+      timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      printf("clock %.17g\n", (double)ts.tv_sec + ts.tv_nsec * 1e-9 - t1);
+      printf("wtime %.17g\n", MPI_Wtime() - t1);
+      CHECK(cudaStreamSynchronize(s1));
+    }
+  } else if (!strcmp(mode, "halo")) {  // a Jacobi iteration's calls, N times (BYTES: N), in a ring
+    const int up = (rank + size - 1) % size, down = (rank + 1) % size;
+    float *norm_d, *norm_h, *halo;
+    CHECK(cudaMalloc(&norm_d, sizeof(float)));
+    CHECK(cudaMallocHost(&norm_h, sizeof(float)));  // pinned, as Jacobi's: its copy does not wait
+    CHECK(cudaMalloc(&halo, 4 * 1024 * sizeof(float)));
+    float sum = 0;
+    for (size_t it = 0; it < n; it++) {
+      CHECK(cudaMemsetAsync(norm_d, 0, sizeof(float), s1));
+      busy<<<1, 1, 0, s1>>>(d);
+      CHECK(cudaGetLastError());
+      CHECK(cudaMemcpyAsync(norm_h, norm_d, sizeof(float), cudaMemcpyDeviceToHost, s1));
+      CHECK(cudaStreamSynchronize(s1));
+      MPI_Sendrecv(halo, 1024, MPI_FLOAT, up, 0, halo + 1024, 1024, MPI_FLOAT, down, 0, MPI_COMM_WORLD,
+                   MPI_STATUS_IGNORE);
+      MPI_Sendrecv(halo + 2048, 1024, MPI_FLOAT, down, 0, halo + 3072, 1024, MPI_FLOAT, up, 0, MPI_COMM_WORLD,
+                   MPI_STATUS_IGNORE);
+      MPI_Allreduce(norm_h, &sum, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    printf("rank %d elapsed %.17g\n", rank, MPI_Wtime() - t0);
   } else if (!strcmp(mode, "unsupported")) {
     cudaGraph_t g;
     cudaGraphCreate(&g, 0);
