@@ -52,7 +52,8 @@ Name = Annotated[str, AfterValidator(_not_blank)]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: each section's validator is built when first used, not as `orrery` imports
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Node(_Section):

@@ -40,7 +40,7 @@ _PRIMITIVES: dict[str, Any] = {
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # validators built at first use
 
 
 _models: dict[str, type[BaseModel]] = {}
