@@ -112,6 +112,10 @@ DETACHED_MODES = ("simgrid", "report")
 # reading (interpose/mpi/smpi_timers.cpp); unset: left out; "simgrid": read; "report": left
 # out, with a line of counts on stderr at the end
 TIMER_MODES = ("simgrid", "report")
+# ORRERY_HOST_TIME: "report": a line on stderr at the end, how many host times (API and MPI software
+# overheads) the ranks spent ahead of SimGrid's clock and in how many sleeps they waited them out
+# (interpose/core/streams.cpp, "the host's time"); unset: no line
+HOST_TIME_MODES = ("report",)
 
 
 def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool]:
@@ -122,6 +126,9 @@ def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool]:
     timers = env.get("ORRERY_SMPI_TIMERS", "")
     if timers not in ("", *TIMER_MODES):
         raise InputError("environment variable ORRERY_SMPI_TIMERS", None, timers, "'simgrid' or 'report', or unset")
+    host_time = env.get("ORRERY_HOST_TIME", "")
+    if host_time not in ("", *HOST_TIME_MODES):
+        raise InputError("environment variable ORRERY_HOST_TIME", None, host_time, "'report', or unset")
     malloc = env.get("ORRERY_MALLOC", "")
     if malloc not in ("", *MALLOC_CHOICES):
         raise InputError("environment variable ORRERY_MALLOC", None, malloc, "'system', or unset")

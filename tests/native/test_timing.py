@@ -389,3 +389,15 @@ def test_a_jacobi_iteration_waits_out_its_eight_overheads_in_three_sleeps(progra
     ranks, iterations = 2, 2
     assert three[0] - one[0] == ranks * iterations * 8
     assert three[1] - one[1] == ranks * iterations * 3
+
+
+def test_a_wrong_orrery_host_time_stops_the_run_in_one_line(programs, tmp_path):
+    from conftest import orrery
+
+    out = tmp_path / "out"
+    proc = orrery("run", "--out", str(out), "--", str(programs["timing"]), "halo", "1", env={"ORRERY_HOST_TIME": "on"})
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "orrery: error: environment variable ORRERY_HOST_TIME: got 'on', expected 'report', or unset"
+    ]
+    assert not out.exists()
