@@ -201,7 +201,11 @@ struct Stream {
   bool destroyed = false;
   std::deque<Op> queue;
   uint64_t enqueued = 0, completed = 0;
+  // Its daemon actor, created the first time an operation needs it (wake_worker): most streams'
+  // operations run without it (streams.cpp), and an actor is a stack of its own, in memory maps
+  // that vm.max_map_count bounds, and a bigger actor table for every MPI message's lookups.
   sg4::ActorPtr worker;
+  std::string worker_name;
   // Who runs the operation at the head of the queue (streams.cpp): nobody (the queue is empty),
   // the simulation's kernel (a kernel, memset or copy as an activity of its own, `on_gpu`), or
   // the worker, until it has emptied the queue.

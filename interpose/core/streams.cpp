@@ -86,7 +86,14 @@ static void complete_head(Stream* s) {
     start_head(d.stream);
 }
 
+static void stream_worker(Stream* s);
+
 void wake_worker(Stream* s) {
+  if (!s->worker) {  // none yet: made for the operation given to it (a destroyed stream's: none)
+    if (s->driver == Stream::Driver::Worker)
+      s->worker = sg4::Actor::create(s->worker_name, s->gpu->host, [s] { stream_worker(s); });
+    return;
+  }
   if (s->idle) {
     s->idle = false;
     s->wake->release();
@@ -271,8 +278,7 @@ Stream* create_stream(Rank& r, unsigned flags, int priority, int device) {
   s->priority = priority;
   s->wake = sg4::Semaphore::create(0);
   s->done_cv = sg4::ConditionVariable::create();
-  std::string name = "stream-r" + std::to_string(r.id) + "-" + std::to_string(r.streams.size());
-  s->worker = sg4::Actor::create(name, s->gpu->host, [s] { stream_worker(s); });
+  s->worker_name = "stream-r" + std::to_string(r.id) + "-" + std::to_string(r.streams.size());
   r.streams.push_back(s);
   live_streams().insert(s);
   return s;

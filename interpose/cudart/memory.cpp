@@ -122,36 +122,58 @@ struct MemPool {
 };
 
 /* Folding: a folded allocation reserves its address range and maps one
- * shared block of `fold_blocksize` bytes at every block of it, without
- * pre-faulting. Whatever the size, it costs physical memory (and RSS) only for
- * the pages something touches, and all blocks alias the same pages. */
-static int fold_fd() {
-  static int fd = -1;
-  if (fd < 0) {
-    fd = memfd_create("orrery-folded-memory", 0);
-    if (fd < 0 || ftruncate(fd, (off_t)run_description().fold_blocksize) != 0)
-      fatal("cannot create the shared block that folds device memory (%s)", strerror(errno));
-  }
-  return fd;
+ * shared block at every block of it, without pre-faulting. Whatever the size, it costs physical
+ * memory (and RSS) only for the pages something touches, and all blocks alias the same pages, so
+ * that the touched pages of all folded allocations together stay within one block. Each block is
+ * a memory map of the process, which vm.max_map_count bounds (docs/running.md). Device memory and
+ * pinned host memory fold onto blocks of their own:
+ *   - pinned host memory onto `fold_blocksize` (64 MiB): the program's own code writes its host
+ *     buffers, and what it writes stays within the block;
+ *   - device memory onto a block as large as the largest folded device allocation (at most
+ *     `fold_device_blocksize`, 512 GiB), so that each allocation is one map (a Jacobi rank's two
+ *     1 GiB arrays: 2 maps, not 34; bench/README.md, "Memory maps"): only the data of MPI messages
+ *     from unfolded buffers into device buffers reaches it (the program's code never does, and the
+ *     copies move no data), within the largest such allocation. */
+struct FoldBlock {
+  int fd = -1;
+  size_t size = 0;
+};
+
+// The shared block of device or pinned host memory, grown to `size` where device memory's may be.
+static FoldBlock& fold_block(bool device, size_t size) {
+  static FoldBlock blocks[2];
+  FoldBlock& b = blocks[device];
+  const RunDescription& d = run_description();
+  size_t want =
+      device ? std::min(std::max(size, b.size), (size_t)d.fold_device_blocksize) : (size_t)d.fold_blocksize;
+  if (b.fd < 0)
+    b.fd = memfd_create(device ? "orrery-folded-device-memory" : "orrery-folded-host-memory", 0);
+  if (b.fd >= 0 && want != b.size && ftruncate(b.fd, (off_t)want) == 0)  // growing keeps the maps made
+    b.size = want;
+  if (b.fd < 0 || b.size != want)
+    fatal("cannot create the shared block that folds %s memory (%s)", device ? "device" : "pinned host",
+          strerror(errno));
+  return b;
 }
 
-static void* fold_map(size_t size) {
-  const size_t block = run_description().fold_blocksize;
+static void* fold_map(size_t size, bool device) {
+  const FoldBlock& block = fold_block(device, size);
   char* base = (char*)mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED)
     return nullptr;
-  for (size_t off = 0; off < size; off += block) {
-    size_t len = std::min(block, size - off);
-    if (mmap(base + off, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fold_fd(), 0) == MAP_FAILED)
+  for (size_t off = 0; off < size; off += block.size) {
+    size_t len = std::min(block.size, size - off);
+    if (mmap(base + off, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, block.fd, 0) == MAP_FAILED)
       fatal("cannot map %zu bytes of folded memory (%s): raise vm.max_map_count or the fold block size",
             size, strerror(errno));
   }
   return base;
 }
 
-static void* allocate(size_t size, bool fold) {
+// `fold`: folded, as device memory (`device`) or pinned host memory
+static void* allocate(size_t size, bool fold, bool device) {
   if (fold)
-    return fold_map(size);
+    return fold_map(size, device);
   void* p = nullptr;
   if (posix_memalign(&p, 256, size ? size : 1))
     return nullptr;
@@ -172,7 +194,7 @@ static void* allocate_device(Gpu& g, size_t size, MemPool* pool, const char* fn,
   if (size > g.prop.totalGlobalMem - g.memory_used)  // not used + size: SIZE_MAX would wrap
     return nullptr;
   bool fold = size >= (size_t)run_description().fold_threshold;
-  void* mem = allocate(size, fold);
+  void* mem = allocate(size, fold, true);
   if (!mem)
     fatal("%s(%zu) on rank %d: the host could not reserve the address space", fn, size, rank);
   Allocation a{(uintptr_t)mem, size, true, fold, &g};
@@ -221,7 +243,7 @@ void apply_d2h_fill(void* dst, uint64_t width, uint64_t pitch, uint64_t rows) {
   if (a && a->folded && rows == 1) {
     // Every block of a folded buffer maps the same pages: writing one block's
     // worth from dst reaches every byte of the buffer.
-    memset(dst, byte, std::min<uint64_t>(width, c.fold_blocksize));
+    memset(dst, byte, std::min<uint64_t>(width, a->device ? c.fold_device_blocksize : c.fold_blocksize));
     return;
   }
   for (uint64_t r = 0; r < rows; r++)
@@ -563,7 +585,7 @@ ORR_EXPORT cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int flags) 
   if (!p || (flags & ~kHostAllocFlags))
     return r.last_error = cudaErrorInvalidValue;
   bool fold = run_description().fold_pinned && size >= (size_t)run_description().fold_threshold;
-  void* mem = allocate(size, fold);
+  void* mem = allocate(size, fold, false);
   if (!mem)
     return r.last_error = cudaErrorMemoryAllocation;
   // The device current now: the one cudaPointerGetAttributes reports for it.

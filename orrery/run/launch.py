@@ -75,6 +75,7 @@ class RunOptions:
     gpu_visibility: str = run_description.default("gpu_visibility")
     fold_threshold: int = run_description.default("fold_threshold")
     fold_blocksize: int = run_description.default("fold_blocksize")
+    fold_device_blocksize: int = run_description.default("fold_device_blocksize")
     # count what each link direction carries (results.json links); off only for bench/links.py's baseline
     link_accounting: bool = run_description.default("link_accounting")
     # write link_series.tsv in --out: every change of a link direction's rate (docs/simulation.md)
@@ -189,6 +190,7 @@ def _description(opts: RunOptions, out: Path, exe: Path) -> str:
         "fold_threshold": opts.fold_threshold,
         "fold_pinned": opts.fold_pinned,
         "fold_blocksize": opts.fold_blocksize,
+        "fold_device_blocksize": opts.fold_device_blocksize,
         "trace": opts.trace.description(out) if opts.trace else None,
         "link_accounting": opts.link_accounting,
         "link_series": _link_series(opts),
@@ -291,10 +293,11 @@ def write_platform(machine: Machine, layout: platform.Layout, out: Path) -> dict
     return links
 
 
-#: Memory maps a rank of the Jacobi example takes at full size (bench/README.md, "Memory maps"):
-#: SimGrid's actor stacks and their guard pages, SMPI's copy of the program, and 34 of folded device
-#: memory (one per fold block of a large allocation). A rough guide to a run's needs, no limit.
-MAPS_PER_RANK = 48
+#: Memory maps a rank of the Jacobi example takes at full size (bench/README.md, "Memory maps": 9.2
+#: at 1024 GPUs): SimGrid's stack of its actor and its guard page (its streams make no actor of
+#: their own until one needs it), SMPI's copy of the program, and one map per folded device
+#: allocation. A rough guide to a run's needs, no limit.
+MAPS_PER_RANK = 10
 
 
 #: Where SMPI writes, for every rank, the copy of the program it loads (smpi/privatization:dlopen;

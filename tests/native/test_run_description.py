@@ -126,6 +126,7 @@ def test_the_shims_defaults_are_the_pythons(echo, tmp_path):
     back = json.loads(p.stdout)
     assert {k: back[k] for k in defaulted} == {k: full[k] for k in defaulted}
     assert back["default_kernel_s"] == 5e-6 and back["fold_threshold"] == 1 << 20 and back["fold_blocksize"] == 1 << 26
+    assert back["fold_device_blocksize"] == 1 << 39
 
 
 @pytest.mark.parametrize(

@@ -54,13 +54,13 @@ def test_mimalloc_goes_only_into_a_program_that_links_orrery_s_allocator_entry_p
 
 
 def test_a_run_that_may_need_more_memory_maps_than_the_kernel_allows_says_what_to_raise(tmp_path):
-    """At 48 maps a rank, 1365 ranks (65 520) fit Linux's default vm.max_map_count of 65 530 and
-    1366 (65 568) do not; the advice is twice the need, rounded up to 65 536: 196 608."""
+    """At 10 maps a rank, 6553 ranks (65 530) fit Linux's default vm.max_map_count of 65 530 and
+    6554 (65 540) do not; the advice is twice the need, rounded up to 65 536: 196 608."""
     limit = tmp_path / "max_map_count"
     limit.write_text("65530\n")
-    assert running.map_count_warning(1365, limit) is None
-    assert running.map_count_warning(1366, limit) == (
-        "orrery: warning: 1366 ranks may need about 65568 memory maps (48 a rank for the Jacobi example: "
+    assert running.map_count_warning(6553, limit) is None
+    assert running.map_count_warning(6554, limit) == (
+        "orrery: warning: 6554 ranks may need about 65540 memory maps (10 a rank for the Jacobi example: "
         "SimGrid's stacks, SMPI's copy of the program, folded device memory), more than vm.max_map_count "
         "(65530); should the run stop for want of them, raise it: sysctl -w vm.max_map_count=196608"
     )
