@@ -61,13 +61,8 @@ Rank& rank_self(const char* function) {
 }
 
 Rank& rank_deferring(const char* function) {
-  if (!on_simulation_thread() || sg4::Actor::is_maestro())
-    return rank_created(function);
-  aid_t pid = sg4::Actor::self()->get_pid();
-  const std::vector<Rank*>& v = by_pid();
-  if (pid >= 0 && (size_t)pid < v.size() && v[pid])
-    return *v[pid];
-  return rank_created(function);
+  Rank* r = on_simulation_thread() ? calling_rank() : nullptr;
+  return r ? *r : rank_created(function);  // (rank_created says why an actor is no rank)
 }
 
 static Rank& rank_created(const char* function) {

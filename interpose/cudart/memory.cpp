@@ -63,6 +63,12 @@ RecentLookups& recent_lookups() {
 
 static void registry_changed() { g_registry_version++; }
 
+// An allocation out of the registry (its memory released or not, by the caller).
+static void forget(std::map<uintptr_t, Allocation>::iterator it) {
+  registry().erase(it);
+  registry_changed();
+}
+
 static const Allocation* lookup(uintptr_t a) {
   auto& reg = registry();
   auto it = reg.upper_bound(a);
@@ -108,8 +114,9 @@ void register_allocation(const Allocation& a) {
   held.serial = ++serials;
 }
 void unregister_allocation(uintptr_t base) {
-  registry().erase(base);
-  registry_changed();
+  auto it = registry().find(base);
+  if (it != registry().end())
+    forget(it);
 }
 
 // A stream-ordered allocation's pool (cudaMallocAsync; the API's part is below).
@@ -215,8 +222,7 @@ static void free_device(std::map<uintptr_t, Allocation>::iterator it) {
   if (a.pool)
     a.pool->used -= a.size;
   release(a);
-  registry().erase(it);
-  registry_changed();
+  forget(it);
 }
 
 /* SMPI copies a message's data when it arrives; one sent from folded memory
@@ -240,10 +246,10 @@ void apply_d2h_fill(void* dst, uint64_t width, uint64_t pitch, uint64_t rows) {
   // integer: "not converged yet" for every residual test, never NaN.
   int byte = c.d2h_fill == FillPolicy::Zero ? 0 : 0x7f;
   const Allocation* a = find_allocation(dst);
-  if (a && a->folded && rows == 1) {
-    // Every block of a folded buffer maps the same pages: writing one block's
+  if (a && a->folded && !a->device && rows == 1) {
+    // Every block of folded pinned memory maps the same pages: writing one block's
     // worth from dst reaches every byte of the buffer.
-    memset(dst, byte, std::min<uint64_t>(width, a->device ? c.fold_device_blocksize : c.fold_blocksize));
+    memset(dst, byte, std::min<uint64_t>(width, c.fold_blocksize));
     return;
   }
   for (uint64_t r = 0; r < rows; r++)
@@ -648,8 +654,7 @@ ORR_EXPORT cudaError_t cudaHostUnregister(void* p) {
   if (!p || it == registry().end() || !it->second.registered)
     return r.last_error = cudaErrorHostMemoryNotRegistered;
   wait_for_host_range(r, it->second, "cudaHostUnregister");
-  registry().erase(it);
-  registry_changed();
+  forget(it);
   return cudaSuccess;
 }
 
@@ -682,8 +687,7 @@ ORR_EXPORT cudaError_t cudaFreeHost(void* p) {
     return r.last_error = cudaErrorInvalidValue;
   wait_for_host_range(r, it->second, "cudaFreeHost");
   release(it->second);
-  registry().erase(it);
-  registry_changed();
+  forget(it);
   return cudaSuccess;
 }
 

@@ -322,11 +322,6 @@ static bool rendezvous(const MpiPath& p, double bytes) {
   return bytes >= p.eager_threshold;
 }
 
-/* Host time of the rank's call, spent on its own clock: waited out as its next MPI call enters
- * SMPI (streams.cpp, "the host's time"), so that a receive's overhead and the next send's are one
- * sleep. */
-static void software(Rank& r, double seconds) { defer(r, seconds); }
-
 /* The path's gap (machine key gaps.*, LogGP's g and G): after a send of s bytes starts,
  * the rank's next send on the path starts no sooner than gap(s) later; the caller waits
  * until then, as a LogP sender stalls. */
@@ -368,7 +363,7 @@ static void ipc_setup(Rank& r, const void* buf, double bytes, int to_world) {
   if (setup <= 0 || !a || !a->device || to_world < 0 || !rendezvous(r.mpi_device, bytes))
     return;
   if (r.ipc_opened.insert({a->serial, to_world}).second)
-    software(r, setup);
+    defer(r, setup);
 }
 
 /* gpudirect.rdma_limit: a device-buffer message to or from a known rank of another node larger than
@@ -395,12 +390,15 @@ static void stand_for_message(Rank& r, const void* buf, double bytes, int peer_w
 }
 
 /* A send's software overhead and gap on its path, charged before it is posted, after what the
- * library does for a device buffer first (device_sync, ipc_setup). */
+ * library does for a device buffer first (device_sync, ipc_setup). The software overheads are host
+ * time of the call, spent on the rank's own clock (defer) and waited out as its next MPI call
+ * enters SMPI (core/streams.cpp, "the host's time"): a receive's overhead and the next send's are
+ * one sleep. */
 static void before_send(Rank& r, const void* buf, double bytes, int to_world) {
   MpiPath& p = path_of(r, buf);
   bool intra = within_node(r, to_world);
   device_sync(r, buf);
-  software(r, p.send(intra));
+  defer(r, p.send(intra));
   if (intra)
     ipc_setup(r, buf, bytes, to_world);
   pace(r, p, intra, bytes);
@@ -433,7 +431,7 @@ static int post_send(Rank& r, const void* buf, int count, MPI_Datatype dt, int d
 /* A receive's software overhead on its path, from a peer (a rank of MPI_COMM_WORLD; negative:
  * any source, charged as one between nodes). */
 static void receive_overhead(Rank& r, const void* buf, int from_world) {
-  software(r, path_of(r, buf).recv(within_node(r, from_world)));
+  defer(r, path_of(r, buf).recv(within_node(r, from_world)));
 }
 
 /* Posts a receive where its buffer is. */
@@ -699,9 +697,10 @@ ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st)
   return rc;
 }
 
-/* SMPI reads a request's state here without the entry of its other MPI calls, which catches a
- * rank up to its own time (core/streams.cpp, "the host's time"): the rank catches up first, so
- * that it sees the state at its time. */
+/* SMPI reads a request's state here (an iprobe of its source) without the entry of its other MPI
+ * calls, which catches a rank up to its own time (core/streams.cpp, "the host's time"): the rank
+ * catches up first, so that it reads the state at its time. (SMPI 3.32, as 4.1, then answers flag 1
+ * for every request that is not a generalized one, complete or not.) */
 ORR_EXPORT int MPI_Request_get_status(MPI_Request rq, int* flag, MPI_Status* st) {
   MpiScope scope("MPI_Request_get_status");
   catch_up(scope.rank());
@@ -718,7 +717,7 @@ ORR_EXPORT int MPI_Request_get_status(MPI_Request rq, int* flag, MPI_Status* st)
  * kernels share, so the shim sleeps it here instead. */
 static void poll_once(Rank& r) {
   static const double poll = run_description().mpi.poll_time_s;
-  software(r, poll);
+  defer(r, poll);
 }
 
 ORR_EXPORT int MPI_Iprobe(int src, int tag, MPI_Comm comm, int* flag, MPI_Status* st) {
