@@ -18,6 +18,7 @@
 #include "core/trace.hpp"
 
 #include <map>
+#include <unordered_map>
 
 #include <smpi/smpi.h>
 
@@ -600,7 +601,113 @@ ORR_EXPORT int MPI_Recv_init(void* buf, int count, MPI_Datatype dt, int src, int
   return rc;
 }
 
+/* ---- requests a status query found complete ----
+ * SMPI answers MPI_Request_get_status with flag 1 for every request but a generalized one,
+ * complete or not (3.32, as 4.1: Request::get_status reports complete when an iprobe of the
+ * request's source finds no other message): a program that polls it would go on as if its message
+ * were in. The shim answers it with SMPI's MPI_Test instead, which takes one poll (the machine's
+ * poll time, as an MPI_Test: a real MPI progresses its requests in either call) and finishes a
+ * request it finds complete: its status read, a receive's data in place, its handle freed. The
+ * program still holds that handle, which its wait must answer, so the shim holds a reference of
+ * its own on the request (SMPI's Request::ref, as SMPI's MPI_Wait does: the object stays, and no
+ * new request gets its handle) and keeps its status until a completion call of the program takes
+ * it: MPI_Wait, MPI_Test, their all, any and some forms and MPI_Request_free answer for it from
+ * what was kept, without SMPI, and give the reference back; MPI_Start of a persistent one drops
+ * it. Called as smpi_pins.cpp calls SMPI's members (the object is the first argument). */
+void smpi_request_ref(MPI_Request self) __asm__("_ZN7simgrid4smpi7Request3refEv");
+void smpi_request_unref(MPI_Request* rq) __asm__("_ZN7simgrid4smpi7Request5unrefEPPS1_");
+static std::unordered_map<MPI_Request, MPI_Status> g_settled;  // SMPI's request objects: one table for all ranks
+
+static bool settled(MPI_Request rq) { return rq != MPI_REQUEST_NULL && g_settled.count(rq); }
+static bool persistent(const Rank& r, MPI_Request rq) { return r.persistent.count((const void*)rq) > 0; }
+static MPI_Status* status_at(MPI_Status* sts, int i) { return sts == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &sts[i]; }
+
+/* Answers a completion call for a settled request: its status, the shim's reference back (which
+ * frees a request that is not persistent) and its handle MPI_REQUEST_NULL, or, for a persistent
+ * request, inactive and kept. */
+static void take(Rank& r, MPI_Request* rq, MPI_Status* st) {
+  auto it = g_settled.find(*rq);
+  if (st != MPI_STATUS_IGNORE)
+    *st = it->second;
+  MPI_Request own = *rq;
+  g_settled.erase(it);
+  smpi_request_unref(&own);
+  if (!persistent(r, *rq))
+    *rq = MPI_REQUEST_NULL;
+}
+
+/* The settled requests of an array, which an array call hands to SMPI as MPI_REQUEST_NULL (SMPI
+ * skips them) and answers itself (put_back). */
+class SettledIn {
+ public:
+  SettledIn(MPI_Request* rqs, int n) : rqs_(rqs) {
+    for (int i = 0; i < n; i++)
+      if (settled(rqs[i])) {
+        at_.push_back({i, rqs[i]});
+        rqs[i] = MPI_REQUEST_NULL;
+      }
+  }
+  bool any() const { return !at_.empty(); }
+  // each settled request's handle back in the array; answered by `take` where `answered`
+  void put_back(Rank& r, MPI_Status* sts, bool answered) {
+    for (auto [i, rq] : at_) {
+      rqs_[i] = rq;
+      if (answered)
+        take(r, &rqs_[i], status_at(sts, i));
+    }
+  }
+  // settled requests answered after the `*outcount` a some-call's SMPI part completed
+  void append(Rank& r, int* outcount, int* indices, MPI_Status* sts) {
+    if (*outcount == MPI_UNDEFINED)
+      *outcount = 0;
+    for (auto [i, rq] : at_) {
+      rqs_[i] = rq;
+      indices[*outcount] = i;
+      take(r, &rqs_[i], status_at(sts, *outcount));
+      (*outcount)++;
+    }
+  }
+
+ private:
+  MPI_Request* rqs_;
+  std::vector<std::pair<int, MPI_Request>> at_;
+};
+
+ORR_EXPORT int MPI_Request_get_status(MPI_Request rq, int* flag, MPI_Status* st) {
+  MpiScope scope("MPI_Request_get_status");
+  Rank& r = scope.rank();
+  place(r, {});
+  if (settled(rq)) {
+    *flag = 1;
+    if (st != MPI_STATUS_IGNORE)
+      *st = g_settled[rq];
+    return MPI_SUCCESS;
+  }
+  if (rq == MPI_REQUEST_NULL || (persistent(r, rq) && !r.requests.count((const void*)rq))) {
+    MPI_Request none = MPI_REQUEST_NULL;  // null or inactive: complete, with an empty status
+    return PMPI_Test(&none, flag, st);
+  }
+  completes(r, &rq, 1);
+  MPI_Status own;
+  smpi_request_ref(rq);
+  MPI_Request probe = rq;
+  int rc = PMPI_Test(&probe, flag, &own);
+  if (!*flag) {
+    smpi_request_unref(&probe);
+    return rc;
+  }
+  g_settled[rq] = own;
+  if (st != MPI_STATUS_IGNORE)
+    *st = own;
+  completed(r, rq);
+  if (trace::on())
+    traced_completion(r, rq, own);
+  return rc;
+}
+
 static int start(Rank& r, MPI_Request* rq) {
+  if (settled(*rq))
+    take(r, rq, MPI_STATUS_IGNORE);  // its completion not taken (an erroneous program): dropped
   auto it = r.persistent.find((const void*)*rq);
   if (it == r.persistent.end())
     return PMPI_Start(rq);  // not made by the shim's *_init wrappers: SMPI's alone
@@ -643,6 +750,11 @@ ORR_EXPORT int MPI_Startall(int n, MPI_Request rqs[]) {
 ORR_EXPORT int MPI_Request_free(MPI_Request* rq) {
   MpiScope scope("MPI_Request_free");
   MPI_Request handle = *rq;
+  if (settled(handle)) {
+    take(scope.rank(), rq, MPI_STATUS_IGNORE);
+    if (*rq == MPI_REQUEST_NULL)
+      return MPI_SUCCESS;  // freed by giving the shim's reference back
+  }
   int rc = PMPI_Request_free(rq);
   completed(scope.rank(), handle);
   if (trace::on())
@@ -654,6 +766,10 @@ ORR_EXPORT int MPI_Request_free(MPI_Request* rq) {
 ORR_EXPORT int MPI_Wait(MPI_Request* rq, MPI_Status* st) {
   MpiScope scope("MPI_Wait");
   place(scope.rank(), {});
+  if (settled(*rq)) {
+    take(scope.rank(), rq, st);
+    return MPI_SUCCESS;
+  }
   completes(scope.rank(), rq, 1);
   MPI_Request handle = *rq;
   MPI_Status own;
@@ -669,10 +785,12 @@ ORR_EXPORT int MPI_Waitall(int n, MPI_Request rqs[], MPI_Status sts[]) {
   MpiScope scope("MPI_Waitall");
   place(scope.rank(), {});
   completes(scope.rank(), rqs, n);
+  SettledIn settled_in(rqs, n);
   std::vector<MPI_Request> handles(rqs, rqs + n);
   std::vector<MPI_Status> own(trace::on() && sts == MPI_STATUSES_IGNORE ? n : 0);
   MPI_Status* statuses = own.empty() ? sts : own.data();
   int rc = PMPI_Waitall(n, rqs, statuses);
+  settled_in.put_back(scope.rank(), statuses, true);
   for (MPI_Request h : handles)
     completed(scope.rank(), h);
   if (trace::on())
@@ -681,30 +799,67 @@ ORR_EXPORT int MPI_Waitall(int n, MPI_Request rqs[], MPI_Status sts[]) {
   return rc;
 }
 
-ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st) {
-  MpiScope scope("MPI_Waitany");
-  place(scope.rank(), {});
-  completes(scope.rank(), rqs, n);
+/* An any-call answers for the first settled request, which is complete, without SMPI. */
+static int any_call(const char* name, int n, MPI_Request rqs[], int* index, int* flag, MPI_Status* st) {
+  MpiScope scope(name);
+  Rank& r = scope.rank();
+  place(r, {});
+  for (int i = 0; i < n; i++)
+    if (settled(rqs[i])) {
+      *index = i;
+      if (flag)
+        *flag = 1;
+      take(r, &rqs[i], st);
+      return MPI_SUCCESS;
+    }
+  completes(r, rqs, n);
   std::vector<MPI_Request> handles(rqs, rqs + n);
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE && trace::on() ? &own : st;
-  int rc = PMPI_Waitany(n, rqs, index, status);
-  if (*index != MPI_UNDEFINED) {
-    completed(scope.rank(), handles[*index]);
+  int rc = flag ? PMPI_Testany(n, rqs, index, flag, status) : PMPI_Waitany(n, rqs, index, status);
+  if (*index != MPI_UNDEFINED && (!flag || *flag)) {
+    completed(r, handles[*index]);
     if (trace::on())
-      traced_completion(scope.rank(), handles[*index], *status);
+      traced_completion(r, handles[*index], *status);
   }
   return rc;
 }
+ORR_EXPORT int MPI_Waitany(int n, MPI_Request rqs[], int* index, MPI_Status* st) {
+  return any_call("MPI_Waitany", n, rqs, index, nullptr, st);
+}
+ORR_EXPORT int MPI_Testany(int n, MPI_Request rqs[], int* index, int* flag, MPI_Status* st) {
+  return any_call("MPI_Testany", n, rqs, index, flag, st);
+}
 
-/* SMPI reads a request's state here (an iprobe of its source) without the entry of its other MPI
- * calls, which catches a rank up to its own time (core/streams.cpp, "the host's time"): the rank
- * catches up first, so that it reads the state at its time. (SMPI 3.32, as 4.1, then answers flag 1
- * for every request that is not a generalized one, complete or not.) */
-ORR_EXPORT int MPI_Request_get_status(MPI_Request rq, int* flag, MPI_Status* st) {
-  MpiScope scope("MPI_Request_get_status");
-  catch_up(scope.rank());
-  return PMPI_Request_get_status(rq, flag, st);
+/* A some-call with settled requests answers them and does not block: SMPI tests the others
+ * (MPI_Testsome) and the settled ones follow the ones it completed. */
+static int some_call(const char* name, bool wait, int n, MPI_Request rqs[], int* outcount, int* indices,
+                     MPI_Status sts[]) {
+  MpiScope scope(name);
+  Rank& r = scope.rank();
+  place(r, {});
+  completes(r, rqs, n);
+  SettledIn settled_in(rqs, n);
+  std::vector<MPI_Request> handles(rqs, rqs + n);
+  std::vector<MPI_Status> own(trace::on() && sts == MPI_STATUSES_IGNORE ? n : 0);
+  MPI_Status* statuses = own.empty() ? sts : own.data();
+  int rc = wait && !settled_in.any() ? PMPI_Waitsome(n, rqs, outcount, indices, statuses)
+                                     : PMPI_Testsome(n, rqs, outcount, indices, statuses);
+  const int by_smpi = *outcount == MPI_UNDEFINED ? 0 : *outcount;
+  if (settled_in.any())
+    settled_in.append(r, outcount, indices, statuses);
+  for (int k = 0; k < by_smpi; k++) {
+    completed(r, handles[indices[k]]);
+    if (trace::on())
+      traced_completion(r, handles[indices[k]], statuses[k]);
+  }
+  return rc;
+}
+ORR_EXPORT int MPI_Waitsome(int n, MPI_Request rqs[], int* outcount, int* indices, MPI_Status sts[]) {
+  return some_call("MPI_Waitsome", true, n, rqs, outcount, indices, sts);
+}
+ORR_EXPORT int MPI_Testsome(int n, MPI_Request rqs[], int* outcount, int* indices, MPI_Status sts[]) {
+  return some_call("MPI_Testsome", false, n, rqs, outcount, indices, sts);
 }
 
 /* ---- polls ----
@@ -742,6 +897,11 @@ ORR_EXPORT int MPI_Test(MPI_Request* rq, int* flag, MPI_Status* st) {
   MpiScope scope("MPI_Test");
   place(scope.rank(), {});
   completes(scope.rank(), rq, 1);
+  if (settled(*rq)) {
+    *flag = 1;
+    take(scope.rank(), rq, st);
+    return MPI_SUCCESS;
+  }
   MPI_Request handle = *rq;
   MPI_Status own;
   MPI_Status* status = st == MPI_STATUS_IGNORE && trace::on() ? &own : st;
@@ -757,10 +917,12 @@ ORR_EXPORT int MPI_Testall(int n, MPI_Request* rqs, int* flag, MPI_Status* sts) 
   MpiScope scope("MPI_Testall");
   place(scope.rank(), {});
   completes(scope.rank(), rqs, n);
+  SettledIn settled_in(rqs, n);
   std::vector<MPI_Request> handles(rqs, rqs + n);
   std::vector<MPI_Status> own(trace::on() && sts == MPI_STATUSES_IGNORE ? n : 0);
   MPI_Status* statuses = own.empty() ? sts : own.data();
   int rc = PMPI_Testall(n, rqs, flag, statuses);
+  settled_in.put_back(scope.rank(), statuses, *flag);
   if (*flag)
     for (MPI_Request h : handles)
       completed(scope.rank(), h);

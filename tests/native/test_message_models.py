@@ -6,7 +6,9 @@ a 16-byte envelope (SMPI_ENVELOPE), counted in the size like any byte."""
 
 from __future__ import annotations
 
+import json
 import math
+from collections import Counter
 
 import pytest
 from derivations import NO_DEVICE_OVERHEADS, REL, SMPI_ENVELOPE, run_ok
@@ -217,3 +219,51 @@ def test_a_polled_message_is_seen_at_the_first_poll_after_it(run_program, progra
     polls = math.ceil(go / P)
     assert v["probe elapsed"] == pytest.approx(polls * P, rel=REL) and v["probe count"] == 1000
     assert v["iprobe polls"] == polls and v["iprobe elapsed"] == pytest.approx(polls * P, rel=REL)
+
+
+# MPI_Request_get_status polls a request without completing it: each call is one poll (as
+# MPI_Test), and a request it finds complete is answered by the program's later wait, test or
+# free with the same status. SMPI itself answers flag 1 for any pending request (3.32 and 4.1),
+# which would make every poll count below 1 and every elapsed time 0.
+def test_request_get_status_polls_and_leaves_the_request_to_its_wait(run_program, programs):
+    n, P = 1000, 1e-6
+    options = (*LONE, "--set", f"mpi.poll_time={P!r}s", "--trace")
+    r = run_ok(run_program, programs, "request-status", str(n), options=options)
+    v = r.values()
+    message, go = one_way(5.5e-6, 1e12, n), one_way(5.5e-6, 1e12, 0)
+    half = one_way(5.5e-6, 1e12, n // 2)
+    # MPI_Wait after the polls: the status the polls saw, the handle freed, at no further cost
+    polls = math.ceil(message / P)
+    assert v["status polls"] == polls and v["status elapsed"] == pytest.approx(polls * P, rel=REL)
+    assert v["again flag"] == 1 and v["again elapsed"] == v["status elapsed"]
+    for call in ("status", "wait"):
+        assert (v[f"{call} source"], v[f"{call} tag"], v[f"{call} count"]) == (0, 1, n)
+    assert v["wait null"] == 1 and v["wait elapsed"] == v["status elapsed"]
+    # MPI_Waitall over a settled receive (tag 2) and one whose message follows the "go"
+    assert v["waitall elapsed"] == pytest.approx(go + message, rel=REL) and v["waitall null"] == 1
+    assert [(v[f"waitall {i} tag"], v[f"waitall {i} count"]) for i in (0, 1)] == [(2, n), (3, n)]
+    # a persistent receive, started twice: polled, waited, kept; its second message is n / 2
+    for i, size, one in ((0, n, message), (1, n // 2, half)):
+        polls = math.ceil((go + one) / P)
+        assert v[f"persistent {i} polls"] == polls
+        assert v[f"persistent {i} elapsed"] == pytest.approx(polls * P, rel=REL)
+        assert (v[f"persistent {i} tag"], v[f"persistent {i} count"], v[f"persistent {i} kept"]) == (4, size, 1)
+    assert v["inactive flag"] == 1 and v["inactive count"] == 0 and v["freed null"] == 1
+    # MPI_Waitsome returns the settled receive after one poll of the other, which it does not
+    # wait for; MPI_Testany finds that one pending, MPI_Waitany completes it once it is sent
+    assert (v["waitsome out"], v["waitsome index"], v["waitsome tag"]) == (1, 0, 5)
+    assert v["waitsome elapsed"] == pytest.approx(P, rel=REL)
+    assert v["testany flag"] == 0
+    assert (v["waitany index"], v["waitany tag"], v["waitany count"]) == (1, 6, n)
+    # each call broken out by name in results.json: rank 1's polls, waits and tests
+    mpi = r.results["ranks"][1]["mpi"]
+    polled = ("status", "waitall", "persistent 0", "persistent 1", "waitsome")
+    polls = sum(v[f"{k} polls"] for k in polled) + 2  # and "again" and "inactive"
+    assert mpi["MPI_Request_get_status"]["count"] == polls
+    counts = {c: mpi[c]["count"] for c in ("MPI_Wait", "MPI_Waitall", "MPI_Waitsome", "MPI_Testany", "MPI_Waitany")}
+    assert counts == {"MPI_Wait": 3, "MPI_Waitall": 1, "MPI_Waitsome": 1, "MPI_Testany": 1, "MPI_Waitany": 1}
+    # the trace pairs each of rank 0's 8 messages (the first exchange's, tags 1 to 6) with its
+    # receive, whichever call completed it
+    events = json.loads((r.out / "trace.json").read_text())["traceEvents"]
+    arrows = Counter((e["name"], e["ph"]) for e in events if e.get("name") == "message 0 -> 1")
+    assert arrows == {("message 0 -> 1", "s"): 8, ("message 0 -> 1", "f"): 8}

@@ -303,6 +303,96 @@ int main(int argc, char** argv) {
       printf("iprobe elapsed %.17g\niprobe polls %d\n", MPI_Wtime() - t3, polls);
       MPI_Recv(h, (int)n, MPI_BYTE, 0, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     }
+  } else if (!strcmp(mode, "request-status")) {
+    // rank 1 polls its receives of rank 0's host messages with MPI_Request_get_status, which
+    // leaves them for its waits: MPI_Wait, MPI_Waitall, a persistent receive's MPI_Wait,
+    // MPI_Waitsome and MPI_Testany then MPI_Waitany (tag 9: rank 1's empty "go" messages)
+    char* h = (char*)malloc(n);
+    MPI_Sendrecv(h, 1, MPI_BYTE, rank ^ 1, 0, h + 1, 1, MPI_BYTE, rank ^ 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const double t1 = MPI_Wtime();
+    if (rank == 0) {
+      MPI_Send(h, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
+      MPI_Send(h, (int)n, MPI_BYTE, 1, 2, MPI_COMM_WORLD);
+      const int tags[] = {3, 4, 4, 5, 6};
+      const size_t sizes[] = {n, n, n / 2, n, n};
+      for (int i = 0; i < 5; i++) {
+        MPI_Recv(h, 0, MPI_BYTE, 1, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(h, (int)sizes[i], MPI_BYTE, 1, tags[i], MPI_COMM_WORLD);
+      }
+    } else {
+      auto poll = [](MPI_Request rq, MPI_Status* st) {
+        int flag = 0, polls = 0;
+        while (!flag) {
+          MPI_Request_get_status(rq, &flag, st);
+          polls++;
+        }
+        return polls;
+      };
+      auto show = [](const char* name, const MPI_Status& st) {
+        int count;
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        printf("%s source %d\n%s tag %d\n%s count %d\n", name, st.MPI_SOURCE, name, st.MPI_TAG, name, count);
+      };
+      MPI_Status st;
+      MPI_Request rq;
+      MPI_Irecv(h, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD, &rq);
+      printf("status polls %d\n", poll(rq, &st));
+      printf("status elapsed %.17g\n", MPI_Wtime() - t1);
+      show("status", st);
+      int flag = 0;
+      MPI_Request_get_status(rq, &flag, MPI_STATUS_IGNORE);  // still complete, at no cost
+      printf("again flag %d\nagain elapsed %.17g\n", flag, MPI_Wtime() - t1);
+      MPI_Wait(&rq, &st);
+      show("wait", st);
+      printf("wait null %d\nwait elapsed %.17g\n", rq == MPI_REQUEST_NULL, MPI_Wtime() - t1);
+
+      MPI_Request two[2];  // tag 2 is in (sent after tag 1), tag 3 follows a "go"
+      MPI_Irecv(h, (int)n, MPI_BYTE, 0, 2, MPI_COMM_WORLD, &two[0]);
+      MPI_Irecv(h, (int)n, MPI_BYTE, 0, 3, MPI_COMM_WORLD, &two[1]);
+      printf("waitall polls %d\n", poll(two[0], MPI_STATUS_IGNORE));
+      const double t2 = MPI_Wtime();
+      MPI_Send(h, 0, MPI_BYTE, 0, 9, MPI_COMM_WORLD);
+      MPI_Status sts[2];
+      MPI_Waitall(2, two, sts);
+      printf("waitall elapsed %.17g\nwaitall null %d\n", MPI_Wtime() - t2,
+             two[0] == MPI_REQUEST_NULL && two[1] == MPI_REQUEST_NULL);
+      show("waitall 0", sts[0]);
+      show("waitall 1", sts[1]);
+
+      MPI_Request p;  // a persistent receive, twice
+      MPI_Recv_init(h, (int)n, MPI_BYTE, 0, 4, MPI_COMM_WORLD, &p);
+      for (int i = 0; i < 2; i++) {
+        MPI_Start(&p);
+        const double t3 = MPI_Wtime();
+        MPI_Send(h, 0, MPI_BYTE, 0, 9, MPI_COMM_WORLD);
+        printf("persistent %d polls %d\n", i, poll(p, MPI_STATUS_IGNORE));
+        printf("persistent %d elapsed %.17g\n", i, MPI_Wtime() - t3);
+        MPI_Wait(&p, &st);
+        show(i ? "persistent 1" : "persistent 0", st);
+        printf("persistent %d kept %d\n", i, p != MPI_REQUEST_NULL);
+      }
+      MPI_Request_get_status(p, &flag, &st);  // inactive: complete, an empty status
+      printf("inactive flag %d\n", flag);
+      show("inactive", st);
+      MPI_Request_free(&p);
+      printf("freed null %d\n", p == MPI_REQUEST_NULL);
+
+      MPI_Irecv(h, (int)n, MPI_BYTE, 0, 5, MPI_COMM_WORLD, &two[0]);
+      MPI_Irecv(h, (int)n, MPI_BYTE, 0, 6, MPI_COMM_WORLD, &two[1]);
+      MPI_Send(h, 0, MPI_BYTE, 0, 9, MPI_COMM_WORLD);
+      printf("waitsome polls %d\n", poll(two[0], MPI_STATUS_IGNORE));
+      const double t4 = MPI_Wtime();
+      int out = 0, index[2];
+      MPI_Waitsome(2, two, &out, index, sts);  // tag 5 is in, tag 6 not yet sent: no wait
+      printf("waitsome out %d\nwaitsome index %d\nwaitsome elapsed %.17g\n", out, index[0], MPI_Wtime() - t4);
+      show("waitsome", sts[0]);
+      MPI_Testany(2, two, &index[0], &flag, &st);
+      printf("testany flag %d\n", flag);
+      MPI_Send(h, 0, MPI_BYTE, 0, 9, MPI_COMM_WORLD);
+      MPI_Waitany(2, two, &index[0], &st);
+      printf("waitany index %d\n", index[0]);
+      show("waitany", st);
+    }
   } else if (!strcmp(mode, "sendrecv-host")) {  // the same exchange from pageable host memory
     const int peer = (rank + size / 2) % size;
     char* hs = (char*)malloc(n);
