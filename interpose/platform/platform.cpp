@@ -82,33 +82,49 @@ public:
 
   void get_local_route(const NetPoint* src, const NetPoint* dst, Route* into, double* latency) override
   {
+    const Resolved& r = resolved(src, dst);
+    into->link_list_.insert(into->link_list_.end(), r.links.begin(), r.links.end());
+    if (latency)
+      for (double l : r.latencies)  // one by one, in SimGrid's order: the same sum to the last bit
+        *latency += l;
+  }
+
+private:
+  /* A route as SimGrid takes it: its links from the source, and their latencies in the order
+   * SimGrid sums them (from the destination back, routing.hpp). Kept once found, per pair of
+   * netpoints: SimGrid asks for a message's route each time it sends one. */
+  struct Resolved {
+    std::vector<StandardLinkImpl*> links;
+    std::vector<double> latencies;
+  };
+  const Resolved& resolved(const NetPoint* src, const NetPoint* dst)
+  {
+    auto [it, fresh] = resolved_.try_emplace(static_cast<uint64_t>(src->id()) << 32 | dst->id());
+    Resolved& r = it->second;
+    if (!fresh)
+      return r;
     if (src == dst) {  // SimGrid's loopback, as its own zones give a host to itself
-      into->link_list_.push_back(loopback_);
-      if (latency)
-        *latency += loopback_latency_;
-      return;
+      r.links.push_back(loopback_);
+      r.latencies.push_back(loopback_latency_);
+      return r;
     }
     auto [src_node, src_vertex] = where(src);
     auto [dst_node, dst_vertex] = where(dst);
     if (src_node < 0 || dst_node < 0)
       fail("a route from or to a fabric switch (" + src->get_name() + " -> " + dst->get_name() + ")");
-    // SimGrid sums a route's latencies from its destination back (routing.hpp), and lists its
-    // links from the source
-    const std::vector<Hop>* found = nullptr;
+    std::vector<Hop> hops;
     try {
-      found = &routes_.route(src_node, src_vertex, dst_node, dst_vertex);
+      hops = routes_.route(src_node, src_vertex, dst_node, dst_vertex);
     } catch (const std::runtime_error& e) {
       fail(std::string(e.what()) + " from " + src->get_name() + " to " + dst->get_name());
     }
-    const std::vector<Hop>& hops = *found;
     for (auto h = hops.rbegin(); h != hops.rend(); ++h)
-      into->link_list_.push_back(link(*h));
-    if (latency)
-      for (const Hop& h : hops)
-        *latency += h.fabric ? fabric_latency_[h.link] : node_latency_[h.link];
+      r.links.push_back(link(*h));
+    for (const Hop& h : hops)
+      r.latencies.push_back(h.fabric ? fabric_latency_[h.link] : node_latency_[h.link]);
+    return r;
   }
 
-private:
   StandardLinkImpl* link(const Hop& h) const
   {
     if (h.fabric)
@@ -123,6 +139,7 @@ private:
   }
 
   Routes routes_;
+  std::unordered_map<uint64_t, Resolved> resolved_;  // (source id, destination id) -> route
   std::vector<std::pair<long, int>> where_;
   std::vector<StandardLinkImpl*> node_links_;    // (node * links of a node + link) * 2 + down
   std::vector<StandardLinkImpl*> fabric_links_;  // link * 2 + down

@@ -59,14 +59,11 @@ int64_t Routes::key(const Vertex& v, long na, long nb) const
   return (v.part == 0 ? na : nb) * s_.slots + s_.slot[v.index];
 }
 
-const std::vector<Hop>& Routes::route(long na, int a, long nb, int b)
+std::vector<Hop> Routes::route(long na, int a, long nb, int b)
 {
-  const uint64_t per_node = s_.node.size();
-  const uint64_t id = (static_cast<uint64_t>(na) * per_node + a) * (s_.nodes * per_node) + nb * per_node + b;
-  auto [it, fresh] = found_.try_emplace(id);
-  if (fresh)
-    search(na, a, nb, b, it->second);
-  return it->second;
+  std::vector<Hop> hops;
+  search(na, a, nb, b, hops);
+  return hops;
 }
 
 void Routes::search(long na, int a, long nb, int b, std::vector<Hop>& into)

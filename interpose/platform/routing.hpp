@@ -13,12 +13,11 @@
  * flat route exactly, and it stops once the destination is settled. A node's vertices and a
  * switch's are ordered by (node, slot): a node's vertices and the switches its NICs introduce
  * appear in the same order in every node (the template's slots), and switches no node introduces
- * come after every node. Routes are kept once found, per source and destination.
+ * come after every node. The zone (platform.cpp) keeps each route it asked for.
  */
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -79,7 +78,7 @@ public:
   /* The links from vertex `a` of node `na` to vertex `b` of node `nb`, in the order SimGrid sums
    * their latencies: from the destination's end back, each edge's links as SimGrid keeps them
    * (the route's links are these in reverse). */
-  const std::vector<Hop>& route(long na, int a, long nb, int b);
+  std::vector<Hop> route(long na, int a, long nb, int b);
 
 private:
   /* A vertex of the search: part 0 = the source's node, 1 = the destination's, 2 = the fabric. */
@@ -91,7 +90,6 @@ private:
   int64_t key(const Vertex& v, long na, long nb) const;
 
   Structure s_;
-  std::unordered_map<uint64_t, std::vector<Hop>> found_;  // (source, destination) -> route
   // the search's scratch, reused: cost, predecessor and its hops, a stamp per search
   struct Mark {
     uint32_t stamp = 0;
