@@ -23,7 +23,6 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace orrery {
@@ -61,7 +60,7 @@ struct Accounting {
   simgrid::xbt::Extension<sg4::Link, LinkUse> use;
   std::vector<std::unique_ptr<LinkUse>> links;  // in the order they were first crossed
   std::vector<std::unique_ptr<Transfer>> live;  // not yet retired, in creation order
-  std::unordered_map<const void*, Transfer*> by_action;  // those that have not ended
+  std::vector<std::unique_ptr<Transfer>> spare;  // retired, for the next transfers (their lists' room kept)
   std::vector<Transfer*> waiting;  // not ended and still without a rate: in their latency
   std::vector<LinkUse*> dirty;     // at the step being read
   bool pending = false;  // a transfer ended: every rate may change at the next step
@@ -71,6 +70,14 @@ struct Accounting {
   std::string row;  // the series row being written
 };
 Accounting g_links;
+
+/* A transfer's accounting hangs off its SimGrid action, in the action's user data, which SimGrid
+ * 3.32 leaves to its users (it marks the accessors deprecated for 3.34, and uses them nowhere). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+void* transfer_of(const Action& action) { return action.get_data(); }
+void set_transfer_of(Action& action, Transfer* x) { action.set_data(x); }
+#pragma GCC diagnostic pop
 
 void settle(LinkUse& l, double t) {
   if (l.rate > 0)
@@ -97,7 +104,8 @@ void series_row(double t, const LinkUse& l) {
  * rate that changed (in the order the links were first crossed: the same run writes the same
  * file). */
 void apply_changes(std::vector<LinkUse*>& dirty, double t) {
-  std::sort(dirty.begin(), dirty.end(), [](const LinkUse* a, const LinkUse* b) { return a->order < b->order; });
+  if (g_links.series)  // the rest does not depend on the order
+    std::sort(dirty.begin(), dirty.end(), [](const LinkUse* a, const LinkUse* b) { return a->order < b->order; });
   for (LinkUse* l : dirty) {
     l->dirty = false;
     double rate = 0;
@@ -126,12 +134,18 @@ void set_rate(Transfer& x, double rate, std::vector<LinkUse*>& dirty) {
 
 /* Transfers that ended and carry nothing any more leave their links and the live list. */
 void retire() {
-  auto done = [](const std::unique_ptr<Transfer>& x) { return !x->action && x->rate == 0; };
-  for (const auto& x : g_links.live)
-    if (done(x))
-      for (LinkUse* l : x->links)
-        l->transfers.erase(std::find(l->transfers.begin(), l->transfers.end(), x.get()));
-  g_links.live.erase(std::remove_if(g_links.live.begin(), g_links.live.end(), done), g_links.live.end());
+  auto& live = g_links.live;
+  size_t kept = 0;
+  for (auto& x : live) {
+    if (x->action || x->rate != 0) {
+      live[kept++] = std::move(x);
+      continue;
+    }
+    for (LinkUse* l : x->links)
+      l->transfers.erase(std::find(l->transfers.begin(), l->transfers.end(), x.get()));
+    g_links.spare.push_back(std::move(x));
+  }
+  live.resize(kept);
 }
 
 /* After each step [clock, now]: the rates it held, where they may have changed. */
@@ -162,11 +176,12 @@ void on_step(double) {
 
 void on_transfer_state(simgrid::kernel::resource::NetworkAction& action, Action::State) {
   Accounting& a = g_links;
-  // SimGrid's NetworkAction derives from Action alone: the same address as the Action it is.
-  auto it = a.by_action.find(static_cast<const void*>(&action));
-  if (it == a.by_action.end())
+  // SimGrid's NetworkAction (declared only, here) derives from Action alone: it is that Action.
+  Action& as_action = reinterpret_cast<Action&>(action);
+  auto* found = static_cast<Transfer*>(transfer_of(as_action));
+  if (!found)
     fatal("link accounting: SimGrid reported a transfer it never saw start (interpose/core/links.cpp)");
-  Transfer& x = *it->second;
+  Transfer& x = *found;
   if (x.action->get_state() == Action::State::STARTED || x.action->get_state() == Action::State::INITED)
     return;
   // finished, failed or cancelled: what it moved by SimGrid's count, its rate over its last step
@@ -176,7 +191,7 @@ void on_transfer_state(simgrid::kernel::resource::NetworkAction& action, Action:
   x.final_rate = x.action->get_rate();
   x.ended_at = now();
   x.action = nullptr;
-  a.by_action.erase(it);
+  set_transfer_of(as_action, nullptr);
   a.pending = true;
 }
 }  // namespace
@@ -221,9 +236,18 @@ void note_transfer(double size, const std::vector<sg4::Link*>& links) {
     return;  // not counted (run description key link_accounting)
   // SimGrid calls the network factors as it creates a transfer's action, the last it started.
   Action* action = a.network->get_started_action_set()->empty() ? nullptr : &a.network->get_started_action_set()->back();
-  if (!action || action->get_cost() != size || action->get_start_time() != now() || a.by_action.count(action))
+  if (!action || action->get_cost() != size || action->get_start_time() != now() || transfer_of(*action))
     fatal("link accounting: cannot find the action of a transfer of %.17g bytes (interpose/core/links.cpp)", size);
-  auto x = std::make_unique<Transfer>();
+  std::unique_ptr<Transfer> x;
+  if (a.spare.empty()) {
+    x = std::make_unique<Transfer>();
+  } else {
+    x = std::move(a.spare.back());
+    a.spare.pop_back();
+    x->links.clear();
+    x->rate = x->final_rate = 0;
+    x->ended_at = -1;
+  }
   x->action = action;
   for (sg4::Link* link : links) {
     if (link == a.loopback)
@@ -241,7 +265,7 @@ void note_transfer(double size, const std::vector<sg4::Link*>& links) {
     l->transfers.push_back(x.get());
     x->links.push_back(l);
   }
-  a.by_action[action] = x.get();
+  set_transfer_of(*action, x.get());
   // Its latency runs first (no share yet, no rate changed) unless its route has none: either
   // way the next step's look at the waiting transfers sees when it takes its share.
   a.waiting.push_back(x.get());
