@@ -32,7 +32,7 @@ static std::map<uintptr_t, Allocation>& registry() {
 
 /* find_allocation's last answers to each actor, the latest first, good while no allocation has
  * come or gone (`version`, counted by registry_changed at each insertion and erasure): an
- * allocation answers for any pointer into it, a miss (host memory) for its pointer. An MPI call
+ * allocation answers for any pointer into it, a miss (host memory) for the gap it found. An MPI call
  * asks about each of its buffers several times (mpi.cpp: where it stands, its path, its protocol,
  * where its message ends), and a rank's calls keep to a few allocations, so that 4 in 5 questions
  * of a Jacobi run are answered here; the map holds every rank's allocations, and its walk was 3 %
@@ -42,7 +42,7 @@ namespace {
 struct RecentLookups {
   static constexpr int kSize = 4;
   struct Entry {
-    uintptr_t lo, hi;  // what it answers for: the allocation's range, or the missed pointer alone
+    uintptr_t lo, hi;  // what it answers for: the allocation's range, or the gap a missed pointer is in
     const Allocation* answer;
   };
   uint64_t version = 0;
@@ -69,15 +69,42 @@ static void forget(std::map<uintptr_t, Allocation>::iterator it) {
   registry_changed();
 }
 
-static const Allocation* lookup(uintptr_t a) {
+/* The registry's answer for a pointer, with the range it holds for: the allocation's, or, where
+ * no allocation holds the pointer, the whole gap between its neighbours (host memory: a rank's
+ * heap, SMPI's buffers), so that one answer serves every host pointer of that gap. */
+static RecentLookups::Entry lookup(uintptr_t at) {
   auto& reg = registry();
-  auto it = reg.upper_bound(a);
-  if (it == reg.begin())
-    return nullptr;
-  --it;
-  if (a >= it->second.base && a < it->second.base + std::max<size_t>(it->second.size, 1))
-    return &it->second;
-  return nullptr;
+  auto next = reg.upper_bound(at);
+  uintptr_t gap_lo = 0;
+  if (next != reg.begin()) {
+    const Allocation& a = std::prev(next)->second;
+    const uintptr_t end = a.base + std::max<size_t>(a.size, 1);
+    if (at < end)
+      return {a.base, end, &a};
+    gap_lo = end;
+  }
+  return {gap_lo, next == reg.end() ? UINTPTR_MAX : next->first, nullptr};
+}
+
+/* Below each actor's last answers, the last answer for each page, in a table shared by all actors
+ * (an answer keeps its range: it holds for the pointers in it alone). The maestro asks about every
+ * message's send buffer (copy_message_data), all ranks' in turn: several pages per rank, which its
+ * own last four answers cannot hold. */
+static RecentLookups::Entry by_page(uintptr_t at) {
+  struct Slot {
+    uint64_t version = 0;
+    RecentLookups::Entry entry{};
+  };
+  constexpr int kBits = 14;
+  static std::vector<Slot> table(1 << kBits);
+  // Fibonacci hashing of the page number: the ranks' buffers sit at the same offsets of allocations
+  // that share their low address bits
+  Slot& slot = table[((at >> 12) * 0x9E3779B97F4A7C15ull) >> (64 - kBits)];
+  if (slot.version == g_registry_version && at >= slot.entry.lo && at < slot.entry.hi)
+    return slot.entry;
+  slot.version = g_registry_version;
+  slot.entry = lookup(at);
+  return slot.entry;
 }
 
 const Allocation* find_allocation(const void* p) {
@@ -94,9 +121,7 @@ const Allocation* find_allocation(const void* p) {
   if (i < r.filled) {
     found = r.entry[i];
   } else {
-    const Allocation* a = lookup(at);
-    found = a ? RecentLookups::Entry{a->base, a->base + std::max<size_t>(a->size, 1), a}
-              : RecentLookups::Entry{at, at + 1, nullptr};
+    found = by_page(at);
     i = r.filled < RecentLookups::kSize ? r.filled++ : RecentLookups::kSize - 1;
   }
   for (; i > 0; i--)  // to the front
