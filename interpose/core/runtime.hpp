@@ -324,6 +324,7 @@ struct MpiPath {
 struct Rank {
   int id = 0;
   bool mpi_initialized = false;  // it called MPI_Init (or MPI_Init_thread)
+  int mpi_thread_level = 0;      // the thread support MPI_Init_thread provided (MPI_THREAD_SINGLE: none asked)
   static constexpr int kNoPeer = -1, kAnyPeer = -2;
   // The MPI call the rank is in (mpi.cpp's MpiScope): a deadlock names it, and a run that ends
   // inside it counts it until then.

@@ -24,6 +24,7 @@
 
 #include "mpi/mpi-ext.h"  // the extension rows' declarations, which SMPI's mpi.h lacks
 
+#include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
 #include <vector>
@@ -938,10 +939,37 @@ ORR_EXPORT int MPI_Init(int* argc, char*** argv) {
   return rc;
 }
 
+/* ---- thread support ----
+ * SMPI provides MPI_THREAD_SINGLE whatever a program requires, answers MPI_Query_thread the same,
+ * and MPI_Is_thread_main true for the actor of pid 1 alone, false on every other rank (3.32). A
+ * rank's MPI calls all come from its main thread, its actor, as MPI_THREAD_FUNNELED has them, and
+ * CUDA + MPI programs commonly require FUNNELED and stop when it is not provided. The shim provides
+ * what is required up to FUNNELED, as a library whose progress is not thread-safe would; a program
+ * that requires more gets FUNNELED and decides, as on such a library. An MPI or CUDA call from
+ * another thread stops the run naming it (core/ranks.cpp). */
 ORR_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   int rc = PMPI_Init_thread(argc, argv, required, provided);
-  rank_self("MPI_Init_thread").mpi_initialized = true;
+  Rank& r = rank_self("MPI_Init_thread");
+  r.mpi_initialized = true;
+  r.mpi_thread_level = std::clamp(required, MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED);
+  if (provided)
+    *provided = r.mpi_thread_level;
   return rc;
+}
+
+ORR_EXPORT int MPI_Query_thread(int* provided) {
+  if (!provided)
+    return MPI_ERR_ARG;
+  *provided = rank_deferring("MPI_Query_thread").mpi_thread_level;
+  return MPI_SUCCESS;
+}
+
+ORR_EXPORT int MPI_Is_thread_main(int* flag) {
+  if (!flag)
+    return MPI_ERR_ARG;
+  rank_deferring("MPI_Is_thread_main");  // a rank's actor, its main thread: from any other, the run stops
+  *flag = 1;
+  return MPI_SUCCESS;
 }
 
 /* SMPI groups MPI_COMM_TYPE_SHARED by simulated host, and every rank runs on

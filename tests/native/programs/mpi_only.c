@@ -12,10 +12,14 @@
  *          the program for that rank) and its TMPDIR;
  *   sampled: an SMPI_SAMPLE_LOCAL loop of 8 iterations, of which SMPI runs and times the first 2
  *          and injects their mean for the other 6; each spins until its thread has used 5 ms of
- *          CPU time; each rank prints the simulated seconds the loop took ("sampled S"). */
+ *          CPU time; each rank prints the simulated seconds the loop took ("sampled S");
+ *   thread L: MPI_Init_thread requiring thread level L instead of MPI_Init; each rank prints what
+ *          it provided, what MPI_Query_thread answers and MPI_Is_thread_main's flag;
+ *   thread-other: rank 1 calls MPI_Query_thread from a thread of its own. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <mpi.h>
+#include <pthread.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +32,20 @@ static double thread_cpu_seconds(void) {  /* a CPU-time clock: libc's, not the s
   return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
+static void* query_thread(void* unused) {
+  int level;
+  MPI_Query_thread(&level);
+  return unused;
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && !strcmp(argv[1], "exit0-before-init"))
     exit(0);  /* a rank that is no MPI job's member yet: its normal end */
-  MPI_Init(&argc, &argv);
+  int provided = -1;
+  if (argc > 2 && !strcmp(argv[1], "thread"))
+    MPI_Init_thread(&argc, &argv, atoi(argv[2]), &provided);
+  else
+    MPI_Init(&argc, &argv);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -65,6 +79,18 @@ int main(int argc, char** argv) {
     else
       MPI_Gather(w, 9, MPI_INT, NULL, 0, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
+  } else if (!strcmp(mode, "thread")) {
+    int queried = -1, is_main = -1;
+    MPI_Query_thread(&queried);
+    MPI_Is_thread_main(&is_main);
+    printf("rank %d provided %d\nrank %d queried %d\nrank %d main %d\n", rank, provided, rank, queried, rank,
+           is_main);
+  } else if (!strcmp(mode, "thread-other")) {
+    if (rank == 1) {
+      pthread_t other;
+      pthread_create(&other, NULL, query_thread, NULL);
+      pthread_join(other, NULL);
+    }
   } else if (!strcmp(mode, "exit5")) {
     if (rank == 1)
       exit(5);
