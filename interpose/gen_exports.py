@@ -44,7 +44,7 @@ MPI_GENERATED = {
     "ORR_MPI_COLL": "collective",
     "ORR_MPI_POST": "nonblocking",
 }
-# threads: MPI's thread support, which the shim answers itself (SMPI's answers are wrong)
+# answered: calls whose answer SMPI gets wrong on Orrery's platform, which the shim answers itself
 # extension: Open MPI's queries that SMPI lacks (mpi/mpi-ext.h), which the shim answers itself
 MPI_FAMILIES = (
     "point_to_point",
@@ -52,7 +52,7 @@ MPI_FAMILIES = (
     "completion",
     "probe",
     "lifecycle",
-    "threads",
+    "answered",
     "extension",
     *MPI_GENERATED.values(),
 )
@@ -176,7 +176,7 @@ def check(cuda: list[Call], mpi: list[Call], real: list[str]) -> None:
         if c.family == "generated" and c.policy != "REFUSE":
             raise TableError(f"{c.table}: {c.symbol}: a generated body can only refuse (policy REFUSE)")
     for c in mpi:
-        if c.family in ("threads", "extension") and c.policy != "ANSWER":
+        if c.family in ("answered", "extension") and c.policy != "ANSWER":
             raise TableError(
                 f"{c.table}: {c.symbol}: a call of the family {c.family} is answered by the shim without SMPI "
                 "(policy ANSWER)"

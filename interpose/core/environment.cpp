@@ -218,7 +218,7 @@ int rank_putenv(char* string) {
 /* Each rank's host name: that of its node, as the platform names it (n0, n1, ...), since every
  * rank lives on this one host. Programs find the ranks sharing a node by their host names
  * (nccl-tests' local rank, from a hash of gethostname), and pick their GPU from it. */
-int rank_gethostname(char* name, size_t len) {
+int node_hostname(char* name, size_t len) {
   static const auto libc = reinterpret_cast<int (*)(char*, size_t)>(
       dlsym(dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD), "gethostname"));
   int r = simulated() ? calling_rank() : -1;
@@ -317,6 +317,8 @@ __attribute__((destructor)) void uninstall_rank_environment() {
 }
 
 }  // namespace
+
+int rank_gethostname(char* name, size_t len) { return node_hostname(name, len); }
 }  // namespace orrery
 
 ORR_EXPORT char* getenv(const char* name) noexcept { return orrery::rank_getenv(name); }

@@ -459,6 +459,8 @@ struct Allocation {
   uint64_t serial = 0;  // which allocation of the run it is (from 1): a reallocation at the same address is another
 };
 const Allocation* find_allocation(const void* p);
+// The calling rank's host name, its node's (n0, n1, ...), as gethostname answers it (environment.cpp).
+int rank_gethostname(char* name, size_t len);
 // Device memory the driver stand-in mapped (driver/runtime_bridge.cpp), known to the copies,
 // memsets and pointer queries as cudaMalloc's is; the caller accounts for its memory.
 void register_allocation(const Allocation& a);

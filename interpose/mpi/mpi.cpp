@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <vector>
 
@@ -969,6 +970,21 @@ ORR_EXPORT int MPI_Is_thread_main(int* flag) {
     return MPI_ERR_ARG;
   rank_deferring("MPI_Is_thread_main");  // a rank's actor, its main thread: from any other, the run stops
   *flag = 1;
+  return MPI_SUCCESS;
+}
+
+/* SMPI names the simulated host a rank stands on, and every rank of Orrery's platform stands at a
+ * host of its own (its GPU's): no two ranks would share a processor name, and a program that finds
+ * the ranks of its node by it (a local rank from the names every rank gathers) would put every
+ * rank on its node's first GPU. The name is the node's, as gethostname answers it
+ * (core/environment.cpp). */
+ORR_EXPORT int MPI_Get_processor_name(char* name, int* resultlen) {
+  if (!name || !resultlen)
+    return MPI_ERR_ARG;
+  rank_deferring("MPI_Get_processor_name");
+  if (rank_gethostname(name, MPI_MAX_PROCESSOR_NAME) != 0)
+    return MPI_ERR_OTHER;
+  *resultlen = (int)strlen(name);
   return MPI_SUCCESS;
 }
 

@@ -15,7 +15,9 @@
  *          CPU time; each rank prints the simulated seconds the loop took ("sampled S");
  *   thread L: MPI_Init_thread requiring thread level L instead of MPI_Init; each rank prints what
  *          it provided, what MPI_Query_thread answers and MPI_Is_thread_main's flag;
- *   thread-other: rank 1 calls MPI_Query_thread from a thread of its own. */
+ *   thread-other: rank 1 calls MPI_Query_thread from a thread of its own;
+ *   processor: each rank prints its MPI_Get_processor_name and the local rank programs derive from
+ *          it: how many lower ranks' gathered names are the same. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <mpi.h>
@@ -85,6 +87,16 @@ int main(int argc, char** argv) {
     MPI_Is_thread_main(&is_main);
     printf("rank %d provided %d\nrank %d queried %d\nrank %d main %d\n", rank, provided, rank, queried, rank,
            is_main);
+  } else if (!strcmp(mode, "processor")) {
+    char name[MPI_MAX_PROCESSOR_NAME] = {0};
+    int len = 0, local = 0;
+    MPI_Get_processor_name(name, &len);
+    char* all = calloc((size_t)size, MPI_MAX_PROCESSOR_NAME);
+    MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
+    for (int r = 0; r < rank; r++)
+      local += !strcmp(all + (size_t)r * MPI_MAX_PROCESSOR_NAME, name);
+    printf("rank %d processor %s %d\nrank %d local %d\n", rank, name, len, rank, local);
+    free(all);
   } else if (!strcmp(mode, "thread-other")) {
     if (rank == 1) {
       pthread_t other;
