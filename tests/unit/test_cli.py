@@ -121,3 +121,25 @@ def test_calibrate_with_nothing_to_fit_or_compare_is_an_error(tmp_path):
     assert 'more not fitted)", expected a sweep calibration/bench can reproduce' in p.stderr
     assert "nothing to fit or compare" in p.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_the_compiler_wrappers_start_without_the_rest_of_the_command_line():
+    # the entry point, as the installed script calls it, with the wrapper's work replaced by a
+    # list of what was imported by then: no machine models (pydantic), no run, no command line
+    code = (
+        "import sys\n"
+        "from orrery import _entry\n"
+        "from orrery.run import build\n"
+        "build.wrapper_main = lambda name, args: print(name, args, sorted(m for m in sys.modules if m.startswith("
+        "('pydantic', 'orrery.machines', 'orrery.cli', 'orrery.run.launch', 'orrery.report')))) or 0\n"
+        "sys.argv = ['orrery', 'mpicc', '-c', 'x.c']\n"
+        "sys.exit(_entry.main())\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "mpicc ['-c', 'x.c'] []\n"
+
+
+def test_the_installed_command_is_the_entry_point():
+    script = Path(ORRERY).read_text()
+    assert "from orrery._entry import main" in script

@@ -1,0 +1,21 @@
+"""The `orrery` command's entry point. The compiler wrappers (`orrery nvcc`, `orrery mpicxx`, ...),
+which a build runs once per file and a configure script dozens of times, start without the rest of
+the command line's modules (the machine descriptions' pydantic models, the run, the reports): a
+quarter of the start-up time of a command that loads them (bench/README.md)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `orrery machine show X | head` ends quietly
+    from .run import build
+
+    if argv and argv[0] in build.WRAPPERS:  # the compiler's own options, verbatim
+        return build.wrapper_main(argv[0], argv[1:])
+    from .cli import main as command
+
+    return command(argv)
