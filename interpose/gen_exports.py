@@ -52,6 +52,7 @@ MPI_FAMILIES = (
     "completion",
     "probe",
     "lifecycle",
+    "windows",
     "answered",
     "extension",
     *MPI_GENERATED.values(),

@@ -940,6 +940,94 @@ ORR_EXPORT int MPI_Init(int* argc, char*** argv) {
   return rc;
 }
 
+/* ---- shared-memory windows ----
+ * SMPI's MPI_Win_allocate_shared (3.32) has the communicator's first rank allocate its own size
+ * times the ranks, whatever the others asked for, and gives every rank's window the segment's
+ * start as its base: MPI_Win_shared_query then answers that start for every rank, so a rank that
+ * reads a neighbour's part reads the first rank's. The shim lays the segment out as MPI does,
+ * each rank's part after the one before (its own size, its own displacement unit), makes each
+ * rank's window over its part (MPI_Win_create: all ranks are one process, whose memory they all
+ * see), and answers MPI_Win_shared_query from that layout. The segment is freed with the last of
+ * its windows. */
+namespace {
+struct SharedSegment {
+  char* memory = nullptr;
+  int windows = 0;  // not yet freed
+};
+struct SharedWindow {
+  SharedSegment* segment;
+  std::vector<MPI_Aint> offset, size, disp_unit;  // by rank of the window's communicator
+};
+std::unordered_map<MPI_Win, SharedWindow> g_shared_windows;  // each rank's window
+}  // namespace
+
+ORR_EXPORT int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* base,
+                                       MPI_Win* win) {
+  MpiScope scope("MPI_Win_allocate_shared", (double)size, Rank::kNoPeer, Rank::kNoPeer, HostState::Collective);
+  const int n = comm_size(comm), me = comm_rank(comm);
+  if (size < 0 || disp_unit <= 0)
+    return PMPI_Win_allocate_shared(size, disp_unit, info, comm, base, win);  // SMPI's error
+  std::vector<MPI_Aint> parts(2 * (size_t)n);
+  const MPI_Aint mine[2] = {size, disp_unit};
+  place(scope.rank(), {mine});  // host memory: the layout's messages take host routes
+  int rc = PMPI_Allgather(mine, 2, MPI_AINT, parts.data(), 2, MPI_AINT, comm);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  SharedWindow w{nullptr, {}, {}, {}};
+  MPI_Aint total = 0;
+  for (int i = 0; i < n; i++) {
+    w.offset.push_back(total);
+    w.size.push_back(parts[2 * i]);
+    w.disp_unit.push_back(parts[2 * i + 1]);
+    total += parts[2 * i];
+  }
+  if (me == 0)
+    w.segment = new SharedSegment{static_cast<char*>(calloc((size_t)std::max<MPI_Aint>(total, 1), 1)), n};
+  rc = PMPI_Bcast(&w.segment, sizeof w.segment, MPI_BYTE, 0, comm);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  char* mine_at = w.segment->memory + w.offset[me];
+  rc = PMPI_Win_create(mine_at, size, disp_unit, info, comm, win);
+  if (rc != MPI_SUCCESS)
+    return rc;
+  *static_cast<void**>(base) = mine_at;
+  g_shared_windows.emplace(*win, std::move(w));
+  return rc;
+}
+
+ORR_EXPORT int MPI_Win_shared_query(MPI_Win win, int rank, MPI_Aint* size, int* disp_unit, void* base) {
+  MpiScope scope("MPI_Win_shared_query");
+  auto it = g_shared_windows.find(win);
+  if (it == g_shared_windows.end())
+    return PMPI_Win_shared_query(win, rank, size, disp_unit, base);  // no window of the shim's
+  const SharedWindow& w = it->second;
+  const int ranks = (int)w.size.size();
+  if (rank == MPI_PROC_NULL)  // the lowest rank whose part is not empty
+    for (rank = 0; rank < ranks - 1 && w.size[rank] == 0; rank++) {
+    }
+  if (rank < 0 || rank >= ranks)
+    return MPI_ERR_RANK;
+  *size = w.size[rank];
+  *disp_unit = (int)w.disp_unit[rank];
+  *static_cast<void**>(base) = w.segment->memory + w.offset[rank];
+  return MPI_SUCCESS;
+}
+
+ORR_EXPORT int MPI_Win_free(MPI_Win* win) {
+  MpiScope scope("MPI_Win_free", 0, Rank::kNoPeer, Rank::kNoPeer, HostState::Collective);
+  auto it = win ? g_shared_windows.find(*win) : g_shared_windows.end();
+  int rc = PMPI_Win_free(win);
+  if (it != g_shared_windows.end() && rc == MPI_SUCCESS) {
+    SharedSegment* segment = it->second.segment;
+    g_shared_windows.erase(it);
+    if (--segment->windows == 0) {
+      free(segment->memory);
+      delete segment;
+    }
+  }
+  return rc;
+}
+
 /* ---- thread support ----
  * SMPI provides MPI_THREAD_SINGLE whatever a program requires, answers MPI_Query_thread the same,
  * and MPI_Is_thread_main true for the actor of pid 1 alone, false on every other rank (3.32). A

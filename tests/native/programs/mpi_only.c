@@ -17,7 +17,11 @@
  *          it provided, what MPI_Query_thread answers and MPI_Is_thread_main's flag;
  *   thread-other: rank 1 calls MPI_Query_thread from a thread of its own;
  *   processor: each rank prints its MPI_Get_processor_name and the local rank programs derive from
- *          it: how many lower ranks' gathered names are the same. */
+ *          it: how many lower ranks' gathered names are the same;
+ *   shared-window: the ranks of each node allocate a shared window, local rank L its L + 1
+ *          doubles, each set to 100 x its world rank + index; each rank prints, for every local
+ *          rank, the size, displacement unit and sum of values MPI_Win_shared_query gives, its
+ *          distance in bytes from its own part, and the rank MPI_PROC_NULL's query names. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <mpi.h>
@@ -97,6 +101,38 @@ int main(int argc, char** argv) {
       local += !strcmp(all + (size_t)r * MPI_MAX_PROCESSOR_NAME, name);
     printf("rank %d processor %s %d\nrank %d local %d\n", rank, name, len, rank, local);
     free(all);
+  } else if (!strcmp(mode, "shared-window")) {
+    MPI_Comm node;
+    int local, locals;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_size(node, &locals);
+    double* mine;
+    MPI_Win win;
+    MPI_Win_allocate_shared((MPI_Aint)((local + 1) * sizeof(double)), sizeof(double), MPI_INFO_NULL, node, &mine,
+                            &win);
+    for (int j = 0; j <= local; j++)
+      mine[j] = 100.0 * rank + j;
+    MPI_Win_fence(0, win);
+    for (int l = 0; l < locals; l++) {
+      MPI_Aint bytes;
+      int unit;
+      double* part;
+      MPI_Win_shared_query(win, l, &bytes, &unit, &part);
+      double sum = 0;
+      for (MPI_Aint j = 0; j < bytes / (MPI_Aint)sizeof(double); j++)
+        sum += part[j];
+      printf("rank %d part %d bytes %ld\nrank %d part %d unit %d\nrank %d part %d sum %g\nrank %d part %d at %ld\n",
+             rank, l, (long)bytes, rank, l, unit, rank, l, sum, rank, l, (long)((char*)part - (char*)mine));
+    }
+    MPI_Aint bytes;
+    int unit;
+    double* first;
+    MPI_Win_shared_query(win, MPI_PROC_NULL, &bytes, &unit, &first);
+    printf("rank %d any at %ld\n", rank, (long)((char*)first - (char*)mine));
+    MPI_Win_fence(0, win);
+    MPI_Win_free(&win);
+    MPI_Comm_free(&node);
   } else if (!strcmp(mode, "thread-other")) {
     if (rank == 1) {
       pthread_t other;
