@@ -35,9 +35,15 @@ PAIR_CALLS = {"MPI_Irecv", "MPI_Isend", "MPI_Waitall", "MPI_Sendrecv_replace", "
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[str, Path]:
-    """ring.f90, pair.f90 and abort.f90 built by orrery-mpif90, pair.c by orrery-mpicc."""
+    """ring.f90, pair.f90, abort.f90 and answered.f90 built by orrery-mpif90, pair.c by orrery-mpicc."""
     d = tmp_path_factory.mktemp("fortran")
-    programs = {"ring": "ring.f90", "pair_f": "pair.f90", "abort": "abort.f90", "pair_c": "pair.c"}
+    programs = {
+        "ring": "ring.f90",
+        "pair_f": "pair.f90",
+        "abort": "abort.f90",
+        "answered": "answered.f90",
+        "pair_c": "pair.c",
+    }
     for exe, src in programs.items():
         shutil.copy(FORTRAN / src, d)  # smpif90 writes its rewritten source beside the original
         wrapper = "orrery-mpicc" if src.endswith(".c") else "orrery-mpif90"
@@ -113,6 +119,16 @@ def test_a_fortran_program_and_its_c_twin_have_the_same_mpi_entries(built, run_p
             assert f["time_s"] == pytest.approx(cc["time_s"], rel=REL), name
         assert f_rank["comm_s"] == pytest.approx(c_rank["comm_s"], rel=REL) and f_rank["comm_s"] > 0
         assert f_rank["end_s"] == pytest.approx(c_rank["end_s"], rel=REL)
+
+
+def test_the_calls_orrery_answers_answer_fortran_too(built, run_program):
+    """answered.f90 on 2 nodes of 2 ranks: MPI_THREAD_FUNNELED (1) provided and queried, every rank
+    its main thread, and the processor name its node's (tests/native/test_mpi_answered.py for C)."""
+    r = run_program(built["answered"], options=("--gpus-per-node", "2"), nodes=2)
+    assert r.returncode == 0, r.stderr
+    assert sorted(line for line in r.stdout.splitlines() if " provided " in line) == [
+        f"rank {i} provided 1 queried 1 main T name n{i // 2}" for i in range(4)
+    ]
 
 
 def test_mpi_abort_from_fortran_ends_the_job_with_its_error_code(built, run_program):
