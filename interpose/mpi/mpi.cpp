@@ -679,10 +679,10 @@ ORR_EXPORT int MPI_Request_get_status(MPI_Request rq, int* flag, MPI_Status* st)
   MpiScope scope("MPI_Request_get_status");
   Rank& r = scope.rank();
   place(r, {});
-  if (settled(rq)) {
+  if (auto kept = g_settled.find(rq); kept != g_settled.end()) {
     *flag = 1;
     if (st != MPI_STATUS_IGNORE)
-      *st = g_settled[rq];
+      *st = kept->second;
     return MPI_SUCCESS;
   }
   if (rq == MPI_REQUEST_NULL || (persistent(r, rq) && !r.requests.count((const void*)rq))) {
@@ -1013,17 +1013,24 @@ ORR_EXPORT int MPI_Win_shared_query(MPI_Win win, int rank, MPI_Aint* size, int* 
   return MPI_SUCCESS;
 }
 
+/* The window leaves the table before SMPI frees it: other ranks run during the free (it is
+ * collective), and may make windows of their own, which can take the freed window's handle. */
 ORR_EXPORT int MPI_Win_free(MPI_Win* win) {
   MpiScope scope("MPI_Win_free", 0, Rank::kNoPeer, Rank::kNoPeer, HostState::Collective);
   auto it = win ? g_shared_windows.find(*win) : g_shared_windows.end();
+  if (it == g_shared_windows.end())
+    return PMPI_Win_free(win);
+  const MPI_Win handle = *win;
+  SharedWindow w = std::move(it->second);
+  g_shared_windows.erase(it);
   int rc = PMPI_Win_free(win);
-  if (it != g_shared_windows.end() && rc == MPI_SUCCESS) {
-    SharedSegment* segment = it->second.segment;
-    g_shared_windows.erase(it);
-    if (--segment->windows == 0) {
-      free(segment->memory);
-      delete segment;
-    }
+  if (rc != MPI_SUCCESS) {
+    g_shared_windows.emplace(handle, std::move(w));
+    return rc;
+  }
+  if (--w.segment->windows == 0) {
+    free(w.segment->memory);
+    delete w.segment;
   }
   return rc;
 }
