@@ -65,7 +65,7 @@ static Transfer transfer_of(const Gpu& g, const Op& op) {
   double moved = seg->bandwidth < route_bandwidth ? bytes * route_bandwidth / seg->bandwidth : bytes;
   double whole = std::floor(moved);  // comms move whole bytes: the fraction's time joins the latency
   double wait = std::max(seg->latency_s - route_latency, 0.0) + (moved - whole) / route_bandwidth;
-  if (wait < 1e-12)  // below the simulation's precision (surf/precision), a wait is nothing
+  if (wait <= kClockPrecision)  // below the simulation's precision, a wait is nothing
     wait = 0;
   return {wait, (uint64_t)whole};
 }

@@ -428,6 +428,14 @@ void host_overhead(Rank& r, double seconds);
 
 double now();
 
+/* SimGrid's precision (surf/precision, SMPI_CONFIG in orrery/run/launch.py): a time less than this
+ * ahead of the clock is the clock's own, reached by a sum taken in another order (a rank's host
+ * time against the end of the GPU work it waited for). SimGrid would sleep for it, an activity and
+ * a scheduling round, and say on standard error that the duration is below its accuracy: Orrery
+ * does not wait for such a time. */
+constexpr double kClockPrecision = 1e-12;
+inline bool ahead_of_clock(double t) { return t - now() > kClockPrecision; }
+
 /* ---- the host's time (streams.cpp) ----
  * A rank spends host time (API and MPI software overheads) without a SimGrid sleep for each:
  * defer() moves its own clock ahead, and it waits it out (catch_up) only where something

@@ -168,7 +168,7 @@ static void start_head(Stream* s) {
 static void take_up_head(Stream* s) {
   for (;;) {
     Op& op = s->queue.front();
-    if (op.not_before > now()) {  // enqueued ahead of the clock: taken up again then
+    if (ahead_of_clock(op.not_before)) {  // enqueued ahead of the clock: taken up again then
       simgrid::kernel::timer::Timer::set(op.not_before, [s] { take_up_head(s); });
       return;
     }
@@ -255,7 +255,7 @@ static void stream_worker(Stream* s) {
     }
     while (!s->queue.empty()) {
       Op& op = s->queue.front();
-      if (op.not_before > now())  // enqueued ahead of the clock (its rank's own time)
+      if (ahead_of_clock(op.not_before))  // enqueued ahead of the clock (its rank's own time)
         sg4::this_actor::sleep_for(op.not_before - now());
       double ready = now();
       for (const Dependency& d : op.deps)
@@ -375,7 +375,7 @@ void defer(Rank& r, double seconds) {
 }
 
 void catch_up(Rank& r) {
-  if (r.clock <= now())
+  if (!ahead_of_clock(r.clock))
     return;
   g_host_time.sleeps++;
   sg4::this_actor::sleep_for(r.clock - now());

@@ -162,7 +162,7 @@ void run(const Clique& c, const Schedule& sched, int algo, int proto) {
         if (int up = t.follows; up >= 0) {
           wait_until((*done)[up].cv, [done, up] { return (*done)[up].started; });
           double at = (*done)[up].start_s + t.fill;
-          if (at - now() > 1e-12)
+          if (ahead_of_clock(at))
             sg4::this_actor::sleep_for(at - now());
         }
         const Gpu& a = *c.members[t.from]->gpu;
@@ -173,7 +173,7 @@ void run(const Clique& c, const Schedule& sched, int algo, int proto) {
           sg4::this_actor::sleep_for(lat + t.bytes / a.d2d_bandwidth);
         } else {
           double wait = lat - route_latency(a.copy_engine, b.copy_engine);
-          if (wait > 1e-12)
+          if (wait > kClockPrecision)
             sg4::this_actor::sleep_for(wait);
           (*done)[i].started = true;
           (*done)[i].start_s = now();
@@ -463,7 +463,7 @@ void execute_part(const Clique& c, const Part& p) {
   }
   int hw = hw_between(a, b);
   double wait = c.tuner->step_latency_s(kRing, kSimple, hw) - route_latency(a.copy_engine, b.copy_engine);
-  if (wait > 1e-12)
+  if (wait > kClockPrecision)
     sg4::this_actor::sleep_for(wait);
   double moved = std::ceil((double)p.bytes / efficiency_of(hw));
   if (moved > 0)
