@@ -13,14 +13,17 @@
  *
  * What is approximated (docs/nccl.md says more): channels are not simulated one by one (the
  * platform's link between a GPU and its NVSwitch, or its NIC, is the sum of NCCL's channels on
- * it), a pipeline streams each hop's data on as its first chunk lands, a tree is NCCL's chain within a node
- * under one binary tree between nodes (NCCL runs two, each with half of the data), NVLS is the
+ * it), a pipeline streams each hop's data on as its first chunk lands, Tree is NCCL's chain within a node
+ * under one binary tree between nodes (NCCL runs two, each with half of the data; NVLSTree's
+ * rails run both, double_binary_tree), NVLS is the
  * load it puts on each GPU's NVLink (its reduction and multicast in the switch are not hosts of
  * the platform), and reductions cost no time of their own. */
 #include "nccl/engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <functional>
 
 namespace orrery::nccl {
 
@@ -266,9 +269,61 @@ void chain(Schedule& s, const Clique& c, const std::vector<int>& order, double b
   }
 }
 
+/* An allreduce up and down a tree: the data streamed up to the root, reduced on the way, and
+ * streamed back down from it. Each edge is a pipeline: it starts once the first chunk of what it
+ * forwards has landed, and ends no earlier than that. `members` are clique ranks and `parent` is
+ * indexed by position in it (-1 at the root). The member at position i has its up edge on lane
+ * lane0 + i and its down edge on lane lane0 + m + i. */
+void stream_tree(Schedule& s, const Clique& c, const std::vector<int>& members, const std::vector<int>& parent,
+                 double bytes, const Choice& ch, int lane0) {
+  int m = (int)members.size();
+  std::vector<std::vector<int>> children(m);
+  int root = -1;
+  for (int i = 0; i < m; i++)
+    parent[i] < 0 ? (void)(root = i) : children[parent[i]].push_back(i);
+  std::vector<int> order;  // positions, children before parents
+  std::function<void(int)> post = [&](int v) {
+    for (int k : children[v])
+      post(k);
+    order.push_back(v);
+  };
+  post(root);
+  auto streams = [&](int t, const std::vector<int>& upstream) {
+    if (upstream.empty())
+      return;
+    Transfer& tr = s.transfers[t];
+    const Transfer& up = s.transfers[upstream[0]];
+    tr.follows = upstream[0];
+    tr.fill = first_chunk(*c.members[up.from]->gpu, *c.members[up.to]->gpu, bytes, ch);
+    tr.after = upstream;
+  };
+  std::vector<int> up(m, -1), down(m, -1);
+  for (int v : order) {
+    if (v == root)
+      continue;
+    up[v] = s.add(members[v], members[parent[v]], bytes, lane0 + v);
+    std::vector<int> from_children;
+    for (int k : children[v])
+      from_children.push_back(up[k]);
+    streams(up[v], from_children);
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    int v = *it;
+    for (int k : children[v]) {
+      down[k] = s.add(members[v], members[k], bytes, lane0 + m + k);
+      std::vector<int> upstream;
+      if (v == root)
+        for (int r : children[root])
+          upstream.push_back(up[r]);
+      else
+        upstream.push_back(down[v]);
+      streams(down[k], upstream);
+    }
+  }
+}
+
 /* NCCL's tree for an allreduce: within each node a chain of its members (the first is the
- * node's head), the heads under a binary tree of the nodes; the data streamed up to the root,
- * reduced on the way, and streamed back down from it. */
+ * node's head), the heads under a binary tree of the nodes. */
 void tree_allreduce(Schedule& s, const Clique& c, double bytes, const Choice& ch) {
   int n = c.nranks;
   std::vector<int> parent(n, -1);
@@ -283,50 +338,50 @@ void tree_allreduce(Schedule& s, const Clique& c, double bytes, const Choice& ch
   }
   for (size_t q = 1; q < heads.size(); q++)
     parent[heads[q]] = heads[(q - 1) / 2];
-  std::vector<std::vector<int>> children(n);
-  int root = -1;
+  std::vector<int> all(n);
   for (int i = 0; i < n; i++)
-    parent[i] < 0 ? (void)(root = i) : children[parent[i]].push_back(i);
-  std::vector<int> order;  // members, children before parents
-  std::function<void(int)> post = [&](int v) {
-    for (int ch_ : children[v])
-      post(ch_);
-    order.push_back(v);
-  };
-  post(root);
-  auto streams = [&](int t, const std::vector<int>& upstream) {
-    if (upstream.empty())
-      return;
-    Transfer& tr = s.transfers[t];
-    const Transfer& up = s.transfers[upstream[0]];
-    tr.follows = upstream[0];
-    tr.fill = first_chunk(*c.members[up.from]->gpu, *c.members[up.to]->gpu, bytes, ch);
-    tr.after = upstream;
-  };
-  // lanes: member v's up edge is lane v, its down edge lane n + v
-  std::vector<int> up(n, -1), down(n, -1);
-  for (int v : order) {
-    if (v == root)
-      continue;
-    up[v] = s.add(v, parent[v], bytes, v);
-    std::vector<int> from_children;
-    for (int k : children[v])
-      from_children.push_back(up[k]);
-    streams(up[v], from_children);
-  }
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    int v = *it;
-    for (int k : children[v]) {
-      down[k] = s.add(v, k, bytes, n + k);
-      std::vector<int> upstream;
-      if (v == root)
-        for (int r : children[root])
-          upstream.push_back(up[r]);
-      else
-        upstream.push_back(down[v]);
-      streams(down[k], upstream);
+    all[i] = i;
+  stream_tree(s, c, all, parent, bytes, ch, 0);
+}
+
+/* NCCL's double binary tree over m positions (its trees between nodes), as parents by position
+ * (-1 at the root). The first is an in-order binary tree rooted at position 0, whose leaves are
+ * the odd positions: 0 has one child, the largest power of two below m; a position p whose lowest
+ * set bit is h (h > 1) has children p - h/2 and p + h/2, the latter, where it is m or more,
+ * replaced by the first of p + h/4, p + h/8, ... below m. The second is the first mirrored (p to
+ * m - 1 - p) where m is even, shifted by one (p to p + 1 mod m) where it is odd: a position is
+ * inside one of the trees and a leaf of the other (but position 0, for an odd m), so that, each
+ * tree carrying half the data, every member's links carry about as much. */
+std::array<std::vector<int>, 2> double_binary_tree(int m) {
+  std::vector<int> first(m, -1);
+  if (m > 1) {
+    int top = 1;
+    while (top * 2 < m)
+      top *= 2;
+    first[top] = 0;
+    std::vector<int> todo = {top};
+    while (!todo.empty()) {
+      int p = todo.back();
+      todo.pop_back();
+      int h = (p & -p) / 2;
+      if (h == 0)
+        continue;  // odd: a leaf
+      first[p - h] = p;
+      todo.push_back(p - h);
+      while (p + h >= m && h > 1)
+        h /= 2;
+      if (p + h < m) {
+        first[p + h] = p;
+        todo.push_back(p + h);
+      }
     }
   }
+  std::vector<int> second(m, -1);
+  auto image = [m](int p) { return m % 2 == 0 ? m - 1 - p : (p + 1) % m; };
+  for (int p = 0; p < m; p++)
+    if (first[p] >= 0)
+      second[image(p)] = image(first[p]);
+  return {first, second};
 }
 
 /* NVLS within a node: each GPU's NVLink carries, in each direction, what the switch's reduction
@@ -388,7 +443,8 @@ void execute_collective(const Clique& c, const Work& w, const Choice& ch) {
         }
         if (by_node.size() > 1) {
           // between nodes, each GPU's share (S / local GPUs) reduced with the same GPU of the
-          // other nodes: a ring over them, on its rail
+          // other nodes, on its rail: up and down NCCL's double binary tree over them, half the
+          // share on each tree
           size_t local = by_node.begin()->second.size();
           for (size_t l = 0; l < local; l++) {
             std::vector<int> rail;
@@ -396,18 +452,10 @@ void execute_collective(const Clique& c, const Work& w, const Choice& ch) {
               if (l < ms.size())
                 rail.push_back(ms[l]);
             int m = (int)rail.size();
-            std::vector<int> prev(m, -1);
-            for (int step = 0; step < 2 * (m - 1); step++) {
-              std::vector<int> cur(m);
-              for (int i = 0; i < m; i++) {
-                std::vector<int> deps;
-                if (prev[(i + m - 1) % m] >= 0)
-                  deps.push_back(prev[(i + m - 1) % m]);
-                cur[i] = s.add(rail[i], rail[(i + 1) % m], S / local / m, lane + i, deps);
-              }
-              prev = cur;
+            for (const std::vector<int>& parent : double_binary_tree(m)) {
+              stream_tree(s, c, rail, parent, S / local / 2, ch, lane);
+              lane += 2 * m;
             }
-            lane += m;
           }
         }
       } else {

@@ -137,6 +137,41 @@ def test_a_ring_across_two_nodes_waits_for_its_network_hops(run_program, program
     assert nccl_entry(r, 0, "ncclAllReduce Ring/Simple")["time_s"] == pytest.approx(expected, rel=1e-9)
 
 
+NVLS_TREE_SIMPLE_NET = 20.9 * US  # NCCL tuning.cc hwLatencies: NVLSTree/Simple on the network
+
+
+@pytest.mark.parametrize("nodes", [4, 8, 16])
+def test_nvls_tree_crosses_nodes_up_and_down_a_tree_whose_depth_grows_as_log2_nodes(
+    run_program, programs, dgx, monkeypatch, nodes
+):
+    """NVLSTree: NVLS within each node and, between nodes, each GPU's share reduced with the same
+    GPU of the other nodes (its rail) up NCCL's double binary tree and broadcast back down, half
+    the share on each tree; the trees' depth is ceil(log2 nodes) (2, 3 and 4 here), not a ring's
+    2 (nodes - 1) steps (6, 14 and 30: 24 of them 20.9 us apart at 16 nodes). 2 GPUs per node, 64
+    bytes: each tree edge carries b = 64 / 2 GPUs / 2 trees = 16 bytes. Along the deepest path
+    (D edges up, D down) an edge waits NCCL's step latency L beyond its route's latency r (leaf
+    edges from the start; the others once the first chunk of what they forward has landed, r +
+    b / B after their upstream began), then moves its bytes in r + b / B (B: the route's narrowest
+    link, NIC or PCIe): the last edge ends at (L - r) + (2D - 1)(r + b/B + L - r) + r + b/B =
+    2D (L + b/B), r cancelling. Within the nodes NVLS takes its 25 us step and 16 x 1.5 bytes at
+    once, which the trees outlast. Siblings send to their parent at the same instant and share its
+    NIC for their 16 bytes: a few 1e-10 s of the time, within the 1 ns asked."""
+    pinned(monkeypatch, "NVLSTree", "Simple")
+    size = 64
+    options = ("--machine", "dgx-h100", "--gpus-per-node", "2", "--ranks-per-node", "2")
+    r = run_program(programs["nccl_calls"], "coll", "allreduce", str(size), options=options, nodes=nodes)
+    depth = math.ceil(math.log2(nodes))
+    b = size / 2 / 2
+    bandwidth = min(dgx.nic.bandwidth, dgx.pcie.bandwidth)
+    assert math.ceil(b / dgx.nccl.efficiency_net) == b  # moves its bytes as they are
+    expected = dgx.nccl.base_latency_nvls_tree_simple + 2 * depth * (NVLS_TREE_SIMPLE_NET + b / bandwidth)
+    assert dgx.nccl.step_latency_nvls < expected / 2
+    for rank in range(2 * nodes):
+        t = nccl_entry(r, rank, "ncclAllReduce NVLSTree/Simple")
+        assert (t["count"], t["bytes"]) == (1, size)
+        assert t["time_s"] == pytest.approx(expected, abs=1e-9)
+
+
 def test_grouped_sends_and_receives_all_travel_at_once(run_program, programs, dgx):
     size = 1 << 20
     r = run_program(programs["nccl_calls"], "ring", str(size), options=one_node(4))
