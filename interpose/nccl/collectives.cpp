@@ -83,7 +83,9 @@ std::shared_ptr<Part> arrive_part(ncclComm* comm, const Work& w) {
       execute_part(*c, *p);
       p->done = true;
       p->end_s = now();
-      c->changed->notify_all();
+      c->members[p->from]->parts_changed->notify_all();
+      if (p->to != p->from)
+        c->members[p->to]->parts_changed->notify_all();
     });
   }
   return p;
@@ -106,7 +108,7 @@ void run_works(ncclComm* comm, const std::vector<Work>& works) {
   std::map<int, std::pair<const Work*, std::pair<size_t, double>>> calls;
   for (auto& [w, p] : parts) {
     std::shared_ptr<Part> part = p;
-    wait_until(comm->clique->changed, [part] { return part->done; });
+    wait_until(comm->parts_changed, [part] { return part->done; });
     auto& [first, tally] = calls.try_emplace(w->call_id, w, std::pair<size_t, double>{0, t0}).first->second;
     if (!(w->kind == Work::Recv && w->func == -1 && std::string(w->call) == "ncclAlltoAll"))
       tally.first += w->bytes;  // an all-to-all's bytes: its send buffer's

@@ -51,6 +51,10 @@ struct ncclComm {
   uint64_t collectives = 0;                 // collective calls made so far
   std::map<int, uint64_t> sends, receives;  // point-to-point parts so far, per peer
   uint64_t split_calls = 0;
+  // notified as each point-to-point part it sends or receives completes: its stream waits there,
+  // not on the clique's condition, which an all-to-all's n^2 parts would notify to every member
+  // (n^3 wake-ups: 128 GPUs, 16 256 parts a call, took 8 s a call)
+  sg4::ConditionVariablePtr parts_changed = sg4::ConditionVariable::create();
   bool finalized = false, destroyed = false;
   std::string last_error;
 };
