@@ -3,13 +3,17 @@
 The last net under the simulator: a rank's host-to-device, device-to-host or peer
 copies, taken together, can move their bytes no faster than the fastest route of
 their kind on its node allows (a set of copies cannot beat the fastest of them, and
-none can beat its route's narrowest link). A run that breaks this has met a bug of
-Orrery or SimGrid (issue 22: copies that started together went at 251 GB/s over a
-53.8 GB/s link); the run says so instead of reporting the time as if it were true.
+none can beat its route's narrowest link), and no link direction carries more bytes than
+its capacity over the time it was busy. A run that breaks this has met a bug of Orrery
+or SimGrid (issue 22: copies that started together went at 251 GB/s over a 53.8 GB/s
+link; 2026-12-06: NCCL transfers at 400 GB/s through a 50 GB/s NIC); the run says so
+instead of reporting the time as if it were true.
 It is not a model of anything: the tests derive times, this only refuses the impossible.
 """
 
 from __future__ import annotations
+
+import math
 
 from ..machines import platform
 from ..machines.description import Machine
@@ -42,8 +46,24 @@ def copy_bounds(machine: Machine, layout: platform.Layout) -> dict[str, float]:
     return bounds
 
 
+def link_violations(results: Results) -> list[str]:
+    """One line for each link direction that carried more bytes than its capacity allows over
+    the time it was busy (every transfer counted: copies, MPI messages, NCCL's): what SimGrid
+    3.32's selective bandwidth update did to flows whose latency ended together (launch.py)."""
+    found = []
+    for link in results.links:
+        if link.bytes > link.capacity_Bps * link.busy_s * (1 + SLACK):
+            found.append(
+                f"link {link.name} carried {link.bytes:.17g} B in {link.busy_s:.6g} s of traffic, "
+                f"{link.bytes / link.busy_s / 1e9 if link.busy_s > 0 else math.inf:.4g} GB/s, "
+                f"above its {link.capacity_Bps / 1e9:.4g} GB/s"
+            )
+    return found
+
+
 def violations(results: Results, machine: Machine, layout: platform.Layout) -> list[str]:
-    """One line for each rank and kind of copy whose bytes moved faster than they can."""
+    """One line for each rank and kind of copy whose bytes moved faster than they can, and for
+    each link that carried more than its capacity."""
     bounds = copy_bounds(machine, layout)
     found = []
     for rank in results.ranks:
@@ -57,4 +77,4 @@ def violations(results: Results, machine: Machine, layout: platform.Layout) -> l
                     f"rank {rank.rank}: {tally.count} {kind} copies moved {tally.bytes} B {rate}, "
                     f"faster than the {bound / 1e9:.4g} GB/s of the fastest {kind} route of its node"
                 )
-    return found
+    return found + link_violations(results)

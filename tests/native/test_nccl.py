@@ -172,6 +172,30 @@ def test_nvls_tree_crosses_nodes_up_and_down_a_tree_whose_depth_grows_as_log2_no
         assert t["time_s"] == pytest.approx(expected, abs=1e-9)
 
 
+def test_an_all_to_all_s_transfers_that_start_together_share_every_link_they_cross(run_program, programs, dgx):
+    """ncclAlltoAll of 1 MiB per rank on 2 dgx-h100 nodes: 64 KiB from every GPU to every other,
+    the 128 between the nodes through the 16 NICs, 8 through each NIC in each direction, all at
+    once. No link carries more than its capacity over the time it is busy, so each NIC is busy at
+    least 8 x 64 KiB / 50 GB/s = 10.5 us. SimGrid 3.32's selective bandwidth update, Orrery's
+    setting until 2026-12-06, left some of these links out of the sharing when the transfers'
+    latencies ended together: eight transfers at 50 GB/s each through one NIC, busy 1.3 us."""
+    size = 1 << 20
+    options = ("--machine", "dgx-h100", "--gpus-per-node", "8", "--ranks-per-node", "8")
+    r = run_program(programs["nccl_calls"], "coll", "alltoall", str(size), options=options, nodes=2)
+    assert r.returncode == 0, r.stderr
+    assert r.results["physics_violations"] == []
+    links = {link["name"]: link for link in r.results["links"]}
+    share = size // 16
+    for node in range(2):
+        for nic in range(8):
+            for direction in ("UP", "DOWN"):
+                link = links[f"n{node}-nic{nic}-ib_{direction}"]
+                assert 8 * share <= link["bytes"] < 8 * share + 1024  # and the MPI bootstrap's messages
+                assert link["busy_s"] >= 8 * share / dgx.nic.bandwidth * (1 - 1e-9)
+    for link in links.values():
+        assert link["bytes"] <= link["capacity_Bps"] * link["busy_s"] * (1 + 1e-9)
+
+
 def test_grouped_sends_and_receives_all_travel_at_once(run_program, programs, dgx):
     size = 1 << 20
     r = run_program(programs["nccl_calls"], "ring", str(size), options=one_node(4))

@@ -66,3 +66,25 @@ def test_copies_faster_than_their_route_are_violations_and_the_summary_says_so()
     results.physics_violations = found
     warnings = [line for line in summary(results).splitlines() if line.startswith("warning: physically")]
     assert len(warnings) == 3 and warnings[0].endswith(found[0])
+
+
+def test_a_link_that_carried_more_than_its_capacity_over_its_busy_time_is_a_violation():
+    """What SimGrid 3.32's selective bandwidth update did (launch.SMPI_CONFIG): 8 x 64 KiB through a
+    50 GB/s NIC in 1.31 us of traffic (400 GB/s); the same bytes in 10.49 us are possible, and so
+    is a link busy longer than its bytes need (its flows slowed elsewhere)."""
+    from orrery.run.results import LinkResult
+
+    nic, moved = 50e9, 8 * 65536
+    links = [
+        LinkResult("n0-nic0-ib_UP", "nic", nic, moved, 1.31072e-6),  # 400 GB/s
+        LinkResult("n0-nic1-ib_UP", "nic", nic, moved, moved / nic),  # exactly its capacity
+        LinkResult("n0-nvl0_UP", "nvlink", 450e9, moved, 1e-3),  # slower than it could
+        LinkResult("n0-nic2-ib_UP", "nic", nic, 8.0, 0.0),  # bytes in no time
+    ]
+    results = Results("completed", None, 1.0, [], {}, {"machine": "dgx-h100"}, links=links)
+    assert physics.link_violations(results) == [
+        "link n0-nic0-ib_UP carried 524288 B in 1.31072e-06 s of traffic, 400 GB/s, above its 50 GB/s",
+        "link n0-nic2-ib_UP carried 8 B in 0 s of traffic, inf GB/s, above its 50 GB/s",
+    ]
+    h100 = machine.load("dgx-h100")
+    assert physics.violations(results, h100, platform.Layout.for_machine(h100, 1)) == physics.link_violations(results)
