@@ -78,15 +78,12 @@ std::shared_ptr<Part> arrive_part(ncclComm* comm, const Work& w) {
   (send ? p->send_ready : p->recv_ready) = true;
   if (p->send_ready && p->recv_ready) {
     pending.erase(w.seq);
-    sg4::Host* where = c->members[from]->gpu->host;
-    sg4::Actor::create("nccl-p2p", where, [c, p] {
-      execute_part(*c, *p);
-      p->done = true;
-      p->end_s = now();
+    p->finished = [c, p = p.get()] {
       c->members[p->from]->parts_changed->notify_all();
       if (p->to != p->from)
         c->members[p->to]->parts_changed->notify_all();
-    });
+    };
+    start_part(*c, p);
   }
   return p;
 }

@@ -19,6 +19,7 @@
 #include "nccl/nccl_api.h"
 #include "nccl/tuning.hpp"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -73,6 +74,9 @@ struct Part {        // one point-to-point transfer, in flight
   size_t bytes = 0;
   bool send_ready = false, recv_ready = false, done = false;
   double end_s = 0;
+  std::function<void()> finished;  // once done (in the kernel): wakes those waiting for it
+  std::shared_ptr<Part> self;      // itself, while its transfer runs (start_part)
+  sg4::ActivityPtr comm;           // that transfer
 };
 
 struct Clique {
@@ -126,8 +130,12 @@ Op make_op(ncclComm* comm, std::vector<Work> works);
 // Executes collective `w` of clique `c` with its tuner's choice: every step's transfers between the
 // members' GPUs on the platform; returns when the last transfer arrived.
 void execute_collective(const Clique& c, const Work& w, const Choice& choice);
-// Executes one point-to-point transfer (in an actor of its own).
-void execute_part(const Clique& c, const Part& p);
+/* Starts one point-to-point transfer in the simulation's kernel, without an actor of its own (an
+ * all-to-all's n^2 parts each took one, and its stack two memory maps: 256 GPUs passed
+ * vm.max_map_count): NCCL's Ring/Simple step latency of its link class beyond its route's (a
+ * timer), then its bytes over the route between the GPUs' copy engines, or to itself a copy in its
+ * GPU's memory; part.finished() at its end. */
+void start_part(const Clique& c, std::shared_ptr<Part> part);
 size_t type_size(ncclDataType_t t);
 
 }  // namespace orrery::nccl

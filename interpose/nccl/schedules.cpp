@@ -20,6 +20,9 @@
  * the platform), and reductions cost no time of their own. */
 #include "nccl/engine.hpp"
 
+#include <simgrid/kernel/Timer.hpp>
+#include <simgrid/simix.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -502,20 +505,65 @@ void execute_collective(const Clique& c, const Work& w, const Choice& ch) {
   run(c, s, ch.algo, ch.proto);
 }
 
-void execute_part(const Clique& c, const Part& p) {
-  const Gpu& a = *c.members[p.from]->gpu;
-  const Gpu& b = *c.members[p.to]->gpu;
-  if (&a == &b) {  // to itself: a copy in the GPU's memory
-    sg4::this_actor::sleep_for(a.d2d_latency_s + (double)p.bytes / a.d2d_bandwidth);
-    return;
-  }
-  int hw = hw_between(a, b);
-  double wait = c.tuner->step_latency_s(kRing, kSimple, hw) - route_latency(a.copy_engine, b.copy_engine);
-  if (wait > kClockPrecision)
-    sg4::this_actor::sleep_for(wait);
-  double moved = std::ceil((double)p.bytes / efficiency_of(hw));
-  if (moved > 0)
-    sg4::Comm::sendto(a.copy_engine, b.copy_engine, (uint64_t)moved);
+namespace {
+// The part whose transfer an activity is (start_part's comms): not the activity's to delete.
+const simgrid::xbt::Extension<sg4::Activity, Part> kPartOf = sg4::Activity::extension_create<Part>([](void*) {});
+
+// Kept until the next part completes: SimGrid goes on using a comm after its completion callbacks.
+sg4::ActivityPtr& last_completed() {
+  static auto* last = new sg4::ActivityPtr;  // never destroyed: not after SimGrid's end
+  return *last;
+}
+
+void part_done(Part& p) {
+  std::shared_ptr<Part> keep = std::move(p.self);
+  last_completed() = std::move(p.comm);
+  p.done = true;
+  p.end_s = now();
+  p.finished();
+}
+
+void on_part_comm_done(const sg4::Activity& a) {
+  if (Part* p = a.extension(kPartOf))
+    part_done(*p);
+}
+
+// `then` after `delay` (none within the clock's precision), in the kernel.
+void after(double delay, std::function<void()> then) {
+  if (delay > kClockPrecision)
+    simgrid::kernel::timer::Timer::set(now() + delay, std::move(then));
+  else
+    then();
+}
+}  // namespace
+
+void start_part(const Clique& c, std::shared_ptr<Part> part) {
+  simgrid::kernel::actor::simcall_answered([&c, part] {
+    static bool connected = false;
+    if (!connected) {
+      sg4::Activity::on_completion_cb(on_part_comm_done);
+      connected = true;
+    }
+    Part* p = part.get();
+    p->self = part;
+    const Gpu& a = *c.members[p->from]->gpu;
+    const Gpu& b = *c.members[p->to]->gpu;
+    if (&a == &b) {  // to itself: a copy in the GPU's memory
+      after(a.d2d_latency_s + (double)p->bytes / a.d2d_bandwidth, [p] { part_done(*p); });
+      return;
+    }
+    int hw = hw_between(a, b);
+    double wait = c.tuner->step_latency_s(kRing, kSimple, hw) - route_latency(a.copy_engine, b.copy_engine);
+    double moved = std::ceil((double)p->bytes / efficiency_of(hw));
+    after(wait, [p, from = a.copy_engine, to = b.copy_engine, moved] {
+      if (moved <= 0) {
+        part_done(*p);
+        return;
+      }
+      p->comm = sg4::Comm::sendto_async(from, to, (uint64_t)moved);
+      p->comm->extension_set(kPartOf, p, false);
+    });
+  });
 }
 
 }  // namespace orrery::nccl
