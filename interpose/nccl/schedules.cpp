@@ -14,8 +14,7 @@
  * What is approximated (docs/nccl.md says more): channels are not simulated one by one (the
  * platform's link between a GPU and its NVSwitch, or its NIC, is the sum of NCCL's channels on
  * it), a pipeline streams each hop's data on as its first chunk lands, Tree is NCCL's chain within a node
- * under one binary tree between nodes (NCCL runs two, each with half of the data; NVLSTree's
- * rails run both, double_binary_tree), NVLS is the
+ * under its double binary tree between nodes (NVLSTree's rails run the same trees), NVLS is the
  * load it puts on each GPU's NVLink (its reduction and multicast in the switch are not hosts of
  * the platform), and reductions cost no time of their own. */
 #include "nccl/engine.hpp"
@@ -325,28 +324,6 @@ void stream_tree(Schedule& s, const Clique& c, const std::vector<int>& members, 
   }
 }
 
-/* NCCL's tree for an allreduce: within each node a chain of its members (the first is the
- * node's head), the heads under a binary tree of the nodes. */
-void tree_allreduce(Schedule& s, const Clique& c, double bytes, const Choice& ch) {
-  int n = c.nranks;
-  std::vector<int> parent(n, -1);
-  std::map<int, std::vector<int>> by_node;
-  for (int i = 0; i < n; i++)
-    by_node[c.members[i]->gpu->node].push_back(i);
-  std::vector<int> heads;
-  for (auto& [node, ms] : by_node) {
-    heads.push_back(ms[0]);
-    for (size_t l = 1; l < ms.size(); l++)
-      parent[ms[l]] = ms[l - 1];
-  }
-  for (size_t q = 1; q < heads.size(); q++)
-    parent[heads[q]] = heads[(q - 1) / 2];
-  std::vector<int> all(n);
-  for (int i = 0; i < n; i++)
-    all[i] = i;
-  stream_tree(s, c, all, parent, bytes, ch, 0);
-}
-
 /* NCCL's double binary tree over m positions (its trees between nodes), as parents by position
  * (-1 at the root). The first is an in-order binary tree rooted at position 0, whose leaves are
  * the odd positions: 0 has one child, the largest power of two below m; a position p whose lowest
@@ -385,6 +362,39 @@ std::array<std::vector<int>, 2> double_binary_tree(int m) {
     if (first[p] >= 0)
       second[image(p)] = image(first[p]);
   return {first, second};
+}
+
+/* NCCL's tree for an allreduce: within each node a chain of its members (the first is the
+ * node's head), the heads under NCCL's double binary tree of the nodes, half the data on each
+ * tree (the chains carry both halves); within one node, one chain. */
+void tree_allreduce(Schedule& s, const Clique& c, double bytes, const Choice& ch) {
+  int n = c.nranks;
+  std::vector<int> chains(n, -1);
+  std::map<int, std::vector<int>> by_node;
+  for (int i = 0; i < n; i++)
+    by_node[c.members[i]->gpu->node].push_back(i);
+  std::vector<int> heads;
+  for (auto& [node, ms] : by_node) {
+    heads.push_back(ms[0]);
+    for (size_t l = 1; l < ms.size(); l++)
+      chains[ms[l]] = ms[l - 1];
+  }
+  std::vector<int> all(n);
+  for (int i = 0; i < n; i++)
+    all[i] = i;
+  if (heads.size() == 1) {
+    stream_tree(s, c, all, chains, bytes, ch, 0);
+    return;
+  }
+  int lane = 0;
+  for (const std::vector<int>& between : double_binary_tree((int)heads.size())) {
+    std::vector<int> parent = chains;
+    for (size_t q = 0; q < heads.size(); q++)
+      if (between[q] >= 0)
+        parent[heads[q]] = heads[between[q]];
+    stream_tree(s, c, all, parent, bytes / 2, ch, lane);
+    lane += 2 * n;
+  }
 }
 
 /* NVLS within a node: each GPU's NVLink carries, in each direction, what the switch's reduction

@@ -172,6 +172,27 @@ def test_nvls_tree_crosses_nodes_up_and_down_a_tree_whose_depth_grows_as_log2_no
         assert t["time_s"] == pytest.approx(expected, abs=1e-9)
 
 
+def test_a_tree_allreduce_loads_each_node_s_nic_as_nccl_s_double_binary_tree_does(run_program, programs, monkeypatch):
+    """Tree/Simple allreduce of S = 1 MiB on 8 nodes of one GPU: half the data up and down each of
+    NCCL's two trees between the nodes. The first, in order from position 0: 0-4, 4-2, 4-6, 2-1,
+    2-3, 6-5, 6-7; the second its mirror (p to 7 - p): 7-3, 3-5, 3-1, 5-6, 5-4, 1-2, 1-0. A node's
+    NIC carries, each way, S/2 for every edge it has in either tree: nodes 0 and 7 one edge in
+    each (S), the others three in one and one in the other (2 S). One tree of all the data (a
+    heap: node 1 under 0, with 3 and 4 under it) loaded nodes 1 and 2 with 3 S."""
+    pinned(monkeypatch, "Tree", "Simple")
+    size = 1 << 20
+    options = ("--machine", "dgx-h100", "--gpus-per-node", "1", "--ranks-per-node", "1")
+    r = run_program(programs["nccl_calls"], "coll", "allreduce", str(size), options=options, nodes=8)
+    assert r.returncode == 0, r.stderr
+    assert r.results["physics_violations"] == []
+    links = {link["name"]: link for link in r.results["links"]}
+    edges = {0: 2, 1: 4, 2: 4, 3: 4, 4: 4, 5: 4, 6: 4, 7: 2}
+    for node, count in edges.items():
+        for direction in ("UP", "DOWN"):
+            carried = links[f"n{node}-nic0-ib_{direction}"]["bytes"]
+            assert count * size / 2 <= carried < count * size / 2 + 1024  # and the MPI bootstrap's messages
+
+
 def test_an_all_to_all_s_transfers_that_start_together_share_every_link_they_cross(run_program, programs, dgx):
     """ncclAlltoAll of 1 MiB per rank on 2 dgx-h100 nodes: 64 KiB from every GPU to every other,
     the 128 between the nodes through the 16 NICs, 8 through each NIC in each direction, all at
