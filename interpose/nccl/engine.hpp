@@ -75,8 +75,6 @@ struct Part {        // one point-to-point transfer, in flight
   bool send_ready = false, recv_ready = false, done = false;
   double end_s = 0;
   std::function<void()> finished;  // once done (in the kernel): wakes those waiting for it
-  std::shared_ptr<Part> self;      // itself, while its transfer runs (start_part)
-  sg4::ActivityPtr comm;           // that transfer
 };
 
 struct Clique {

@@ -139,66 +139,168 @@ double efficiency_of(int hw) {
   return it == m.efficiency.end() ? 1.0 : it->second;
 }
 
-struct Done {  // a transfer's start and completion, which later ones wait for
-  bool started = false, done = false;
-  double start_s = 0;
-  sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
-};
+/* `then` after `delay` (none within the clock's precision), in the simulation's kernel. */
+void after(double delay, std::function<void()> then) {
+  if (delay > kClockPrecision)
+    simgrid::kernel::timer::Timer::set(now() + delay, std::move(then));
+  else
+    then();
+}
 
-/* Runs a schedule: one actor per lane, each taking its transfers in order; returns when all
- * lanes are done. */
-void run(const Clique& c, const Schedule& sched, int algo, int proto) {
-  std::vector<std::vector<int>> lanes(sched.lanes);
-  for (int i = 0; i < (int)sched.transfers.size(); i++)
-    lanes[sched.transfers[i].lane].push_back(i);
-  auto done = std::make_shared<std::vector<Done>>(sched.transfers.size());
-  auto left = std::make_shared<int>(0);
-  auto finished = sg4::ConditionVariable::create();
-  for (auto& lane : lanes) {
-    if (lane.empty())
-      continue;
-    ++*left;
-    const Gpu* g = c.members[sched.transfers[lane[0]].from]->gpu;
-    sg4::Actor::create("nccl-lane", g->host, [&c, &sched, lane, done, left, finished, algo, proto] {
-      for (int i : lane) {
-        const Transfer& t = sched.transfers[i];
-        for (int d : t.deps)
-          wait_until((*done)[d].cv, [done, d] { return (*done)[d].done; });
-        if (int up = t.follows; up >= 0) {
-          wait_until((*done)[up].cv, [done, up] { return (*done)[up].started; });
-          double at = (*done)[up].start_s + t.fill;
-          if (ahead_of_clock(at))
-            sg4::this_actor::sleep_for(at - now());
+/* A comm started in the kernel and what to do when it completes (comm_then). The comm holds
+ * itself until then, and the last one completed is kept until the next completes: SimGrid goes on
+ * using a comm after its completion callbacks. */
+struct OnDone {
+  std::function<void()> then;
+  sg4::ActivityPtr self;
+};
+const simgrid::xbt::Extension<sg4::Activity, OnDone> kOnDone = sg4::Activity::extension_create<OnDone>();
+
+void on_comm_done(const sg4::Activity& a) {
+  OnDone* d = a.extension(kOnDone);
+  if (!d || !d->self)
+    return;
+  static auto* last = new sg4::ActivityPtr;  // never destroyed: not after SimGrid's end
+  *last = std::move(d->self);
+  std::function<void()> then = std::move(d->then);
+  then();
+}
+
+void comm_then(sg4::ActivityPtr comm, std::function<void()> then) {
+  static bool connected = false;
+  if (!connected) {
+    sg4::Activity::on_completion_cb(on_comm_done);
+    connected = true;
+  }
+  auto* d = new OnDone{std::move(then), comm};
+  comm->extension_set(kOnDone, d);
+}
+
+/* Runs a schedule in the simulation's kernel, without an actor per lane (a collective of n GPUs
+ * has up to 2n lanes per tree or ring, and an actor's stack takes two memory maps): each lane
+ * takes its transfers in order, a transfer once the transfers it depends on are done (and, where
+ * it streams, once its upstream started and its first chunk landed, `fill` after), then NCCL's
+ * step latency beyond its route's (a timer), then its bytes (a comm), then, where it streams, the
+ * end of its upstream. Returns, in the calling actor, once every lane is done. */
+class Runner {
+ public:
+  Runner(const Clique& c, const Schedule& sched, int algo, int proto)
+      : c_(c), sched_(sched), algo_(algo), proto_(proto), state_(sched.transfers.size()), lanes_(sched.lanes) {
+    for (int i = 0; i < (int)sched.transfers.size(); i++)
+      lanes_[sched.transfers[i].lane].transfers.push_back(i);
+  }
+
+  void run() {
+    sg4::ConditionVariablePtr finished = sg4::ConditionVariable::create();
+    finished_ = finished;
+    simgrid::kernel::actor::simcall_answered([this] {
+      for (int l = 0; l < (int)lanes_.size(); l++)
+        if (!lanes_[l].transfers.empty()) {
+          left_++;
+          advance(l);
         }
-        const Gpu& a = *c.members[t.from]->gpu;
-        const Gpu& b = *c.members[t.to]->gpu;
-        int hw = hw_between(a, b);
-        double lat = step_latency(c, algo, proto, hw);
-        if (&a == &b) {
-          sg4::this_actor::sleep_for(lat + t.bytes / a.d2d_bandwidth);
-        } else {
-          double wait = lat - route_latency(a.copy_engine, b.copy_engine);
-          if (wait > kClockPrecision)
-            sg4::this_actor::sleep_for(wait);
-          (*done)[i].started = true;
-          (*done)[i].start_s = now();
-          (*done)[i].cv->notify_all();
-          double eff = t.efficiency > 0 ? t.efficiency : efficiency_of(hw);
-          double moved = std::ceil(t.bytes * wire_factor(proto) / eff);
-          if (moved > 0)
-            sg4::Comm::sendto(a.copy_engine, b.copy_engine, (uint64_t)moved);
-        }
-        for (int d : t.after)
-          wait_until((*done)[d].cv, [done, d] { return (*done)[d].done; });
-        (*done)[i].started = true;
-        (*done)[i].done = true;
-        (*done)[i].cv->notify_all();
+    });
+    wait_until(finished, [this] { return left_ == 0; });
+  }
+
+ private:
+  struct State {
+    bool started = false, done = false;
+    double start_s = 0;
+    std::vector<int> waiting;  // lanes to take up again when this transfer starts or is done
+  };
+  struct Lane {
+    std::vector<int> transfers;
+    size_t next = 0;
+    int phase = 0;  // of its current transfer: 0 its dependencies, 1 its upstream's start, 2 in flight, 3 its after
+  };
+
+  void wait_for(int transfer, int lane) { state_[transfer].waiting.push_back(lane); }
+
+  void wake(int transfer) {
+    std::vector<int> lanes = std::move(state_[transfer].waiting);
+    state_[transfer].waiting.clear();
+    for (int l : lanes)
+      advance(l);
+  }
+
+  // Takes lane l's current transfer as far as it can go now.
+  void advance(int l) {
+    Lane& lane = lanes_[l];
+    if (lane.next == lane.transfers.size())
+      return;
+    int i = lane.transfers[lane.next];
+    const Transfer& t = sched_.transfers[i];
+    if (lane.phase == 0) {
+      for (int d : t.deps)
+        if (!state_[d].done)
+          return wait_for(d, l);
+      lane.phase = 1;
+    }
+    if (lane.phase == 1) {
+      if (int up = t.follows; up >= 0 && !state_[up].started)
+        return wait_for(up, l);
+      lane.phase = 2;
+      double at = t.follows >= 0 ? state_[t.follows].start_s + t.fill : now();
+      after(ahead_of_clock(at) ? at - now() : 0, [this, l, i] { send(l, i); });
+      return;
+    }
+    if (lane.phase == 3) {
+      for (int d : t.after)
+        if (!state_[d].done)
+          return wait_for(d, l);
+      state_[i].started = state_[i].done = true;
+      lane.next++;
+      lane.phase = 0;
+      wake(i);
+      if (lane.next == lane.transfers.size()) {
+        if (--left_ == 0)
+          finished_->notify_all();
+        return;
       }
-      if (--*left == 0)
-        finished->notify_all();
+      advance(l);
+    }
+  }
+
+  // Transfer i of lane l, its upstream's first chunk landed: its step latency, then its bytes.
+  void send(int l, int i) {
+    const Transfer& t = sched_.transfers[i];
+    const Gpu& a = *c_.members[t.from]->gpu;
+    const Gpu& b = *c_.members[t.to]->gpu;
+    int hw = hw_between(a, b);
+    double lat = step_latency(c_, algo_, proto_, hw);
+    auto arrived = [this, l] {
+      lanes_[l].phase = 3;
+      advance(l);
+    };
+    if (&a == &b) {  // to itself: a copy in the GPU's memory
+      after(lat + t.bytes / a.d2d_bandwidth, arrived);
+      return;
+    }
+    after(lat - route_latency(a.copy_engine, b.copy_engine), [this, i, &t, &a, &b, hw, arrived] {
+      state_[i].started = true;
+      state_[i].start_s = now();
+      wake(i);
+      double eff = t.efficiency > 0 ? t.efficiency : efficiency_of(hw);
+      double moved = std::ceil(t.bytes * wire_factor(proto_) / eff);
+      if (moved > 0)
+        comm_then(sg4::Comm::sendto_async(a.copy_engine, b.copy_engine, (uint64_t)moved), arrived);
+      else
+        arrived();
     });
   }
-  wait_until(finished, [left] { return *left == 0; });
+
+  const Clique& c_;
+  const Schedule& sched_;
+  int algo_, proto_;
+  std::vector<State> state_;
+  std::vector<Lane> lanes_;
+  int left_ = 0;
+  sg4::ConditionVariablePtr finished_;
+};
+
+void run(const Clique& c, const Schedule& sched, int algo, int proto) {
+  Runner(c, sched, algo, proto).run();
 }
 
 /* The rings NCCL's channels form: within one node a single ring in clique order is enough (the
@@ -515,63 +617,27 @@ void execute_collective(const Clique& c, const Work& w, const Choice& ch) {
   run(c, s, ch.algo, ch.proto);
 }
 
-namespace {
-// The part whose transfer an activity is (start_part's comms): not the activity's to delete.
-const simgrid::xbt::Extension<sg4::Activity, Part> kPartOf = sg4::Activity::extension_create<Part>([](void*) {});
-
-// Kept until the next part completes: SimGrid goes on using a comm after its completion callbacks.
-sg4::ActivityPtr& last_completed() {
-  static auto* last = new sg4::ActivityPtr;  // never destroyed: not after SimGrid's end
-  return *last;
-}
-
-void part_done(Part& p) {
-  std::shared_ptr<Part> keep = std::move(p.self);
-  last_completed() = std::move(p.comm);
-  p.done = true;
-  p.end_s = now();
-  p.finished();
-}
-
-void on_part_comm_done(const sg4::Activity& a) {
-  if (Part* p = a.extension(kPartOf))
-    part_done(*p);
-}
-
-// `then` after `delay` (none within the clock's precision), in the kernel.
-void after(double delay, std::function<void()> then) {
-  if (delay > kClockPrecision)
-    simgrid::kernel::timer::Timer::set(now() + delay, std::move(then));
-  else
-    then();
-}
-}  // namespace
-
 void start_part(const Clique& c, std::shared_ptr<Part> part) {
   simgrid::kernel::actor::simcall_answered([&c, part] {
-    static bool connected = false;
-    if (!connected) {
-      sg4::Activity::on_completion_cb(on_part_comm_done);
-      connected = true;
-    }
-    Part* p = part.get();
-    p->self = part;
-    const Gpu& a = *c.members[p->from]->gpu;
-    const Gpu& b = *c.members[p->to]->gpu;
+    auto done = [part] {
+      part->done = true;
+      part->end_s = now();
+      part->finished();
+    };
+    const Gpu& a = *c.members[part->from]->gpu;
+    const Gpu& b = *c.members[part->to]->gpu;
     if (&a == &b) {  // to itself: a copy in the GPU's memory
-      after(a.d2d_latency_s + (double)p->bytes / a.d2d_bandwidth, [p] { part_done(*p); });
+      after(a.d2d_latency_s + (double)part->bytes / a.d2d_bandwidth, done);
       return;
     }
     int hw = hw_between(a, b);
     double wait = c.tuner->step_latency_s(kRing, kSimple, hw) - route_latency(a.copy_engine, b.copy_engine);
-    double moved = std::ceil((double)p->bytes / efficiency_of(hw));
-    after(wait, [p, from = a.copy_engine, to = b.copy_engine, moved] {
-      if (moved <= 0) {
-        part_done(*p);
-        return;
-      }
-      p->comm = sg4::Comm::sendto_async(from, to, (uint64_t)moved);
-      p->comm->extension_set(kPartOf, p, false);
+    double moved = std::ceil((double)part->bytes / efficiency_of(hw));
+    after(wait, [done, from = a.copy_engine, to = b.copy_engine, moved] {
+      if (moved > 0)
+        comm_then(sg4::Comm::sendto_async(from, to, (uint64_t)moved), done);
+      else
+        done();
     });
   });
 }
