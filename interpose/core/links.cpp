@@ -9,7 +9,7 @@
  * only at steps after one of those; any other step (one that a kernel, a sleep or a transfer's
  * start ended) costs a look at the transfers still in their latency. A link's rate is the sum of its transfers' rates; its
  * busy time the time that sum was above zero, integrated at each change. Its bytes are what its
- * transfers moved by SimGrid's own count (cost - remains): exactly a transfer's size once it
+ * transfers moved by SimGrid's own count (cost - remains, brought up to date): exactly a transfer's size once it
  * ended. Not counted: SimGrid's loopback, which carries messages between ranks that share a GPU
  * through that GPU's memory (one link for every GPU), not a link of the platform. */
 #include "core/links.hpp"
@@ -78,6 +78,17 @@ Accounting g_links;
 void* transfer_of(const Action& action) { return action.get_data(); }
 void set_transfer_of(Action& action, Transfer* x) { action.set_data(x); }
 #pragma GCC diagnostic pop
+
+/* What a transfer has moved by now, by SimGrid's count (cost - remains). SimGrid's lazy update
+ * (launch.py's network/optim:Lazy) brings a transfer's remains up to date only at its own events:
+ * since the last (its last update), it moved at the rate it had then (its last value).
+ * Action::get_remains would update it, and finish it if nothing remains, from within a callback. */
+double moved_by_now(const Action& action) {
+  double remains = action.get_remains_no_update();
+  if (action.get_model()->is_update_lazy() && action.is_running() && remains > 0)
+    remains = std::max(0.0, remains - action.get_last_value() * (now() - action.get_last_update()));
+  return action.get_cost() - remains;
+}
 
 void settle(LinkUse& l, double t) {
   if (l.rate > 0)
@@ -185,7 +196,7 @@ void on_transfer_state(simgrid::kernel::resource::NetworkAction& action, Action:
   if (x.action->get_state() == Action::State::STARTED || x.action->get_state() == Action::State::INITED)
     return;
   // finished, failed or cancelled: what it moved by SimGrid's count, its rate over its last step
-  const double moved = x.action->get_cost() - x.action->get_remains_no_update();
+  const double moved = moved_by_now(*x.action);
   for (LinkUse* l : x.links)
     l->bytes += moved;
   x.final_rate = x.action->get_rate();
@@ -286,7 +297,7 @@ void write_link_rows(FILE* f) {
     settle(*l, std::max(t, l->since));
     for (const Transfer* x : l->transfers)
       if (x->action)
-        l->bytes += x->action->get_cost() - x->action->get_remains_no_update();
+        l->bytes += moved_by_now(*x->action);
     if (l->bytes > 0)
       used.push_back(l.get());
   }

@@ -41,20 +41,19 @@ GPU_VISIBILITY = run_description.choices("GpuVisibility")
 #: TCP-gamma bounds each flow by gamma / (2 latency): a huge gamma bounds nothing (gamma 0
 #: bounds every flow by 0, and SimGrid 3.32 then mis-shares a link that flows start on at the
 #: same instant: four copies to four GPUs at once went at 53.8, 251, 251 and 53.8 GB/s, issue 22).
-#: The lazy bandwidth-sharing update also mis-shares flows that start together on different
-#: links (8 copies at once on dgx-a100: the pairs under one PCIe switch but the first got their
-#: lone rate): every share is recomputed in full instead (bench/README: what it costs), and over
-#: every link, not only where something changed: SimGrid 3.32's selective update (on by default
-#: with the lazy update, and the choice here until 2026-12-06) left out some links of flows whose
-#: latency ended together, which then went at their lone rate through a shared link (NCCL's
-#: all-to-all on 2 dgx-h100 nodes: eight 64 KiB transfers at 50 GB/s each through one 50 GB/s NIC;
-#: tests/native/test_nccl.py), and so does the lazy update.
+#: The lazy update with its selective update: SimGrid then solves again only the links whose
+#: flows changed, and finds the next event in a heap. SimGrid 3.32's selective update left out
+#: every link of a changed flow but its first when that first was already marked: flows whose
+#: latency ended together then went at their lone rate through a shared link (NCCL's all-to-all on
+#: 2 dgx-h100 nodes: eight 64 KiB transfers at 50 GB/s each through one 50 GB/s NIC; 8 copies at
+#: once on dgx-a100). liborrery_smpi.so marks every link of the flow (interpose/mpi/smpi_lmm.cpp);
+#: before that fix Orrery solved every link at every event instead (network/optim:Full, the
+#: selective update off), a quarter of a 4096-GPU run's time (bench/README.md).
 SMPI_CONFIG = (
     "smpi/simulate-computation:no",
     "network/model:CM02",
     "network/TCP-gamma:1e20",
-    "network/optim:Full",
-    "network/maxmin-selective-update:no",
+    "network/optim:Lazy",
     "network/crosstraffic:0",
     "smpi/host-speed:1e12f",
     "smpi/wtime:0",  # MPI_Wtime itself costs no simulated time
@@ -117,6 +116,10 @@ DETACHED_MODES = ("simgrid", "report")
 # reading (interpose/mpi/smpi_timers.cpp); unset: left out; "simgrid": read; "report": left
 # out, with a line of counts on stderr at the end
 TIMER_MODES = ("simgrid", "report")
+# ORRERY_SMPI_LMM: who marks the links of a flow that changed for SimGrid's selective bandwidth
+# update (interpose/mpi/smpi_lmm.cpp); unset: liborrery_smpi.so, every link; "simgrid": SimGrid
+# 3.32's own function, which leaves some out (flows then mis-shared: for tests that show it)
+LMM_MODES = ("simgrid",)
 # ORRERY_HOST_TIME: "report": a line on stderr at the end, how many host times (API and MPI software
 # overheads) the ranks spent ahead of SimGrid's clock and in how many sleeps they waited them out
 # (interpose/core/streams.cpp, "the host's time"); unset: no line
@@ -131,6 +134,9 @@ def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool]:
     timers = env.get("ORRERY_SMPI_TIMERS", "")
     if timers not in ("", *TIMER_MODES):
         raise InputError("environment variable ORRERY_SMPI_TIMERS", None, timers, "'simgrid' or 'report', or unset")
+    lmm = env.get("ORRERY_SMPI_LMM", "")
+    if lmm not in ("", *LMM_MODES):
+        raise InputError("environment variable ORRERY_SMPI_LMM", None, lmm, "'simgrid', or unset")
     host_time = env.get("ORRERY_HOST_TIME", "")
     if host_time not in ("", *HOST_TIME_MODES):
         raise InputError("environment variable ORRERY_HOST_TIME", None, host_time, "'report', or unset")

@@ -115,14 +115,21 @@ def test_the_run_is_the_one_simgrid_s_own_bookkeeping_gives_bit_for_bit(case, mp
     assert int(REPORT.findall(ours.stderr)[0][0]) > 0 and not REPORT.search(theirs.stderr)
 
 
-@pytest.mark.parametrize("variable, value", [("ORRERY_SMPI_DETACHED", "list"), ("ORRERY_SMPI_TIMERS", "off")])
-def test_a_wrong_liborrery_smpi_variable_stops_the_run_in_one_line(mpi_only, tmp_path, variable, value):
-    """Both of liborrery_smpi.so's variables (this file's and test_timers.py's) are checked
-    before the run starts."""
+@pytest.mark.parametrize(
+    "variable, value, expected",
+    [
+        ("ORRERY_SMPI_DETACHED", "list", "'simgrid' or 'report', or unset"),
+        ("ORRERY_SMPI_TIMERS", "off", "'simgrid' or 'report', or unset"),
+        ("ORRERY_SMPI_LMM", "report", "'simgrid', or unset"),
+    ],
+)
+def test_a_wrong_liborrery_smpi_variable_stops_the_run_in_one_line(mpi_only, tmp_path, variable, value, expected):
+    """liborrery_smpi.so's variables (this file's, test_timers.py's and test_nccl.py's
+    ORRERY_SMPI_LMM) are checked before the run starts."""
     out = tmp_path / "out"
     proc = orrery("run", "--out", str(out), "--", str(mpi_only), "eager", "1", env={variable: value})
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"orrery: error: environment variable {variable}: got '{value}', expected 'simgrid' or 'report', or unset"
+        f"orrery: error: environment variable {variable}: got '{value}', expected {expected}"
     ]
     assert not out.exists()

@@ -14,6 +14,7 @@ import json
 import math
 
 import pytest
+from conftest import orrery
 
 from orrery import machines
 
@@ -215,6 +216,39 @@ def test_an_all_to_all_s_transfers_that_start_together_share_every_link_they_cro
                 assert link["busy_s"] >= 8 * share / dgx.nic.bandwidth * (1 - 1e-9)
     for link in links.values():
         assert link["bytes"] <= link["capacity_Bps"] * link["busy_s"] * (1 + 1e-9)
+
+
+def test_simgrid_s_own_selective_update_mis_shares_that_all_to_all_and_the_run_says_so(programs, dgx, tmp_path):
+    """The same all-to-all with SimGrid 3.32's own marking of a changed flow's links for its
+    selective update (ORRERY_SMPI_LMM=simgrid): of each flow whose latency ended, it marks only the
+    first link, and none when that one was marked already (interpose/mpi/smpi_lmm.cpp). Some of
+    the transfers then go at their lone rate through the links they share (PCIe, NICs): each such
+    link carries more than its capacity over the time it is busy, and the run's physics check
+    names every one. The test above
+    passes with liborrery_smpi.so's marking, under the same lazy update (launch.SMPI_CONFIG)."""
+    size = 1 << 20
+    out = tmp_path / "simgrid"
+    options = ("--machine", "dgx-h100", "--gpus-per-node", "8", "--ranks-per-node", "8", "--nodes", "2")
+    proc = orrery(
+        "run",
+        *options,
+        "--out",
+        str(out),
+        "--",
+        str(programs["nccl_calls"]),
+        "coll",
+        "alltoall",
+        str(size),
+        env={"ORRERY_SMPI_LMM": "simgrid"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    links = {link["name"]: link for link in results["links"]}
+    over = {n for n, link in links.items() if link["bytes"] > link["capacity_Bps"] * link["busy_s"] * (1 + 1e-9)}
+    # among them NICs' network links, each shared by 8 transfers that started together
+    assert any(n.startswith(f"n{node}-nic") and n.endswith(("-ib_UP", "-ib_DOWN")) for n in over for node in (0, 1))
+    named = " ".join(results["physics_violations"])
+    assert all(n in named for n in over), results["physics_violations"]
 
 
 def test_grouped_sends_and_receives_all_travel_at_once(run_program, programs, dgx):
