@@ -62,15 +62,15 @@ namespace {
 
 using orrery_smpi::Mode;
 
-/* SimGrid 3.32's layout (src/kernel/lmm/System.hpp), as its update_modified_cnst_set_from_variable
- * reads it in Debian 12's x86-64 build (check_layout checks it on any other): System::selective_update_active; Variable::cnsts_ (after
- * two intrusive list hooks) and Variable::sharing_penalty_; an Element is three hooks, then its
- * constraint, its variable and two weights. */
-constexpr size_t kSelective = 0x70;      // System: const bool selective_update_active
-constexpr size_t kElements = 0x20;       // Variable: std::vector<Element> cnsts_ (begin, end, capacity)
-constexpr size_t kPenalty = 0x38;        // Variable: double sharing_penalty_
-constexpr size_t kElementSize = 0x50;    // sizeof(Element)
-constexpr size_t kElementCnst = 0x30;    // Element: Constraint* constraint
+/* SimGrid 3.32's layout (src/kernel/lmm/System.hpp), as its own update_modified_cnst_set_from_variable
+ * reads it in Debian 12's x86-64 build (check_layout checks it on any build): the system's
+ * selective_update_active; a variable's cnsts_ (after two intrusive list hooks) and
+ * sharing_penalty_; an Element is three hooks, then its constraint, its variable, two weights. */
+constexpr size_t kSelective = 0x70;        // System: const bool selective_update_active
+constexpr size_t kElements = 0x20;         // Variable: std::vector<Element> cnsts_ (begin, end, capacity)
+constexpr size_t kPenalty = 0x38;          // Variable: double sharing_penalty_
+constexpr size_t kElementSize = 0x50;      // sizeof(Element)
+constexpr size_t kElementCnst = 0x30;      // Element: Constraint* constraint
 constexpr size_t kElementVariable = 0x38;  // Element: Variable* variable
 
 template <typename T>

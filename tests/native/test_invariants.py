@@ -155,6 +155,23 @@ def test_copies_to_four_gpus_released_by_one_event_each_take_their_lone_time(sim
         assert t[("h2d", g)] == pytest.approx(2 * m.pcie.latency + n / m.pcie.bandwidth, rel=1e-6)  # float ms
 
 
+def test_copies_to_every_gpu_released_by_one_event_share_each_pcie_switch_s_uplink(simulate):
+    """One pinned buffer, a 64 MiB copy to each of a dgx-a100 node's 8 GPUs, all released by one
+    event: two GPUs sit under each PCIe switch, whose uplink both copies cross, so each goes at
+    half the PCIe rate (host memory carries all 8 at 105 GB/s, below its 409.6 GB/s): two PCIe
+    hops' latency, then the bytes at B / 2. SimGrid 3.32's selective update, which orrery run
+    takes, left the uplinks of all but the first pair out of the sharing (the copies start in one
+    step from one memory link: interpose/mpi/smpi_lmm.cpp): 6 of them at the lone rate."""
+    m, n = machine.load("dgx-a100"), 64 * MiB
+    p = m.pcie
+    # what the derivation takes: pairs under a switch, host memory no bottleneck
+    assert p.gpus_per_switch == 2 and m.node.gpus == 8 and m.node.host_memory_bandwidth > 8 * p.bandwidth / 2
+    t = simulate("dgx-a100", "h2d-fan", n, "8", options=("--ranks-per-node", "1"))
+    assert [g for g, _ in _ends(t)] == list(range(8))
+    for g in range(8):
+        assert t[("h2d", g)] == pytest.approx(2 * p.latency + n / (p.bandwidth / 2), rel=1e-6)  # float ms
+
+
 def test_a_host_buffer_message_between_nodes_shares_the_pcie_uplink_with_a_host_to_device_copy(simulate):
     """The NIC reads a host buffer through the PCIe switch's uplink that host-to-device copies
     cross: with a 400 Gb/s NIC, a 64 MiB copy and a 64 MiB host-buffer message of the same rank
@@ -233,6 +250,33 @@ def test_copies_started_together_obey_their_routes_symmetry_and_contention(simul
         assert more[(mode, r)] >= fewer[(mode, r)] - NS
         assert every[(mode, r)] >= fewer[(mode, r)] - NS
     _assert_alike_ranks_agree(every, mode, {g: _shape(routes, *ends[g]) for g in range(G)})
+
+
+@SETTINGS
+@given(name=st.sampled_from(MACHINES), n=SIZES, data=st.data())
+def test_copies_released_together_from_one_buffer_obey_their_routes_symmetry_and_contention(simulate, name, n, data):
+    """Copies that one event releases start in one step, those of a socket from one memory link:
+    the case SimGrid's selective update mis-shared (test above): each no faster than its route allows, alike routes alike, another
+    copy never making one faster, and (the fixture) no link above its capacity."""
+    m, layout, routes = _job(name, 1)
+    G = layout.gpus_per_node
+    k = data.draw(st.integers(1, G), label="GPUs")
+    opts = ("--ranks-per-node", "1")
+    fewer = simulate(name, "h2d-fan", n, str(k), options=opts)
+    every = simulate(name, "h2d-fan", n, str(G), options=opts)
+    # a host-to-device copy leaves from the memory of its GPU's socket (interpose/cudart/memory.cpp)
+    ends = {g: (_gpu_memory(m, 0, g), platform.gpu_host(0, g)) for g in range(G)}
+    for times in (fewer, every):
+        for g, t in _ends(times):
+            assert t >= _floor(routes, *ends[g], n) * (1 - 1e-6), (name, n, g)  # float ms
+    for g in range(k):
+        assert every[("h2d", g)] >= fewer[("h2d", g)] * (1 - 1e-6) - NS
+    shapes = {g: _shape(routes, *ends[g]) for g in range(G)}
+    groups: dict[tuple, list[float]] = {}
+    for g in range(G):
+        groups.setdefault(shapes[g], []).append(every[("h2d", g)])
+    for group in groups.values():
+        assert max(group) == pytest.approx(min(group), rel=1e-6, abs=1.001 * NS), (name, n, group)
 
 
 @SETTINGS
