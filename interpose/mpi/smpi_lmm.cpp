@@ -27,10 +27,13 @@
  *
  * It reads three fields SimGrid does not export: the system's selective-update flag, the
  * variable's constraint elements (a std::vector<Element>) and its sharing penalty, at the
- * offsets of SimGrid 3.32 as Debian 12 builds it (the ones its own function reads). Before the
- * first use, it builds a small system of its own with SimGrid's exported functions and checks
- * every offset against what it put there; a libsimgrid laid out otherwise stops the run, naming
- * this check, instead of reading the wrong memory.
+ * offsets of SimGrid 3.32 as Debian 12 builds it (the ones its own function reads). As the
+ * library loads, it builds small systems of its own with SimGrid's exported functions, checks
+ * every offset against what it put there, then enables the four flows above in one of them, one
+ * after the other as their latencies would end, and checks that all four links are marked: a
+ * libsimgrid laid out otherwise, or one whose calls to this function do not reach the stand-in
+ * (a build that binds them within itself), stops the run before it starts, naming this check,
+ * instead of giving a wrong answer.
  *
  * ORRERY_SMPI_LMM=simgrid keeps SimGrid's own function (the flows mis-shared as above). */
 #include "mpi/smpi_next.hpp"
@@ -57,21 +60,26 @@ void lmm_expand(void* system, void* constraint, void* variable, double weight, b
     "_ZN7simgrid6kernel3lmm6System6expandEPNS1_10ConstraintEPNS1_8VariableEdb");
 void lmm_update_modified_cnst_set(void* system, void* constraint) __asm__(
     "_ZN7simgrid6kernel3lmm6System24update_modified_cnst_setEPNS1_10ConstraintE");
+void lmm_update_variable_penalty(void* system, void* variable, double penalty) __asm__(
+    "_ZN7simgrid6kernel3lmm6System23update_variable_penaltyEPNS1_8VariableEd");
+void lmm_clear_modified(void* system) __asm__("_ZN7simgrid6kernel3lmm6System28remove_all_modified_cnst_setEv");
 
 namespace {
 
 using orrery_smpi::Mode;
 
-/* SimGrid 3.32's layout (src/kernel/lmm/System.hpp), as its own update_modified_cnst_set_from_variable
- * reads it in Debian 12's x86-64 build (check_layout checks it on any build): the system's
- * selective_update_active; a variable's cnsts_ (after two intrusive list hooks) and
- * sharing_penalty_; an Element is three hooks, then its constraint, its variable, two weights. */
+/* SimGrid 3.32's layout (src/kernel/lmm/System.hpp), as its own functions read it in Debian 12's
+ * x86-64 build (check() checks it on any build): the system's selective_update_active; a
+ * variable's cnsts_ (after two intrusive list hooks) and sharing_penalty_; an Element is three
+ * hooks, then its constraint, its variable, two weights; a constraint's third hook links it into
+ * the modified set (the check's only). */
 constexpr size_t kSelective = 0x70;        // System: const bool selective_update_active
 constexpr size_t kElements = 0x20;         // Variable: std::vector<Element> cnsts_ (begin, end, capacity)
 constexpr size_t kPenalty = 0x38;          // Variable: double sharing_penalty_
 constexpr size_t kElementSize = 0x50;      // sizeof(Element)
 constexpr size_t kElementCnst = 0x30;      // Element: Constraint* constraint
 constexpr size_t kElementVariable = 0x38;  // Element: Variable* variable
+constexpr size_t kModifiedHook = 0x20;     // Constraint: modified_constraint_set_hook_ (next: null when unlinked)
 
 template <typename T>
 T field(const void* object, size_t offset) {
@@ -88,11 +96,28 @@ T field(const void* object, size_t offset) {
   abort();
 }
 
-/* Every offset above, checked on a system built with SimGrid's exported functions: a variable
- * of penalty 0.375 on two constraints, in a system with the selective update and in one without.
- * The check's objects are kept for the process's life (freeing the variable would call the stand-in
- * before its check is done); they are a few hundred bytes. */
-bool check_layout() {
+[[noreturn]] void left_out(const char* link) {
+  fprintf(stderr,
+          "orrery: libsimgrid's selective bandwidth update left %s out of the check's sharing (interpose/mpi/smpi_lmm.cpp): "
+          "its calls do not reach Orrery's stand-in; Orrery needs SimGrid 3.32 as Debian 12 builds it\n",
+          link);
+  abort();
+}
+
+bool marked(const void* constraint) {
+  return field<const void*>(constraint, kModifiedHook) != nullptr;
+}
+
+/* Every offset above, then the stand-in's effect, checked on systems built with SimGrid's
+ * exported functions. First a variable of penalty 0.375 on two constraints, in a system with the
+ * selective update and in one without. Then the four flows of the example above: s1 -> r1,
+ * s1 -> r2, s2 -> r1, s2 -> r2, each on its sender's up-link and its receiver's down-link,
+ * created disabled (as a transfer in its latency), the marks cleared (as a solve does), then
+ * enabled one after the other (as latencies that end in one step): every link must be marked
+ * (SimGrid's own marking leaves r2's down-link out). Nothing is solved: a solve reads the
+ * variables' actions, which the check has none of. Its objects are kept for the process's life,
+ * a few hundred bytes. */
+void check() {
   void* plain = lmm_build("maxmin", false);
   void* selective = lmm_build("maxmin", true);
   if (field<bool>(plain, kSelective) || !field<bool>(selective, kSelective))
@@ -112,7 +137,29 @@ bool check_layout() {
     if (field<void*>(e, kElementCnst) != (i == 0 ? c1 : c2) || field<void*>(e, kElementVariable) != v)
       layout_differs("Element::constraint, Element::variable");
   }
-  return true;
+
+  void* flows = lmm_build("maxmin", true);
+  void* up[2] = {lmm_constraint_new(flows, nullptr, 1e12), lmm_constraint_new(flows, nullptr, 1e12)};
+  void* down[2] = {lmm_constraint_new(flows, nullptr, 1e9), lmm_constraint_new(flows, nullptr, 1e9)};
+  void* flow[4];
+  for (int i = 0; i < 4; i++) {
+    flow[i] = lmm_variable_new(flows, nullptr, 0.0, -1.0, 2);
+    lmm_expand(flows, up[i / 2], flow[i], 1.0, false);
+    lmm_expand(flows, down[i % 2], flow[i], 1.0, false);
+  }
+  if (!marked(up[0]) || !marked(down[1]))
+    layout_differs("Constraint::modified_constraint_set_hook_");
+  lmm_clear_modified(flows);
+  for (void* c : {up[0], up[1], down[0], down[1]})
+    if (marked(c))
+      layout_differs("Constraint::modified_constraint_set_hook_");
+  for (void* f : flow)
+    lmm_update_variable_penalty(flows, f, 1.0);
+  const char* names[4] = {"s1's up-link", "s2's up-link", "r1's down-link", "r2's down-link"};
+  void* links[4] = {up[0], up[1], down[0], down[1]};
+  for (int i = 0; i < 4; i++)
+    if (!marked(links[i]))
+      left_out(names[i]);
 }
 
 /* Whether SimGrid's own function runs (ORRERY_SMPI_LMM=simgrid); it has no report. */
@@ -135,8 +182,6 @@ void from_variable(void* system, const void* var) {
   static const bool own = simgrids_own();
   if (own)
     return simgrids(system, var);
-  static const bool checked = check_layout();
-  (void)checked;
   if (!field<bool>(system, kSelective) || field<double>(var, kPenalty) <= 0)
     return;
   auto begin = field<const char*>(var, kElements), end = field<const char*>(var, kElements + sizeof(void*));
@@ -144,4 +189,11 @@ void from_variable(void* system, const void* var) {
     return;
   for (const char* e = begin; e < end; e += kElementSize)
     lmm_update_modified_cnst_set(system, field<void*>(e, kElementCnst));
+}
+
+/* The check, as smpimain loads this library (before SimGrid reads its configuration: the max-min
+ * systems need none), unless SimGrid's own marking was asked for. */
+__attribute__((constructor)) static void check_as_loaded() {
+  if (!simgrids_own())
+    check();
 }
