@@ -41,24 +41,34 @@ GPU_VISIBILITY = run_description.choices("GpuVisibility")
 #: TCP-gamma bounds each flow by gamma / (2 latency): a huge gamma bounds nothing (gamma 0
 #: bounds every flow by 0, and SimGrid 3.32 then mis-shares a link that flows start on at the
 #: same instant: four copies to four GPUs at once went at 53.8, 251, 251 and 53.8 GB/s, issue 22).
-#: The lazy update with its selective update: SimGrid then solves again only the links whose
-#: flows changed, and finds the next event in a heap. SimGrid 3.32's selective update left out
-#: every link of a changed flow but its first when that first was already marked: flows whose
-#: latency ended together then went at their lone rate through a shared link (NCCL's all-to-all on
-#: 2 dgx-h100 nodes: eight 64 KiB transfers at 50 GB/s each through one 50 GB/s NIC; 8 copies at
-#: once on dgx-a100). liborrery_smpi.so marks every link of the flow (interpose/mpi/smpi_lmm.cpp);
-#: before that fix Orrery solved every link at every event instead (network/optim:Full, the
-#: selective update off), a quarter of a 4096-GPU run's time (bench/README.md).
+#: How SimGrid updates the bandwidth shares: bandwidth_sharing().
 SMPI_CONFIG = (
     "smpi/simulate-computation:no",
     "network/model:CM02",
     "network/TCP-gamma:1e20",
-    "network/optim:Lazy",
     "network/crosstraffic:0",
     "smpi/host-speed:1e12f",
     "smpi/wtime:0",  # MPI_Wtime itself costs no simulated time
     "surf/precision:1e-12",  # smpirun sets 1e-9 s, too coarse for microsecond events
 )
+
+
+def bandwidth_sharing() -> tuple[str, ...]:
+    """SimGrid's update of the bandwidth shares. The lazy one with its selective update: SimGrid
+    solves again only the links whose flows changed and finds the next event in a heap. SimGrid
+    3.32's selective update left out every link of a changed flow but its first when that first was
+    already marked: flows whose latencies ended together then went at their lone rate through a
+    shared link (NCCL's all-to-all on 2 dgx-h100 nodes: eight 64 KiB transfers at 50 GB/s each
+    through one 50 GB/s NIC; 8 copies at once on dgx-a100). liborrery_smpi.so marks every link of
+    the flow (interpose/mpi/smpi_lmm.cpp), built with SimGrid 3.32 as the platform plugin is
+    (CMakeLists.txt). Without it (SimGrid 4.x, whose layout the stand-in does not know), every
+    link is solved at every event, which gives the same times at a cost that grows with the flows
+    in flight (a quarter of a 4096-GPU run: bench/README.md)."""
+    if platform_library().exists():
+        return ("network/optim:Lazy",)
+    return ("network/optim:Full", "network/maxmin-selective-update:no")
+
+
 # SimGrid's own informational chatter (configuration echo) is not the program's output.
 SMPI_LOG = ("xbt_cfg.thres:warning", "smpi_config.thres:warning", "smpi.thres:warning")
 
@@ -397,7 +407,7 @@ def run(opts: RunOptions) -> RunOutcome:
         "-hostfile",
         str(out / "hostfile"),
     ]
-    cmd += [f"--cfg={c}" for c in SMPI_CONFIG]
+    cmd += [f"--cfg={c}" for c in (*SMPI_CONFIG, *bandwidth_sharing())]
     # Every send is eager in SMPI up to the largest eager threshold; the shim
     # turns sends above their own path's threshold into synchronous ones.
     mpi = opts.machine.mpi

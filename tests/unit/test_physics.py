@@ -69,7 +69,7 @@ def test_copies_faster_than_their_route_are_violations_and_the_summary_says_so()
 
 
 def test_a_link_that_carried_more_than_its_capacity_over_its_busy_time_is_a_violation():
-    """What SimGrid 3.32's selective bandwidth update did (launch.SMPI_CONFIG): 8 x 64 KiB through a
+    """What SimGrid 3.32's selective bandwidth update did (launch.bandwidth_sharing): 8 x 64 KiB through a
     50 GB/s NIC in 1.31 us of traffic (400 GB/s); the same bytes in 10.49 us are possible, and so
     is a link busy longer than its bytes need (its flows slowed elsewhere)."""
     from orrery.run.results import LinkResult
