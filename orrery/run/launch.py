@@ -60,13 +60,19 @@ def bandwidth_sharing() -> tuple[str, ...]:
     already marked: flows whose latencies ended together then went at their lone rate through a
     shared link (NCCL's all-to-all on 2 dgx-h100 nodes: eight 64 KiB transfers at 50 GB/s each
     through one 50 GB/s NIC; 8 copies at once on dgx-a100). liborrery_smpi.so marks every link of
-    the flow (interpose/mpi/smpi_lmm.cpp), built with SimGrid 3.32 as the platform plugin is
-    (CMakeLists.txt). Without it (SimGrid 4.x, whose layout the stand-in does not know), every
-    link is solved at every event, which gives the same times at a cost that grows with the flows
-    in flight (a quarter of a 4096-GPU run: bench/README.md)."""
-    if platform_library().exists():
+    the flow (interpose/mpi/smpi_lmm.cpp), built with SimGrid 3.32 only (CMakeLists.txt, which
+    records the version it built against in lib/simgrid-version). Without it (SimGrid 4.x, whose
+    layout the stand-in does not know), every link is solved at every event, which gives the same
+    times at a cost that grows with the flows in flight (a quarter of a 4096-GPU run:
+    bench/README.md)."""
+    if simgrid_version().split(".")[0] == "3":
         return ("network/optim:Lazy",)
     return ("network/optim:Full", "network/maxmin-selective-update:no")
+
+
+def simgrid_version() -> str:
+    """The SimGrid version Orrery's libraries were built against ("3.32")."""
+    return (lib_dir() / "simgrid-version").read_text().strip()
 
 
 # SimGrid's own informational chatter (configuration echo) is not the program's output.
