@@ -195,14 +195,7 @@ class Bench:
         makes SMPI's copies of the program where orrery run does (launch.program_copies: a folder
         on /dev/shm), so that the ratio is neither's."""
         from orrery._paths import lib_dir
-        from orrery.run.launch import (
-            SMPI_CONFIG,
-            allocator,
-            bandwidth_sharing,
-            platform_args,
-            program_copies,
-            smpirun_copies_to,
-        )
+        from orrery.run.launch import allocator, platform_args, program_copies, smpi_config, smpirun_copies_to
 
         plat, env = platform_args(out)  # as orrery run gave SimGrid the platform of that folder
         probe_file = self.work / "probe.json"
@@ -217,7 +210,7 @@ class Bench:
             *plat,
             "-hostfile",
             str(out / "hostfile"),
-            *[f"--cfg={c}" for c in (*SMPI_CONFIG, *bandwidth_sharing())],
+            *[f"--cfg={c}" for c in smpi_config()],
             f"--cfg=smpi/coll-selector:{self.collective_selector}",  # the same collective algorithms
             f"--cfg=smpi/send-is-detached-thresh:{self.eager_threshold}",  # the same eager sends
             "--log=xbt_cfg.thres:warning",

@@ -75,6 +75,12 @@ def simgrid_version() -> str:
     return (lib_dir() / "simgrid-version").read_text().strip()
 
 
+def smpi_config() -> tuple[str, ...]:
+    """Every SimGrid setting of SMPI_CONFIG and bandwidth_sharing(): what orrery run gives smpirun
+    (and bench/scale.py its bare runs), one --cfg each."""
+    return (*SMPI_CONFIG, *bandwidth_sharing())
+
+
 # SimGrid's own informational chatter (configuration echo) is not the program's output.
 SMPI_LOG = ("xbt_cfg.thres:warning", "smpi_config.thres:warning", "smpi.thres:warning")
 
@@ -413,7 +419,7 @@ def run(opts: RunOptions) -> RunOutcome:
         "-hostfile",
         str(out / "hostfile"),
     ]
-    cmd += [f"--cfg={c}" for c in (*SMPI_CONFIG, *bandwidth_sharing())]
+    cmd += [f"--cfg={c}" for c in smpi_config()]
     # Every send is eager in SMPI up to the largest eager threshold; the shim
     # turns sends above their own path's threshold into synchronous ones.
     mpi = opts.machine.mpi

@@ -224,8 +224,8 @@ def test_simgrid_s_own_selective_update_mis_shares_that_all_to_all_and_the_run_s
     first link, and none when that one was marked already (interpose/mpi/smpi_lmm.cpp). Some of
     the transfers then go at their lone rate through the links they share (PCIe, NICs): each such
     link carries more than its capacity over the time it is busy, and the run's physics check
-    names every one. The test above
-    passes with liborrery_smpi.so's marking, under the same lazy update (launch.bandwidth_sharing)."""
+    names every one. The test above passes with liborrery_smpi.so's marking, under the same lazy
+    update (launch.bandwidth_sharing)."""
     size = 1 << 20
     out = tmp_path / "simgrid"
     options = ("--machine", "dgx-h100", "--gpus-per-node", "8", "--ranks-per-node", "8", "--nodes", "2")
