@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pydantic_core
+
 from ..errors import InputError, SimulationError
 from ..machines import platform
 from ..schema import read_text
@@ -199,10 +201,14 @@ class Results:
     stdout: str | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> str:
+        """results.json's text: keys sorted, one space per level, ASCII. pydantic's JSON encoder
+        (Rust) writes each float as the shortest text that reads back to it, as json.dumps does
+        (in other notation: 5.3e-05 becomes 0.000053), and keeps the order _plain sorted: the
+        standard library's indenting encoder, pure Python, took 0.18 s at 1024 GPUs, this 0.02 s."""
         data = _plain(self)
         for local in _LOCAL_FIELDS:
             del data[local]
-        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+        return pydantic_core.to_json(data, indent=1, inf_nan_mode="constants", ensure_ascii=True).decode() + "\n"
 
     @classmethod
     def from_json(cls, text: str, source: str = "results.json") -> Results:
@@ -288,17 +294,18 @@ _DATACLASS_FIELDS: dict[type, tuple[str, ...] | None] = {}  # by type: its field
 
 
 def _plain(value: typing.Any) -> typing.Any:
-    """asdict's output without its deep copy of every value, which took longer than the rest of
-    writing results.json (thousands of ranks and links: 0.11 s against 0.03 s at 1024 GPUs): the
-    results hold plain values, dicts, lists and dataclasses of this module."""
+    """asdict's output, every dict's keys sorted, without asdict's deep copy of every value, which
+    took longer than the rest of writing results.json (thousands of ranks and links: 0.11 s against
+    0.03 s at 1024 GPUs): the results hold plain values, dicts, lists and dataclasses of this
+    module."""
     kind = type(value)
     if kind is dict:
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(value[k]) for k in sorted(value)}
     if kind is list or kind is tuple:
         return [_plain(v) for v in value]
     if kind not in _DATACLASS_FIELDS:
         is_dataclass = dataclasses.is_dataclass(value) and not isinstance(value, type)
-        _DATACLASS_FIELDS[kind] = tuple(f.name for f in fields(value)) if is_dataclass else None
+        _DATACLASS_FIELDS[kind] = tuple(sorted(f.name for f in fields(value))) if is_dataclass else None
     names = _DATACLASS_FIELDS[kind]
     return value if names is None else {name: _plain(getattr(value, name)) for name in names}
 

@@ -4,6 +4,8 @@ outside, Orrery's own limits)."""
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import asdict
 
 import pytest
@@ -166,3 +168,21 @@ def test_a_status_above_128_after_a_completed_run_is_a_signal_only_where_one_exi
     res = results.read_run(tmp_path, {}, returncode)
     assert (res.status, res.run["exit_code"]) == (status, returncode)
     assert res.failure.message.startswith(message)
+
+
+def test_results_json_has_every_key_sorted_and_reads_back_to_the_very_floats(tmp_path):
+    """results.json's text as json.dumps(indent=1, sort_keys=True) wrote it before the Rust
+    encoder: the same keys in the same order at every level, ASCII only, and every float (times
+    that need all 17 digits, a tiny one, infinity) read back to the same bits."""
+    report(tmp_path, "-1\tstatus\tcompleted\t0\t0\t0\n", ranks=((0, 5.341376000001165e-05, True),))
+    res = results.read_run(tmp_path, {"program": ["jacobi-\u00e9", "-n", "3"]}, 0, {})
+    res.links = [results.LinkResult("n0-up0_UP", "pcie", math.inf, 0.1 + 0.2, 1e-300)]
+    text = res.to_json()
+    before = json.dumps(json.loads(text), indent=1, sort_keys=True) + "\n"
+    assert text.isascii()
+    assert json.loads(text) == json.loads(before)
+    key_order = [line.split('"')[1] for line in text.splitlines() if line.lstrip().startswith('"')]
+    assert key_order == [line.split('"')[1] for line in before.splitlines() if line.lstrip().startswith('"')]
+    link = json.loads(text)["links"][0]
+    assert (link["capacity_Bps"], link["bytes"], link["busy_s"]) == (math.inf, 0.30000000000000004, 1e-300)
+    assert json.loads(text)["ranks"][0]["end_s"] == 5.341376000001165e-05
