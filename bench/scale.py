@@ -193,7 +193,9 @@ class Bench:
         pays; its message pins cost the baseline what they cost Orrery (bench/README.md). It also
         runs with the allocator orrery run gives SMPI's launcher (launch.allocator: mimalloc) and
         makes SMPI's copies of the program where orrery run does (launch.program_copies: a folder
-        on /dev/shm), so that the ratio is neither's."""
+        on /dev/shm), so that the ratio is neither's. Its collectives go by SMPI's requests, rank by
+        rank (ORRERY_SMPI_COLLS=simgrid): running their messages in SimGrid's kernel is Orrery's
+        (smpi_colls.cpp), and the baseline is SMPI's way of running the same messages."""
         from orrery._paths import lib_dir
         from orrery.run.launch import allocator, platform_args, program_copies, smpi_config, smpirun_copies_to
 
@@ -220,7 +222,9 @@ class Bench:
         ]
         with program_copies(ranks, program, os.environ) as copies:
             run_env, wrapper = smpirun_copies_to(
-                copies, {**env, "BENCH_PROBE": str(probe_file)}, f"env LD_PRELOAD={preload}"
+                copies,
+                {**env, "BENCH_PROBE": str(probe_file), "ORRERY_SMPI_COLLS": "simgrid"},
+                f"env LD_PRELOAD={preload}",
             )
             m = timed([cmd[0], "-wrapper", wrapper, *cmd[1:]], run_env)
         probe = json.loads(probe_file.read_text())

@@ -24,8 +24,9 @@
  *     use. A comm that matched during the post has started already, from
  *     where the rank stands: the same host.
  * It also stands in for Group::rank, so that the actors Orrery creates beside
- * a rank are no members of its communicators, and for SMPI's k-nomial
- * broadcast, without the node layout it builds and never uses (below).
+ * a rank are no members of its communicators, and holds SMPI's k-nomial
+ * broadcast without the node layout it builds and never uses (below), which
+ * smpi_colls.cpp's stand-in runs where the kernel does not.
  * Each stand-in calls the libsimgrid function it replaces (dlsym RTLD_NEXT).
  * Kernel and SMPI member functions take their object as first argument under
  * the Itanium C++ ABI; linking against their symbols checks at build time
@@ -172,23 +173,25 @@ int group_rank(const void* self, long pid) {
   return rank;
 }
 
-/* simgrid::smpi::bcast__mvapich2_knomial_intra_node(void*, int, Datatype*, int root, Comm*): the
- * k-nomial broadcast tree (radix mv2_intra_node_knomial_factor, 4 as in Open MPI's
- * coll_tuned_bcast_knomial_radix) that SMPI's ompi selector takes for Open MPI's "knomial"
- * (small broadcasts from 8 ranks on). SimGrid's first builds the communicator's node layout
- * (Comm::init_smp), which it never uses: a ring allgather over all the ranks, in simulated time
- * and (P^2 messages) wall time, on the first broadcast of each communicator, which no MPI library
- * pays there. The same tree without it: each rank receives from its parent, then sends to its
- * children, the farthest first, one round per level. */
-#define KNOMIAL_BCAST "_ZN7simgrid4smpi34bcast__mvapich2_knomial_intra_nodeEPviPNS0_8DatatypeEiPNS0_4CommE"
+/* The k-nomial broadcast tree (radix mv2_intra_node_knomial_factor, 4 as in Open MPI's
+ * coll_tuned_bcast_knomial_radix) that SMPI's ompi selector takes for Open MPI's "knomial" (small
+ * broadcasts from 8 ranks on), by SMPI's requests, where smpi_colls.cpp's stand-in for
+ * bcast__mvapich2_knomial_intra_node does not run it in the kernel. SimGrid's own first builds the
+ * communicator's node layout (Comm::init_smp), which it never uses: a ring allgather over all the
+ * ranks, in simulated time and (P^2 messages) wall time, on the first broadcast of each
+ * communicator, which no MPI library pays there. The same tree without it: each rank receives from
+ * its parent, then sends to its children, the farthest first, one round per level. */
 #define COMM_RANK "_ZNK7simgrid4smpi4Comm4rankEv"
 #define COMM_SIZE "_ZNK7simgrid4smpi4Comm4sizeEv"
 #define REQUEST_ISEND "_ZN7simgrid4smpi7Request5isendEPKviPNS0_8DatatypeEiiPNS0_4CommE"
 #define REQUEST_RECV "_ZN7simgrid4smpi7Request4recvEPviPNS0_8DatatypeEiiPNS0_4CommEP10MPI_Status"
 #define REQUEST_WAITALL "_ZN7simgrid4smpi7Request7waitallEiPPS1_P10MPI_Status"
 constexpr int COLL_TAG_BCAST = -3334;  // SMPI's (src/smpi/include/private.hpp)
-EXPORTED int knomial_bcast(void* buf, int count, void* type, int root, void* comm) __asm__(KNOMIAL_BCAST);
-int knomial_bcast(void* buf, int count, void* type, int root, void* comm) {
+int knomial_radix() {
+  static const int* const factor = next<int*>("mv2_intra_node_knomial_factor");  // the mvapich2 selector sets it
+  return std::max(*factor, 2);
+}
+int knomial_bcast_by_requests(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   using Member = int (*)(const void*);
   using Isend = void* (*)(const void*, int, void*, int, int, void*);
   using Recv = void (*)(void*, int, void*, int, int, void*, MPI_Status*);
@@ -197,8 +200,7 @@ int knomial_bcast(void* buf, int count, void* type, int root, void* comm) {
   static const Isend isend = next<Isend>(REQUEST_ISEND);
   static const Recv recv = next<Recv>(REQUEST_RECV);
   static const Waitall waitall = next<Waitall>(REQUEST_WAITALL);
-  static const int* const factor = next<int*>("mv2_intra_node_knomial_factor");  // the mvapich2 selector sets it
-  const int radix = std::max(*factor, 2);
+  const int radix = knomial_radix();
   const int size = size_of(comm), rank = rank_of(comm), relative = (rank - root + size) % size;
   int mask = 1;
   for (; mask < size; mask *= radix)

@@ -142,6 +142,10 @@ TIMER_MODES = ("simgrid", "report")
 # update (interpose/mpi/smpi_lmm.cpp); unset: liborrery_smpi.so, every link; "simgrid": SimGrid
 # 3.32's own function, which leaves some out (flows then mis-shared: for tests that show it)
 LMM_MODES = ("simgrid",)
+# ORRERY_SMPI_COLLS: who runs SMPI's small-message collective algorithms (interpose/mpi/smpi_colls.cpp);
+# unset: liborrery_smpi.so, in the kernel; "simgrid": SMPI's requests, rank by rank; "report": the
+# former, with a line of counts on stderr at the end
+COLLS_MODES = ("simgrid", "report")
 # ORRERY_HOST_TIME: "report": a line on stderr at the end, how many host times (API and MPI software
 # overheads) the ranks spent ahead of SimGrid's clock and in how many sleeps they waited them out
 # (interpose/core/streams.cpp, "the host's time"); unset: no line
@@ -159,6 +163,9 @@ def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool]:
     lmm = env.get("ORRERY_SMPI_LMM", "")
     if lmm not in ("", *LMM_MODES):
         raise InputError("environment variable ORRERY_SMPI_LMM", None, lmm, "'simgrid', or unset")
+    colls = env.get("ORRERY_SMPI_COLLS", "")
+    if colls not in ("", *COLLS_MODES):
+        raise InputError("environment variable ORRERY_SMPI_COLLS", None, colls, "'simgrid' or 'report', or unset")
     host_time = env.get("ORRERY_HOST_TIME", "")
     if host_time not in ("", *HOST_TIME_MODES):
         raise InputError("environment variable ORRERY_HOST_TIME", None, host_time, "'report', or unset")

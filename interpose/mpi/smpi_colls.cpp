@@ -1,0 +1,732 @@
+/* liborrery_smpi.so: SMPI's small-message collective algorithms, run in the simulation's kernel.
+ *
+ * SMPI runs a collective as its algorithm's point-to-point messages, each posted and waited for
+ * by the rank's actor: every step of every rank is a wake-up of its actor and three simcalls (the
+ * send, the receive, the wait), each a switch to the maestro and back. A 4-byte MPI_Allreduce is
+ * mostly that: half of a 128-GPU run of the Jacobi example, whose only collective it is, and
+ * more per call than bare SMPI pays for the same messages (bench/README.md).
+ *
+ * The stand-ins below take four of SMPI's algorithms, the ones its selectors pick for the small
+ * collectives of most programs, and run their messages in the kernel instead: each rank enters
+ * once (a simcall), its algorithm's sends, receives and waits go on there without its actor, and
+ * the rank wakes when its part is done. The messages are SMPI's, one by one:
+ *   - the same sequence of posts and waits per rank as the algorithm's code, from which each
+ *     program below is transcribed (SimGrid 3.32, src/smpi/colls);
+ *   - each message from where its sender stands to where its receiver stands (the hosts that
+ *     smpi_pins.cpp pins SMPI's messages to), of its payload plus SMPI's 16-byte envelope
+ *     (Request::start), started when both its send and its receive are posted, as SimGrid
+ *     matches them; a send below smpi/send-is-detached-thresh leaves its sender at once
+ *     (detached), a larger one holds it until it arrives;
+ *   - the same data: each algorithm's reductions in its own order, with SMPI's own Op::apply, in
+ *     the actor of the rank that needs the result.
+ * So the simulated times and the results are SMPI's (tests/native/test_colls.py compares both,
+ * bit for bit, with SMPI's own algorithms on generated cases); only the wall time changes.
+ *
+ * Taken: allreduce__rdb (recursive doubling), reduce__ompi_binomial with one segment,
+ * bcast__NTSB without pipelining (one segment of 8 KiB or less) and the k-nomial broadcast
+ * (smpi_pins.cpp's tree). Left to SMPI's requests: any other algorithm, a derived or
+ * non-contiguous datatype, a reduction that is not commutative (binomial) or MPI_OP_NULL, and
+ * every collective where SMPI would charge its per-message overheads (smpi/os, smpi/or,
+ * smpi/ois not 0) or sends through its small-message mailbox (smpi/async-small-thresh not 0),
+ * neither of which `orrery run` sets.
+ *
+ * ORRERY_SMPI_COLLS=simgrid leaves every collective to SMPI's requests; =report writes at the
+ * exit one line on standard error: how many calls (per rank) of each of the four algorithms ran in
+ * the kernel, and how many went to SMPI's requests. */
+#include "mpi/smpi_next.hpp"
+
+#include <simgrid/s4u.hpp>
+#include <simgrid/simix.hpp>
+#include <smpi/smpi.h>
+#include <xbt/config.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#define EXPORTED __attribute__((visibility("default")))
+
+namespace sg4 = simgrid::s4u;
+using orrery_smpi::Mode;
+using orrery_smpi::next;
+
+// The SMPI members the data needs: called with the object first (Itanium C++ ABI)
+using OpApply = void (*)(const void* op, const void* in, void* inout, const int* len, const void* type);
+#define OP_APPLY "_ZNK7simgrid4smpi2Op5applyEPKvPvPKiPNS0_8DatatypeE"
+
+// simgrid::smpi::Datatype::copy (static): count x type from one buffer into another's layout
+using DatatypeCopy = int (*)(const void* src, int scount, MPI_Datatype stype, void* dst, int rcount, MPI_Datatype rtype);
+#define DATATYPE_COPY "_ZN7simgrid4smpi8Datatype4copyEPKviPS1_PviS4_"
+
+// The knomial broadcast by SMPI's requests (smpi_pins.cpp): the algorithm where the kernel does not take it
+int knomial_bcast_by_requests(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
+int knomial_radix();
+
+namespace {
+
+/* ---------------- what is taken ---------------- */
+
+enum Algorithm { RDB, BINOMIAL, LINEAR, NTSB, KNOMIAL, BINOMIAL_TREE, ALGORITHMS };
+const char* const kNames[ALGORITHMS] = {"allreduce rdb",  "reduce binomial", "reduce default",
+                                        "bcast NTSB", "bcast knomial", "bcast binomial"};
+
+struct Settings {
+  Mode mode = Mode::Orrery;
+  bool taken = false;  // SMPI's per-message overheads and small mailbox are off
+  long detached_below = 0;
+  unsigned long long in_kernel[ALGORITHMS] = {}, by_requests[ALGORITHMS] = {};
+};
+
+// A piecewise setting of SMPI's overheads ("size:factor:..." segments) that charges nothing
+bool all_zero(const std::string& value) {
+  for (size_t i = 0; i < value.size();) {
+    size_t j = value.find_first_of(":;", i);
+    std::string number = value.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    if (!number.empty() && strtod(number.c_str(), nullptr) != 0)
+      return false;
+    if (j == std::string::npos)
+      break;
+    i = j + 1;
+  }
+  return true;
+}
+
+Settings& settings() {
+  static Settings s = [] {
+    Settings x;
+    x.mode = orrery_smpi::mode_from_environment("ORRERY_SMPI_COLLS");
+    namespace cfg = simgrid::config;
+    x.taken = x.mode != Mode::Simgrid && all_zero(cfg::get_value<std::string>("smpi/os")) &&
+              all_zero(cfg::get_value<std::string>("smpi/or")) && all_zero(cfg::get_value<std::string>("smpi/ois")) &&
+              cfg::get_value<int>("smpi/async-small-thresh") == 0;
+    x.detached_below = cfg::get_value<int>("smpi/send-is-detached-thresh");
+    return x;
+  }();
+  return s;
+}
+
+__attribute__((destructor)) void report_at_exit() {
+  Settings& s = settings();
+  if (s.mode != Mode::Report)
+    return;
+  std::string line = "orrery: collectives:";
+  for (int a = 0; a < ALGORITHMS; a++)
+    line += std::string(a ? "; " : " ") + kNames[a] + " " + std::to_string(s.in_kernel[a]) + " in the kernel, " +
+            std::to_string(s.by_requests[a]) + " by SMPI's requests";
+  line += "\n";
+  fputs(line.c_str(), stderr);
+}
+
+/* A predefined datatype (not derived): what SMPI's reductions take their fast paths for, and
+ * contiguous, of `size` bytes. */
+bool predefined(MPI_Datatype type, int* size) {
+  int integers, addresses, types, combiner;
+  PMPI_Type_size(type, size);
+  PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner);
+  return combiner == MPI_COMBINER_NAMED;
+}
+
+/* ---------------- the programs: each rank's posts and waits ---------------- */
+
+struct Op {
+  enum Kind { Send, Recv, Wait } kind;
+  int peer = -1;               // Send, Recv: the other rank (in the communicator)
+  std::vector<int> handles;    // Wait: the sends and receives (their indices in the program) it waits for
+};
+using Program = std::vector<Op>;
+
+struct Builder {
+  Program p;
+  int send(int peer) {
+    p.push_back({Op::Send, peer, {}});
+    return (int)p.size() - 1;
+  }
+  int recv(int peer) {
+    p.push_back({Op::Recv, peer, {}});
+    return (int)p.size() - 1;
+  }
+  void wait(std::vector<int> handles) { p.push_back({Op::Wait, -1, std::move(handles)}); }
+  void blocking_send(int peer) { wait({send(peer)}); }  // Request::send
+  void blocking_recv(int peer) { wait({recv(peer)}); }  // Request::recv
+  void sendrecv(int peer) {                               // Request::sendrecv: isend, irecv, waitall
+    int s = send(peer);
+    wait({s, recv(peer)});
+  }
+};
+
+int below_power_of_two(int n) {  // the largest power of two <= n
+  int pof2 = 1;
+  while (pof2 <= n)
+    pof2 <<= 1;
+  return pof2 >> 1;
+}
+
+// allreduce__rdb: its self-sendrecvs are copies (Request::sendrecv to itself), no messages
+Program rdb_program(int rank, int n) {
+  Builder b;
+  const int pof2 = below_power_of_two(n), rem = n - pof2;
+  int newrank = rank - rem;
+  if (rank < 2 * rem) {
+    if (rank % 2 == 0) {
+      b.blocking_send(rank + 1);
+      newrank = -1;
+    } else {
+      b.blocking_recv(rank - 1);
+      newrank = rank / 2;
+    }
+  }
+  if (newrank != -1)
+    for (int mask = 1; mask < pof2; mask <<= 1) {
+      int newdst = newrank ^ mask;
+      b.sendrecv(newdst < rem ? newdst * 2 + 1 : newdst + rem);
+    }
+  if (rank < 2 * rem) {
+    if (rank % 2)
+      b.blocking_send(rank - 1);
+    else
+      b.blocking_recv(rank + 1);
+  }
+  return b.p;
+}
+
+/* Open MPI's in-order binomial tree (ompi_coll_tuned_topo_build_in_order_bmtree): a rank's parent
+ * (-1 at the root) and children, nearest first. */
+struct Tree {
+  int parent = -1;
+  std::vector<int> children;
+};
+Tree in_order_bmtree(int rank, int n, int root) {
+  Tree t;
+  const int vrank = (rank - root + n) % n;
+  for (int mask = 1; mask < n; mask <<= 1) {
+    int remote = vrank ^ mask;
+    if (remote < vrank) {
+      t.parent = (remote + root) % n;
+      break;
+    }
+    if (remote < n)
+      t.children.push_back((remote + root) % n);
+  }
+  return t;
+}
+
+/* smpi_coll_tuned_ompi_reduce_generic with one segment: a receive from each child posted as the
+ * one before the last arrives (two in flight), the parent sent to once the last arrived. */
+Program binomial_reduce_program(int rank, int n, int root) {
+  Builder b;
+  Tree t = in_order_bmtree(rank, n, root);
+  const int k = (int)t.children.size();
+  if (k == 0) {
+    b.blocking_send(t.parent);
+    return b.p;
+  }
+  std::vector<int> received(k);
+  for (int i = 0; i < k; i++) {
+    received[i] = b.recv(t.children[i]);
+    if (i > 0)
+      b.wait({received[i - 1]});
+  }
+  b.wait({received[k - 1]});
+  if (rank != root)
+    b.blocking_send(t.parent);
+  return b.p;
+}
+
+// bcast__NTSB of one segment: rank 0 is the heap tree's root (another root first sends it the data)
+Program ntsb_program(int rank, int n, int root) {
+  Builder b;
+  if (root != 0) {
+    if (rank == root)
+      b.blocking_send(0);
+    else if (rank == 0)
+      b.blocking_recv(root);
+  }
+  const int left = rank * 2 + 1 < n ? rank * 2 + 1 : -1, right = rank * 2 + 2 < n ? rank * 2 + 2 : -1;
+  if (rank != 0)
+    b.blocking_recv((rank - 1) / 2);
+  if (left >= 0)
+    b.blocking_send(left);
+  if (right >= 0)
+    b.blocking_send(right);
+  return b.p;
+}
+
+// reduce__default (colls::ireduce): the root posts a receive from every other rank, lowest first
+Program linear_reduce_program(int rank, int n, int root) {
+  Builder b;
+  if (rank != root) {
+    b.wait({b.send(root)});
+    return b.p;
+  }
+  std::vector<int> received;
+  for (int src = 0; src < n; src++)
+    if (src != root)
+      received.push_back(b.recv(src));
+  b.wait(received);
+  return b.p;
+}
+
+// bcast__binomial_tree: from the parent, then to each child, farthest first
+Program binomial_bcast_program(int rank, int n, int root) {
+  Builder b;
+  const int relative = rank >= root ? rank - root : rank - root + n;
+  int mask = 1;
+  for (; mask < n; mask <<= 1)
+    if (relative & mask) {
+      b.blocking_recv((rank - mask + n) % n);
+      break;
+    }
+  for (mask >>= 1; mask > 0; mask >>= 1)
+    if (relative + mask < n)
+      b.blocking_send((rank + mask) % n);
+  return b.p;
+}
+
+// the k-nomial tree of smpi_pins.cpp's broadcast: the parent, then each level's children at once
+Program knomial_program(int rank, int n, int root, int radix) {
+  Builder b;
+  const int relative = (rank - root + n) % n;
+  int mask = 1;
+  for (; mask < n; mask *= radix)
+    if (relative % (radix * mask)) {
+      b.blocking_recv((relative / (radix * mask) * (radix * mask) + root) % n);
+      break;
+    }
+  for (mask /= radix; mask > 0; mask /= radix) {
+    std::vector<int> children;
+    for (int k = 1; k < radix; k++)
+      if (relative + mask * k < n)
+        children.push_back(b.send((rank + mask * k) % n));
+    b.wait(children);
+  }
+  return b.p;
+}
+
+/* ---------------- running them in the kernel ---------------- */
+
+/* A comm started in the kernel and what to do when it completes. The comm holds itself until
+ * then, and the last one completed is kept until the next completes: SimGrid goes on using a comm
+ * after its completion callbacks (as interpose/nccl/schedules.cpp's). */
+struct OnDone {
+  std::function<void()> then;
+  sg4::ActivityPtr self;
+};
+const simgrid::xbt::Extension<sg4::Activity, OnDone> kOnDone = sg4::Activity::extension_create<OnDone>();
+
+void on_comm_done(const sg4::Activity& a) {
+  OnDone* d = a.extension(kOnDone);
+  if (!d || !d->self)
+    return;
+  static auto* last = new sg4::ActivityPtr;  // never destroyed: not after SimGrid's end
+  *last = std::move(d->self);
+  std::function<void()> then = std::move(d->then);
+  then();
+}
+
+void comm_then(sg4::ActivityPtr comm, std::function<void()> then) {
+  static bool connected = false;
+  if (!connected) {
+    sg4::Activity::on_completion_cb(on_comm_done);
+    connected = true;
+  }
+  comm->extension_set(kOnDone, new OnDone{std::move(then), comm});
+}
+
+/* One call of a collective on a communicator: every rank's program, where each stands, what it
+ * has posted and what has arrived. A send and a receive between two ranks match in the order they
+ * were posted, as in SimGrid's mailbox; the message starts when the second of the two is posted. */
+struct Instance {
+  Algorithm algorithm;
+  int size = 0, left = 0;
+  double bytes = 0;  // each message's payload
+  bool detached = true;
+  std::vector<Program> programs;
+  std::vector<sg4::Host*> hosts;
+  std::vector<size_t> next;                    // per rank: its next operation
+  std::vector<std::vector<char>> done;         // per rank, per operation: a send or receive complete
+  std::vector<void*> waiting;                  // per rank: its actor (ActorImpl), blocked until its part is done
+  std::map<std::pair<int, int>, std::deque<int>> sends, recvs;  // (from, to): posted, unmatched (their operations)
+  // the data: each rank's input as it entered, the result once one rank worked it out
+  std::vector<std::vector<unsigned char>> inputs;
+  std::vector<unsigned char> result;
+  bool has_result = false;
+};
+
+// simgrid::kernel::actor::ActorImpl::simcall_answer(): wakes an actor blocked in simcall_blocking
+void simcall_answer(void* actor) __asm__("_ZN7simgrid6kernel5actor9ActorImpl14simcall_answerEv");
+
+void advance(Instance& in, int rank);
+
+void complete(Instance& in, int rank, int op) {
+  in.done[rank][op] = 1;
+  advance(in, rank);
+}
+
+void transfer(Instance& in, int from, int send_op, int to, int recv_op) {
+  auto comm = sg4::Comm::sendto_async(in.hosts[from], in.hosts[to], (uint64_t)(in.bytes + 16));
+  comm_then(comm, [&in, from, send_op, to, recv_op] {
+    if (!in.detached)
+      complete(in, from, send_op);
+    complete(in, to, recv_op);
+  });
+}
+
+// Takes a rank's program as far as it goes now: up to a wait for what has not arrived, or its end.
+void advance(Instance& in, int rank) {
+  const Program& prog = in.programs[rank];
+  size_t& pc = in.next[rank];
+  for (; pc < prog.size(); pc++) {
+    const Op& op = prog[pc];
+    const int i = (int)pc;
+    if (op.kind == Op::Send) {
+      if (in.detached)
+        in.done[rank][i] = 1;
+      std::deque<int>& waiting = in.recvs[{rank, op.peer}];
+      if (waiting.empty()) {
+        in.sends[{rank, op.peer}].push_back(i);
+      } else {
+        int r = waiting.front();
+        waiting.pop_front();
+        transfer(in, rank, i, op.peer, r);
+      }
+    } else if (op.kind == Op::Recv) {
+      std::deque<int>& waiting = in.sends[{op.peer, rank}];
+      if (waiting.empty()) {
+        in.recvs[{op.peer, rank}].push_back(i);
+      } else {
+        int s = waiting.front();
+        waiting.pop_front();
+        transfer(in, op.peer, s, rank, i);
+      }
+    } else {
+      for (int h : op.handles)
+        if (!in.done[rank][h])
+          return;
+    }
+  }
+  if (void* actor = in.waiting[rank]) {
+    in.waiting[rank] = nullptr;
+    simcall_answer(actor);  // the rank's blocking simcall (run) returns
+  }
+}
+
+/* A communicator is the same for all its ranks by its id: SMPI gives each rank an object of its
+ * own for a communicator it splits, and the same id to all of them (Comm::Comm broadcasts rank
+ * 0's; MPI_COMM_WORLD's is -1). SMPI's node and leader communicators have none (MPI_UNDEFINED),
+ * nor has one under construction (that broadcast itself): their collectives are left to SMPI's
+ * requests. A call is known by its communicator and how many the rank made on it before. */
+int smpi_comm_id(const void* comm) __asm__("_ZNK7simgrid4smpi4Comm2idEv");
+bool identified(MPI_Comm comm) { return smpi_comm_id(comm) != MPI_UNDEFINED; }
+
+using Key = std::pair<int, uint64_t>;  // (communicator's id, the call's number on it)
+std::map<Key, std::unique_ptr<Instance>> g_instances;
+std::map<std::pair<int, int>, uint64_t> g_calls;  // (communicator's id, rank): its collectives so far
+
+/* A rank killed in a collective (MPI_Abort ends every rank) is not woken: the messages still in
+ * flight end after its actor is gone. */
+void forget(const sg4::Actor& actor) {
+  const void* gone = actor.get_impl();
+  for (auto& [key, in] : g_instances)
+    for (void*& w : in->waiting)
+      if (w == gone)
+        w = nullptr;
+}
+
+/* Runs the calling rank's part of a collective in the kernel and returns, in its actor, once that
+ * part is done: its instance, whose inputs hold each rank's `input`. */
+Instance& run(Algorithm a, MPI_Comm comm, double bytes, std::vector<unsigned char> input,
+              const std::function<Program(int rank, int n)>& program) {
+  static bool watching = false;
+  if (!watching) {
+    sg4::Actor::on_termination_cb(forget);
+    watching = true;
+  }
+  int n, rank;
+  PMPI_Comm_size(comm, &n);
+  PMPI_Comm_rank(comm, &rank);
+  const int id = smpi_comm_id(comm);
+  const Key key{id, g_calls[{id, rank}]++};
+  sg4::Host* here = sg4::this_actor::get_host();
+  const bool detached = bytes < (double)settings().detached_below;
+  Instance* in = nullptr;
+  void* self = sg4::Actor::self()->get_impl();
+  // one simcall: the rank posts its part and blocks until advance answers it, at once if nothing is to arrive
+  simgrid::kernel::actor::simcall_blocking([&] {
+    std::unique_ptr<Instance>& slot = g_instances[key];
+    if (!slot) {
+      slot = std::make_unique<Instance>();
+      Instance& x = *slot;
+      x.algorithm = a;
+      x.size = n;
+      x.bytes = bytes;
+      x.detached = detached;
+      x.programs.resize(n);
+      x.hosts.resize(n);
+      x.next.assign(n, 0);
+      x.done.resize(n);
+      x.waiting.assign(n, nullptr);
+      x.inputs.resize(n);
+    }
+    in = slot.get();
+    in->programs[rank] = program(rank, n);
+    in->done[rank].assign(in->programs[rank].size(), 0);
+    in->hosts[rank] = here;
+    in->inputs[rank] = std::move(input);
+    in->waiting[rank] = self;
+    advance(*in, rank);
+  });
+  return *in;
+}
+
+// The rank's last use of its instance: the last rank out frees it
+void leave(Instance& in) {
+  if (++in.left < in.size)
+    return;
+  for (auto it = g_instances.begin(); it != g_instances.end(); ++it)
+    if (it->second.get() == &in) {
+      g_instances.erase(it);
+      return;
+    }
+}
+
+std::vector<unsigned char> bytes_of(const void* buf, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(buf);
+  return std::vector<unsigned char>(p, p + n);
+}
+
+/* A broadcast's data, packed: its bytes in the order a message carries them, whatever the layout
+ * of the datatype (each rank may use its own, of the same signature), with SMPI's copy. */
+std::vector<unsigned char> packed(const void* buf, int count, MPI_Datatype type, size_t bytes) {
+  static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
+  std::vector<unsigned char> data(bytes);
+  if (bytes)
+    copy(buf, count, type, data.data(), (int)bytes, MPI_BYTE);
+  return data;
+}
+void unpack(const std::vector<unsigned char>& data, void* buf, int count, MPI_Datatype type) {
+  static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
+  if (!data.empty())
+    copy(data.data(), (int)data.size(), MPI_BYTE, buf, count, type);
+}
+
+}  // namespace
+
+/* ---------------- the stand-ins ---------------- */
+
+// simgrid::smpi::allreduce__rdb(const void*, void*, int, Datatype*, Op*, Comm*)
+#define ALLREDUCE_RDB "_ZN7simgrid4smpi14allreduce__rdbEPKvPviPNS0_8DatatypeEPNS0_2OpEPNS0_4CommE"
+EXPORTED int allreduce_rdb(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) __asm__(ALLREDUCE_RDB);
+int allreduce_rdb(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  using Real = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
+  static const Real real = next<Real>(ALLREDUCE_RDB);
+  static const OpApply apply = next<OpApply>(OP_APPLY);
+  Settings& s = settings();
+  int size;
+  if (!s.taken || op == MPI_OP_NULL || !identified(comm) || !predefined(type, &size)) {
+    s.by_requests[RDB]++;
+    return real(sbuf, rbuf, count, type, op, comm);
+  }
+  s.in_kernel[RDB]++;
+  const size_t bytes = (size_t)size * count;
+  Instance& in = run(RDB, comm, (double)bytes, bytes_of(sbuf, bytes), rdb_program);
+  if (!in.has_result) {
+    /* Every input is in (each rank's result needs them all): the butterfly's value. Each pair of
+     * partners combines lower-ranked data into higher (apply's in, then inout) and both keep it;
+     * before, the odd ranks below 2 rem combine their even neighbour's into theirs. */
+    const int n = in.size, pof2 = below_power_of_two(n), rem = n - pof2;
+    std::vector<std::vector<unsigned char>> v(pof2);
+    for (int nr = 0; nr < pof2; nr++) {
+      v[nr] = in.inputs[nr < rem ? 2 * nr + 1 : nr + rem];
+      if (nr < rem)
+        apply(op, in.inputs[2 * nr].data(), v[nr].data(), &count, type);
+    }
+    for (int mask = 1; mask < pof2; mask <<= 1)
+      for (int lower = 0; lower < pof2; lower++)
+        if (!(lower & mask)) {
+          apply(op, v[lower].data(), v[lower | mask].data(), &count, type);
+          v[lower] = v[lower | mask];
+        }
+    in.result = std::move(v[0]);
+    in.has_result = true;
+  }
+  if (bytes)
+    memcpy(rbuf, in.result.data(), bytes);
+  leave(in);
+  return MPI_SUCCESS;
+}
+
+// simgrid::smpi::reduce__ompi_binomial(const void*, void*, int, Datatype*, Op*, int root, Comm*)
+#define REDUCE_BINOMIAL "_ZN7simgrid4smpi21reduce__ompi_binomialEPKvPviPNS0_8DatatypeEPNS0_2OpEiPNS0_4CommE"
+EXPORTED int reduce_binomial(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) __asm__(REDUCE_BINOMIAL);
+int reduce_binomial(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+  using Real = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, int, MPI_Comm);
+  static const Real real = next<Real>(REDUCE_BINOMIAL);
+  static const OpApply apply = next<OpApply>(OP_APPLY);
+  Settings& s = settings();
+  int size, commutative = 0, n, rank;
+  PMPI_Comm_size(comm, &n);
+  PMPI_Comm_rank(comm, &rank);
+  if (op != MPI_OP_NULL)
+    PMPI_Op_commutative(op, &commutative);
+  const bool predefined_type = predefined(type, &size);
+  // reduce__ompi_binomial's segment: none (one segment) below these sizes, else 1 KiB
+  const size_t message = (size_t)size * count;
+  const bool one_segment =
+      (n < 8 && message < 20480) || message < 2048 || count <= 1 || !(n > 0.6016 / 1024.0 * message + 1.3496);
+  if (!s.taken || !commutative || !predefined_type || !one_segment || !identified(comm)) {
+    s.by_requests[BINOMIAL]++;
+    return real(sbuf, rbuf, count, type, op, root, comm);
+  }
+  s.in_kernel[BINOMIAL]++;
+  const bool in_place_root = sbuf == MPI_IN_PLACE && rank == root;
+  const void* own = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
+  Instance& in = run(BINOMIAL, comm, (double)message, bytes_of(own, message),
+                     [root](int r, int nr) { return binomial_reduce_program(r, nr, root); });
+  if (rank == root) {
+    /* A rank's value, as the generic reduction forms it: the first child's data, with the rank's
+     * own combined in as the second child arrives (or the first, if it has only one), then each
+     * further child's in turn. The root that reduces in place combines each child's into its own. */
+    std::function<std::vector<unsigned char>(int)> value = [&](int r) {
+      Tree t = in_order_bmtree(r, in.size, root);
+      if (t.children.empty())
+        return in.inputs[r];
+      const bool into_own = in_place_root && r == root;
+      std::vector<unsigned char> acc = into_own ? in.inputs[r] : value(t.children[0]);
+      if (into_own)
+        apply(op, value(t.children[0]).data(), acc.data(), &count, type);
+      else
+        apply(op, in.inputs[r].data(), acc.data(), &count, type);
+      for (size_t i = 1; i < t.children.size(); i++)
+        apply(op, value(t.children[i]).data(), acc.data(), &count, type);
+      return acc;
+    };
+    std::vector<unsigned char> result = value(root);
+    if (message)
+      memcpy(rbuf, result.data(), message);
+  }
+  leave(in);
+  return MPI_SUCCESS;
+}
+
+// simgrid::smpi::bcast__NTSB(void*, int, Datatype*, int root, Comm*)
+#define BCAST_NTSB "_ZN7simgrid4smpi11bcast__NTSBEPviPNS0_8DatatypeEiPNS0_4CommE"
+EXPORTED int bcast_ntsb(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) __asm__(BCAST_NTSB);
+int bcast_ntsb(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  using Real = int (*)(void*, int, MPI_Datatype, int, MPI_Comm);
+  static const Real real = next<Real>(BCAST_NTSB);
+  Settings& s = settings();
+  int size;
+  MPI_Aint lb, extent;
+  PMPI_Type_size(type, &size);
+  PMPI_Type_get_extent(type, &lb, &extent);
+  const long segment = extent > 0 ? std::max(8192L / (long)extent, 1L) : 1;  // bcast_NTSB_segment_size_in_byte / extent
+  if (!s.taken || count > segment || !identified(comm)) {
+    s.by_requests[NTSB]++;
+    return real(buf, count, type, root, comm);
+  }
+  s.in_kernel[NTSB]++;
+  int rank;
+  PMPI_Comm_rank(comm, &rank);
+  const size_t bytes = (size_t)size * count;
+  Instance& in = run(NTSB, comm, (double)bytes, rank == root ? packed(buf, count, type, bytes) : std::vector<unsigned char>(),
+                     [root](int r, int n) { return ntsb_program(r, n, root); });
+  if (rank != root)
+    unpack(in.inputs[root], buf, count, type);
+  leave(in);
+  return MPI_SUCCESS;
+}
+
+/* simgrid::smpi::bcast__mvapich2_knomial_intra_node(void*, int, Datatype*, int root, Comm*): the
+ * k-nomial broadcast SMPI's ompi selector takes (Open MPI's "knomial"), SimGrid's without its
+ * node layout (smpi_pins.cpp): in the kernel, or by SMPI's requests. */
+#define KNOMIAL_BCAST "_ZN7simgrid4smpi34bcast__mvapich2_knomial_intra_nodeEPviPNS0_8DatatypeEiPNS0_4CommE"
+EXPORTED int knomial_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) __asm__(KNOMIAL_BCAST);
+int knomial_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  Settings& s = settings();
+  if (!s.taken || !identified(comm)) {
+    s.by_requests[KNOMIAL]++;
+    return knomial_bcast_by_requests(buf, count, type, root, comm);
+  }
+  s.in_kernel[KNOMIAL]++;
+  int rank, size;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Type_size(type, &size);
+  const size_t bytes = (size_t)size * count;
+  const int radix = knomial_radix();
+  Instance& in = run(KNOMIAL, comm, (double)bytes, rank == root ? packed(buf, count, type, bytes) : std::vector<unsigned char>(),
+                     [root, radix](int r, int n) { return knomial_program(r, n, root, radix); });
+  if (rank != root)
+    unpack(in.inputs[root], buf, count, type);
+  leave(in);
+  return MPI_SUCCESS;
+}
+
+// simgrid::smpi::reduce__default(const void*, void*, int, Datatype*, Op*, int root, Comm*)
+#define REDUCE_DEFAULT "_ZN7simgrid4smpi15reduce__defaultEPKvPviPNS0_8DatatypeEPNS0_2OpEiPNS0_4CommE"
+EXPORTED int reduce_default(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) __asm__(REDUCE_DEFAULT);
+int reduce_default(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+  using Real = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, int, MPI_Comm);
+  static const Real real = next<Real>(REDUCE_DEFAULT);
+  static const OpApply apply = next<OpApply>(OP_APPLY);
+  Settings& s = settings();
+  int size, commutative = 0, rank;
+  if (op != MPI_OP_NULL)
+    PMPI_Op_commutative(op, &commutative);
+  // SMPI takes Open MPI's basic linear reduction for a derived datatype or an operation that does not commute
+  if (!s.taken || !commutative || !predefined(type, &size) || !identified(comm)) {
+    s.by_requests[LINEAR]++;
+    return real(sbuf, rbuf, count, type, op, root, comm);
+  }
+  s.in_kernel[LINEAR]++;
+  PMPI_Comm_rank(comm, &rank);
+  const size_t bytes = (size_t)size * count;
+  const void* own = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
+  Instance& in = run(LINEAR, comm, (double)bytes, bytes_of(own, bytes),
+                     [root](int r, int n) { return linear_reduce_program(r, n, root); });
+  if (rank == root) {
+    /* the root's own data, then every other rank's combined into it in rank order, as
+     * Request::finish_nbc_requests does once all have arrived */
+    std::vector<unsigned char> acc = in.inputs[root];
+    for (int src = 0; src < in.size; src++)
+      if (src != root)
+        apply(op, in.inputs[src].data(), acc.data(), &count, type);
+    if (bytes)
+      memcpy(rbuf, acc.data(), bytes);
+  }
+  leave(in);
+  return MPI_SUCCESS;
+}
+
+// simgrid::smpi::bcast__binomial_tree(void*, int, Datatype*, int root, Comm*)
+#define BCAST_BINOMIAL_TREE "_ZN7simgrid4smpi20bcast__binomial_treeEPviPNS0_8DatatypeEiPNS0_4CommE"
+EXPORTED int bcast_binomial_tree(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) __asm__(BCAST_BINOMIAL_TREE);
+int bcast_binomial_tree(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  using Real = int (*)(void*, int, MPI_Datatype, int, MPI_Comm);
+  static const Real real = next<Real>(BCAST_BINOMIAL_TREE);
+  Settings& s = settings();
+  if (!s.taken || !identified(comm)) {
+    s.by_requests[BINOMIAL_TREE]++;
+    return real(buf, count, type, root, comm);
+  }
+  s.in_kernel[BINOMIAL_TREE]++;
+  int rank, size;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Type_size(type, &size);
+  const size_t bytes = (size_t)size * count;
+  Instance& in = run(BINOMIAL_TREE, comm, (double)bytes,
+                     rank == root ? packed(buf, count, type, bytes) : std::vector<unsigned char>(),
+                     [root](int r, int n) { return binomial_bcast_program(r, n, root); });
+  if (rank != root)
+    unpack(in.inputs[root], buf, count, type);
+  leave(in);
+  return MPI_SUCCESS;
+}

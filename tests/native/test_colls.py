@@ -1,0 +1,123 @@
+"""SMPI's small-message collective algorithms run in the simulation's kernel by liborrery_smpi.so
+(interpose/mpi/smpi_colls.cpp): allreduce by recursive doubling, Open MPI's binomial reduce,
+SMPI's default (linear) reduce, and the NTSB, k-nomial and binomial-tree broadcasts.
+
+The oracle is SMPI's own code for the same algorithms (ORRERY_SMPI_COLLS=simgrid): for generated
+sequences of MPI_Allreduce, MPI_Reduce and MPI_Bcast (tests/native/programs/colls.c: random
+types, counts, operations, roots, in place, a split communicator, a strided datatype, a
+non-commutative user operation, ranks entering at different times), on the selectors and rank
+counts that make SMPI pick each algorithm, every rank's return time (every bit) and the data it
+got are SMPI's, and results.json and the report are the same bytes. Ranks that return at the same
+instant may print in another order: the lines are compared as sets."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import HERE, built_once, orrery, session_dir
+
+pytestmark = pytest.mark.native
+
+REPORT = re.compile(r"^orrery: collectives: (.*)$", re.M)
+COUNT = re.compile(r"([a-zA-Z ]+?) (\d+) in the kernel, (\d+) by SMPI's requests")
+
+
+@pytest.fixture(scope="session")
+def colls(tmp_path_factory) -> Path:
+    """tests/native/programs/colls.c built with `orrery mpicc`, once per session."""
+
+    def make(d: Path) -> None:
+        d.mkdir()
+        orrery("mpicc", str(HERE / "native" / "programs" / "colls.c"), "-o", str(d / "colls"), check=True)
+
+    return built_once(session_dir(tmp_path_factory, "built") / "colls", make) / "colls"
+
+
+def counts(stderr: str) -> dict[str, tuple[int, int]]:
+    """(in the kernel, by SMPI's requests) per algorithm, from a run with ORRERY_SMPI_COLLS=report."""
+    found = REPORT.findall(stderr)
+    assert len(found) == 1, stderr
+    return {name.strip(): (int(k), int(r)) for name, k, r in COUNT.findall(found[0])}
+
+
+def run(program: Path, out: Path, options: tuple[str, ...], *args: str, colls: str):
+    return orrery("run", "--out", str(out), *options, "--", str(program), *args, env={"ORRERY_SMPI_COLLS": colls})
+
+
+def lines(stdout: str) -> list[str]:
+    return sorted(line for line in stdout.splitlines() if not line.startswith("orrery: results in"))
+
+
+@pytest.mark.parametrize(
+    "options, seed, taken",
+    [
+        # Open MPI's choices at 72 ranks: recursive doubling, binomial reduce, k-nomial broadcast
+        (("--machine", "h100-ib200", "--nodes", "18"), 7, ("allreduce rdb", "reduce binomial", "bcast knomial")),
+        # from 128 ranks Open MPI's small broadcast is NTSB's binary tree
+        (("--machine", "h100-ib200", "--nodes", "33"), 11, ("reduce binomial", "bcast NTSB")),
+        # SMPI's default: a linear reduce, a binomial-tree broadcast (and the allreduce of both)
+        (("--machine", "dgx-a100", "--nodes", "3"), 5, ("reduce default", "bcast binomial")),
+        # MPICH's small allreduce: recursive doubling on 12 ranks (a remainder of 4 over 8)
+        (("--machine", "h100-ib200", "--nodes", "3", "--set", "mpi.collective_selector=mpich"), 3, ("allreduce rdb",)),
+    ],
+    ids=["ompi-72", "ompi-132", "default-24", "mpich-12"],
+)
+def test_collectives_in_the_kernel_return_smpi_s_times_and_data_bit_for_bit(colls, tmp_path, options, seed, taken):
+    ours = run(colls, tmp_path / "ours", options, "mix", str(seed), "40", colls="report")
+    theirs = run(colls, tmp_path / "smpi", options, "mix", str(seed), "40", colls="simgrid")
+    assert ours.returncode == theirs.returncode == 0, ours.stderr + theirs.stderr
+    assert lines(ours.stdout) == lines(theirs.stdout)
+    for f in ("results.json", "report.tsv"):
+        assert (tmp_path / "ours" / f).read_bytes() == (tmp_path / "smpi" / f).read_bytes(), f
+    assert not REPORT.search(theirs.stderr)
+    took = counts(ours.stderr)
+    assert set(took) == {
+        "allreduce rdb",
+        "reduce binomial",
+        "reduce default",
+        "bcast NTSB",
+        "bcast knomial",
+        "bcast binomial",
+    }
+    for name in taken:
+        assert took[name][0] > 0, (name, took)
+    # every rank prints a line per call: 40 calls' worth, whatever ran them
+    ranks = int(options[options.index("--nodes") + 1]) * (8 if "dgx-a100" in options else 4)
+    assert sum(line.startswith("call ") for line in lines(ours.stdout)) == 40 * ranks
+
+
+def test_what_only_smpi_s_code_does_goes_to_its_requests(colls, tmp_path):
+    """On 72 ranks, a reduction of 8000 bytes (Open MPI's binomial reduce then takes 1 KiB
+    segments: from 2 KiB on, above 0.6016 / 1024 x 8000 + 1.35 = 6.05 ranks) and an allreduce of a
+    derived datatype (recursive doubling) go to SMPI's requests, one call per rank each; the
+    results are SMPI's own."""
+    options = ("--machine", "h100-ib200", "--nodes", "18")
+    ours = run(colls, tmp_path / "ours", options, "beyond", colls="report")
+    theirs = run(colls, tmp_path / "smpi", options, "beyond", colls="simgrid")
+    assert ours.returncode == theirs.returncode == 0, ours.stderr + theirs.stderr
+    assert lines(ours.stdout) == lines(theirs.stdout)
+    assert (tmp_path / "ours" / "results.json").read_bytes() == (tmp_path / "smpi" / "results.json").read_bytes()
+    took = counts(ours.stderr)
+    assert took["reduce binomial"] == (0, 72) and took["allreduce rdb"] == (0, 72)
+
+
+def test_a_rank_missing_from_a_collective_in_the_kernel_is_a_deadlock_naming_every_call(colls, tmp_path):
+    """Seven of 8 ranks in a recursive-doubling MPI_Allreduce (Open MPI's choice on 8 ranks), the
+    eighth in an MPI_Recv nobody sends: a deadlock, reported as with SMPI's own algorithm. SimGrid
+    lists the seven in the kernel's simcall (with SMPI's algorithm, waiting for a message); the
+    run ends without the report line, whose place is at the exit."""
+    options = ("--machine", "h100-ib200", "--nodes", "2")
+    ours = run(colls, tmp_path / "ours", options, "deadlock", colls="report")
+    theirs = run(colls, tmp_path / "smpi", options, "deadlock", colls="simgrid")
+    assert ours.returncode == theirs.returncode != 0
+    assert (tmp_path / "ours" / "results.json").read_bytes() == (tmp_path / "smpi" / "results.json").read_bytes()
+    res = json.loads((tmp_path / "ours" / "results.json").read_text())
+    assert res["status"] == "deadlock"
+    assert [(b["rank"], b["call"]) for b in res["failure"]["blocked"]] == [(r, "MPI_Allreduce") for r in range(7)] + [
+        (7, "MPI_Recv")
+    ]
+    assert ours.stderr.count("simcall RUN_BLOCKING") == 7 and "RUN_BLOCKING" not in theirs.stderr
+    assert "after" not in ours.stdout
