@@ -58,7 +58,7 @@ def main() -> None:
                     walls[mode].append(m.wall_s)
                     if not mode and (found := REPORT.search(m.output)):
                         taken = ", ".join(
-                            f"{alg} {int(k) / gpus / a.iterations:.3g}"
+                            f"{alg.strip()} {int(k) / gpus / a.iterations:.3g}"
                             for alg, k, _ in TAKEN.findall(found[1])
                             if int(k)
                         )

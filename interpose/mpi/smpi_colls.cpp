@@ -6,8 +6,9 @@
  * mostly that: half of a 128-GPU run of the Jacobi example, whose only collective it is, and
  * more per call than bare SMPI pays for the same messages (bench/README.md).
  *
- * The stand-ins below take four of SMPI's algorithms, the ones its selectors pick for the small
- * collectives of most programs, and run their messages in the kernel instead: each rank enters
+ * The stand-ins below take ten of SMPI's algorithms, the ones its selectors pick for the small
+ * reductions, broadcasts and barriers of most programs, and run their messages in the kernel
+ * instead: each rank enters
  * once (a simcall), its algorithm's sends, receives and waits go on there without its actor, and
  * the rank wakes when its part is done. The messages are SMPI's, one by one:
  *   - the same sequence of posts and waits per rank as the algorithm's code, from which each
@@ -23,15 +24,17 @@
  * bit for bit, with SMPI's own algorithms on generated cases); only the wall time changes.
  *
  * Taken: allreduce__rdb (recursive doubling), reduce__ompi_binomial with one segment,
- * bcast__NTSB without pipelining (one segment of 8 KiB or less) and the k-nomial broadcast
- * (smpi_pins.cpp's tree). Left to SMPI's requests: any other algorithm, a derived or
- * non-contiguous datatype, a reduction that is not commutative (binomial) or MPI_OP_NULL, and
- * every collective where SMPI would charge its per-message overheads (smpi/os, smpi/or,
- * smpi/ois not 0) or sends through its small-message mailbox (smpi/async-small-thresh not 0),
- * neither of which `orrery run` sets.
+ * reduce__default (SMPI's linear ireduce), bcast__NTSB without pipelining (one segment of 8 KiB
+ * or less), the k-nomial broadcast (smpi_pins.cpp's tree), bcast__binomial_tree, and Open MPI's
+ * barriers by recursive doubling, Bruck's, linear and tree. Left to SMPI's requests: any other
+ * algorithm, a derived datatype in a reduction, a reduction whose operation does not commute
+ * where the algorithm needs one that does (binomial, default) or MPI_OP_NULL, a communicator
+ * without an id (below), and every collective where SMPI would charge its per-message overheads
+ * (smpi/os, smpi/or, smpi/ois not 0) or sends through its small-message mailbox
+ * (smpi/async-small-thresh not 0), neither of which `orrery run` sets.
  *
  * ORRERY_SMPI_COLLS=simgrid leaves every collective to SMPI's requests; =report writes at the
- * exit one line on standard error: how many calls (per rank) of each of the four algorithms ran in
+ * exit one line on standard error: how many calls (per rank) of each of the ten algorithms ran in
  * the kernel, and how many went to SMPI's requests. */
 #include "mpi/smpi_next.hpp"
 
@@ -75,9 +78,22 @@ namespace {
 
 /* ---------------- what is taken ---------------- */
 
-enum Algorithm { RDB, BINOMIAL, LINEAR, NTSB, KNOMIAL, BINOMIAL_TREE, ALGORITHMS };
-const char* const kNames[ALGORITHMS] = {"allreduce rdb",  "reduce binomial", "reduce default",
-                                        "bcast NTSB", "bcast knomial", "bcast binomial"};
+enum Algorithm {
+  RDB,
+  BINOMIAL,
+  LINEAR,
+  NTSB,
+  KNOMIAL,
+  BINOMIAL_TREE,
+  BARRIER_RDB,
+  BARRIER_BRUCK,
+  BARRIER_LINEAR,
+  BARRIER_TREE,
+  ALGORITHMS
+};
+const char* const kNames[ALGORITHMS] = {"allreduce rdb",       "reduce binomial", "reduce default", "bcast NTSB",
+                                        "bcast knomial",       "bcast binomial",  "barrier rdb",    "barrier bruck",
+                                        "barrier linear", "barrier tree"};
 
 struct Settings {
   Mode mode = Mode::Orrery;
@@ -288,6 +304,82 @@ Program binomial_bcast_program(int rank, int n, int root) {
   for (mask >>= 1; mask > 0; mask >>= 1)
     if (relative + mask < n)
       b.blocking_send((rank + mask) % n);
+  return b.p;
+}
+
+/* The barriers of Open MPI's (barrier__ompi_*; SMPI's default takes the linear one, MPICH's the
+ * Bruck one): messages of no data. */
+Program barrier_rdb_program(int rank, int n) {  // recursive doubling
+  Builder b;
+  int adjsize = 1;
+  while (adjsize <= n)
+    adjsize <<= 1;
+  adjsize >>= 1;
+  if (adjsize != n) {
+    if (rank >= adjsize)
+      b.sendrecv(rank - adjsize);
+    else if (rank < n - adjsize)
+      b.blocking_recv(rank + adjsize);
+  }
+  if (rank < adjsize)
+    for (int mask = 1; mask < adjsize; mask <<= 1)
+      if (int remote = rank ^ mask; remote < adjsize)
+        b.sendrecv(remote);
+  if (adjsize != n && rank < n - adjsize)
+    b.blocking_send(rank + adjsize);
+  return b.p;
+}
+
+Program barrier_bruck_program(int rank, int n) {
+  Builder b;
+  for (int distance = 1; distance < n; distance <<= 1) {  // Request::sendrecv to one, from another
+    int s = b.send((rank + distance) % n);
+    b.wait({s, b.recv((rank + n - distance) % n)});
+  }
+  return b.p;
+}
+
+Program barrier_linear_program(int rank, int n) {
+  Builder b;
+  if (rank > 0) {
+    b.blocking_send(0);
+    b.blocking_recv(0);
+    return b.p;
+  }
+  std::vector<int> ops;
+  for (int i = 1; i < n; i++)
+    ops.push_back(b.recv(i));
+  b.wait(ops);
+  ops.clear();
+  for (int i = 1; i < n; i++)
+    ops.push_back(b.send(i));
+  b.wait(ops);
+  return b.p;
+}
+
+Program barrier_tree_program(int rank, int n) {
+  Builder b;
+  int depth = 1;
+  while (depth < n)
+    depth <<= 1;
+  for (int jump = 1; jump < depth; jump <<= 1) {
+    int partner = rank ^ jump;
+    if (!(partner & (jump - 1)) && partner < n) {
+      if (partner > rank)
+        b.blocking_recv(partner);
+      else if (partner < rank)
+        b.blocking_send(partner);
+    }
+  }
+  for (int jump = depth >> 1; jump > 0; jump >>= 1) {
+    int partner = rank ^ jump;
+    if (!(partner & (jump - 1)) && partner < n) {
+      if (partner > rank)
+        b.blocking_send(partner);
+      else if (partner < rank)
+        b.blocking_recv(partner);
+    }
+  }
   return b.p;
 }
 
@@ -730,3 +822,33 @@ int bcast_binomial_tree(void* buf, int count, MPI_Datatype type, int root, MPI_C
   leave(in);
   return MPI_SUCCESS;
 }
+
+/* The barriers: simgrid::smpi::barrier__ompi_*(Comm*) */
+namespace {
+template <Algorithm A>
+int barrier(MPI_Comm comm, const char* symbol, Program (*program)(int, int)) {
+  using Real = int (*)(MPI_Comm);
+  static const Real real = next<Real>(symbol);
+  Settings& s = settings();
+  if (!s.taken || !identified(comm)) {
+    s.by_requests[A]++;
+    return real(comm);
+  }
+  s.in_kernel[A]++;
+  leave(run(A, comm, 0, {}, program));
+  return MPI_SUCCESS;
+}
+}  // namespace
+
+#define BARRIER_RDB_SYMBOL "_ZN7simgrid4smpi31barrier__ompi_recursivedoublingEPNS0_4CommE"
+#define BARRIER_BRUCK_SYMBOL "_ZN7simgrid4smpi19barrier__ompi_bruckEPNS0_4CommE"
+#define BARRIER_LINEAR_SYMBOL "_ZN7simgrid4smpi26barrier__ompi_basic_linearEPNS0_4CommE"
+#define BARRIER_TREE_SYMBOL "_ZN7simgrid4smpi18barrier__ompi_treeEPNS0_4CommE"
+EXPORTED int barrier_rdb(MPI_Comm comm) __asm__(BARRIER_RDB_SYMBOL);
+EXPORTED int barrier_bruck(MPI_Comm comm) __asm__(BARRIER_BRUCK_SYMBOL);
+EXPORTED int barrier_linear(MPI_Comm comm) __asm__(BARRIER_LINEAR_SYMBOL);
+EXPORTED int barrier_tree(MPI_Comm comm) __asm__(BARRIER_TREE_SYMBOL);
+int barrier_rdb(MPI_Comm comm) { return barrier<BARRIER_RDB>(comm, BARRIER_RDB_SYMBOL, barrier_rdb_program); }
+int barrier_bruck(MPI_Comm comm) { return barrier<BARRIER_BRUCK>(comm, BARRIER_BRUCK_SYMBOL, barrier_bruck_program); }
+int barrier_linear(MPI_Comm comm) { return barrier<BARRIER_LINEAR>(comm, BARRIER_LINEAR_SYMBOL, barrier_linear_program); }
+int barrier_tree(MPI_Comm comm) { return barrier<BARRIER_TREE>(comm, BARRIER_TREE_SYMBOL, barrier_tree_program); }

@@ -1,11 +1,12 @@
 """SMPI's small-message collective algorithms run in the simulation's kernel by liborrery_smpi.so
 (interpose/mpi/smpi_colls.cpp): allreduce by recursive doubling, Open MPI's binomial reduce,
-SMPI's default (linear) reduce, and the NTSB, k-nomial and binomial-tree broadcasts.
+SMPI's default (linear) reduce, the NTSB, k-nomial and binomial-tree broadcasts, and Open MPI's
+barriers (recursive doubling, Bruck, linear, tree).
 
 The oracle is SMPI's own code for the same algorithms (ORRERY_SMPI_COLLS=simgrid): for generated
 sequences of MPI_Allreduce, MPI_Reduce and MPI_Bcast (tests/native/programs/colls.c: random
 types, counts, operations, roots, in place, a split communicator, a strided datatype, a
-non-commutative user operation, ranks entering at different times), on the selectors and rank
+non-commutative user operation, barriers, ranks entering at different times), on the selectors and rank
 counts that make SMPI pick each algorithm, every rank's return time (every bit) and the data it
 got are SMPI's, and results.json and the report are the same bytes. Ranks that return at the same
 instant may print in another order: the lines are compared as sets."""
@@ -54,16 +55,27 @@ def lines(stdout: str) -> list[str]:
 @pytest.mark.parametrize(
     "options, seed, taken",
     [
-        # Open MPI's choices at 72 ranks: recursive doubling, binomial reduce, k-nomial broadcast
-        (("--machine", "h100-ib200", "--nodes", "18"), 7, ("allreduce rdb", "reduce binomial", "bcast knomial")),
+        # Open MPI's choices at 72 ranks: recursive doubling, binomial reduce, k-nomial broadcast, Bruck's
+        # barrier; on the split's 24: recursive doubling's barrier
+        (
+            ("--machine", "h100-ib200", "--nodes", "18"),
+            7,
+            ("allreduce rdb", "reduce binomial", "bcast knomial", "barrier bruck", "barrier rdb"),
+        ),
         # from 128 ranks Open MPI's small broadcast is NTSB's binary tree
         (("--machine", "h100-ib200", "--nodes", "33"), 11, ("reduce binomial", "bcast NTSB")),
-        # SMPI's default: a linear reduce, a binomial-tree broadcast (and the allreduce of both)
-        (("--machine", "dgx-a100", "--nodes", "3"), 5, ("reduce default", "bcast binomial")),
-        # MPICH's small allreduce: recursive doubling on 12 ranks (a remainder of 4 over 8)
-        (("--machine", "h100-ib200", "--nodes", "3", "--set", "mpi.collective_selector=mpich"), 3, ("allreduce rdb",)),
+        # from 256 ranks its barrier is a tree
+        (("--machine", "h100-ib200", "--nodes", "65"), 2, ("barrier tree", "bcast knomial")),
+        # SMPI's default: a linear reduce, a binomial-tree broadcast (and the allreduce of both), a linear barrier
+        (("--machine", "dgx-a100", "--nodes", "3"), 5, ("reduce default", "bcast binomial", "barrier linear")),
+        # MPICH's small allreduce: recursive doubling on 12 ranks (a remainder of 4 over 8); Bruck's barrier
+        (
+            ("--machine", "h100-ib200", "--nodes", "3", "--set", "mpi.collective_selector=mpich"),
+            3,
+            ("allreduce rdb", "barrier bruck"),
+        ),
     ],
-    ids=["ompi-72", "ompi-132", "default-24", "mpich-12"],
+    ids=["ompi-72", "ompi-132", "ompi-260", "default-24", "mpich-12"],
 )
 def test_collectives_in_the_kernel_return_smpi_s_times_and_data_bit_for_bit(colls, tmp_path, options, seed, taken):
     ours = run(colls, tmp_path / "ours", options, "mix", str(seed), "40", colls="report")
@@ -81,6 +93,10 @@ def test_collectives_in_the_kernel_return_smpi_s_times_and_data_bit_for_bit(coll
         "bcast NTSB",
         "bcast knomial",
         "bcast binomial",
+        "barrier rdb",
+        "barrier bruck",
+        "barrier linear",
+        "barrier tree",
     }
     for name in taken:
         assert took[name][0] > 0, (name, took)

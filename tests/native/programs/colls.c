@@ -1,7 +1,7 @@
 /* Collectives whose algorithms liborrery_smpi.so runs in the kernel (interpose/mpi/smpi_colls.cpp),
  * and some it leaves to SMPI, built with `orrery mpicc`. Usage: colls MODE ...
  *   mix SEED CALLS: CALLS collectives drawn from SEED (the same draw on every rank): MPI_Allreduce,
- *          MPI_Reduce and MPI_Bcast on MPI_COMM_WORLD and on a split of it into 3 (by rank mod 3),
+ *          MPI_Reduce, MPI_Bcast and MPI_Barrier on MPI_COMM_WORLD and on a split of it into 3 (by rank mod 3),
  *          of 1 to 1000 elements of float, double, int or long long, with MPI_SUM, MPI_PROD,
  *          MPI_MAX or MPI_MIN, any root, some in place, some broadcasts of a strided (non-contiguous)
  *          datatype and some reductions with a user-defined operation that is not commutative.
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
     const int counts[] = {1, 2, 3, 7, 64, 200, 1000};
     static unsigned char in[16000], out[16000];
     for (int call = 0; call < calls; call++) {
-      const int kind = (int)draw(5);  /* 0, 1 allreduce; 2, 3 reduce; 4 bcast */
+      const int kind = (int)draw(6);  /* 0, 1 allreduce; 2, 3 reduce; 4 bcast; 5 barrier */
       MPI_Comm comm = draw(3) ? MPI_COMM_WORLD : third;
       int crank, csize;
       MPI_Comm_rank(comm, &crank);
@@ -137,6 +137,8 @@ int main(int argc, char** argv) {
         const int in_place = variant == 0 && crank == root;
         MPI_Reduce(in_place ? MPI_IN_PLACE : in, out, count, type, op, root, comm);
         got = crank == root ? (size_t)count * type_size(type) : 0;
+      } else if (kind == 5) {
+        MPI_Barrier(comm);
       } else if (variant == 1) {
         if (crank != root)
           memset(in, 0, sizeof in);
