@@ -38,6 +38,8 @@
  * the kernel, and how many went to SMPI's requests. */
 #include "mpi/smpi_next.hpp"
 
+#include "core/comm_then.hpp"
+
 #include <simgrid/s4u.hpp>
 #include <simgrid/simix.hpp>
 #include <smpi/smpi.h>
@@ -405,33 +407,7 @@ Program knomial_program(int rank, int n, int root, int radix) {
 
 /* ---------------- running them in the kernel ---------------- */
 
-/* A comm started in the kernel and what to do when it completes. The comm holds itself until
- * then, and the last one completed is kept until the next completes: SimGrid goes on using a comm
- * after its completion callbacks (as interpose/nccl/schedules.cpp's). */
-struct OnDone {
-  std::function<void()> then;
-  sg4::ActivityPtr self;
-};
-const simgrid::xbt::Extension<sg4::Activity, OnDone> kOnDone = sg4::Activity::extension_create<OnDone>();
-
-void on_comm_done(const sg4::Activity& a) {
-  OnDone* d = a.extension(kOnDone);
-  if (!d || !d->self)
-    return;
-  static auto* last = new sg4::ActivityPtr;  // never destroyed: not after SimGrid's end
-  *last = std::move(d->self);
-  std::function<void()> then = std::move(d->then);
-  then();
-}
-
-void comm_then(sg4::ActivityPtr comm, std::function<void()> then) {
-  static bool connected = false;
-  if (!connected) {
-    sg4::Activity::on_completion_cb(on_comm_done);
-    connected = true;
-  }
-  comm->extension_set(kOnDone, new OnDone{std::move(then), comm});
-}
+using orrery::kernel_comms::comm_then;  // core/comm_then.hpp
 
 /* One call of a collective on a communicator: every rank's program, where each stands, what it
  * has posted and what has arrived. A send and a receive between two ranks match in the order they
@@ -515,9 +491,14 @@ void advance(Instance& in, int rank) {
  * own for a communicator it splits, and the same id to all of them (Comm::Comm broadcasts rank
  * 0's; MPI_COMM_WORLD's is -1). SMPI's node and leader communicators have none (MPI_UNDEFINED),
  * nor has one under construction (that broadcast itself): their collectives are left to SMPI's
- * requests. A call is known by its communicator and how many the rank made on it before. */
+ * requests, as are an intercommunicator's (two groups). A call is known by its communicator and
+ * how many the rank made on it before. */
 int smpi_comm_id(const void* comm) __asm__("_ZNK7simgrid4smpi4Comm2idEv");
-bool identified(MPI_Comm comm) { return smpi_comm_id(comm) != MPI_UNDEFINED; }
+bool identified(MPI_Comm comm) {
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  return !inter && smpi_comm_id(comm) != MPI_UNDEFINED;
+}
 
 using Key = std::pair<int, uint64_t>;  // (communicator's id, the call's number on it)
 std::map<Key, std::unique_ptr<Instance>> g_instances;
@@ -608,6 +589,22 @@ void unpack(const std::vector<unsigned char>& data, void* buf, int count, MPI_Da
   static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
   if (!data.empty())
     copy(data.data(), (int)data.size(), MPI_BYTE, buf, count, type);
+}
+
+// A broadcast in the kernel: the root's data as it entered, in every other rank's buffer at its end
+int bcast_in_kernel(Algorithm a, void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                    const std::function<Program(int rank, int n)>& program) {
+  settings().in_kernel[a]++;
+  int rank, size;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Type_size(type, &size);
+  const size_t bytes = (size_t)size * count;
+  Instance& in =
+      run(a, comm, (double)bytes, rank == root ? packed(buf, count, type, bytes) : std::vector<unsigned char>(), program);
+  if (rank != root)
+    unpack(in.inputs[root], buf, count, type);
+  leave(in);
+  return MPI_SUCCESS;
 }
 
 }  // namespace
@@ -725,16 +722,7 @@ int bcast_ntsb(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
     s.by_requests[NTSB]++;
     return real(buf, count, type, root, comm);
   }
-  s.in_kernel[NTSB]++;
-  int rank;
-  PMPI_Comm_rank(comm, &rank);
-  const size_t bytes = (size_t)size * count;
-  Instance& in = run(NTSB, comm, (double)bytes, rank == root ? packed(buf, count, type, bytes) : std::vector<unsigned char>(),
-                     [root](int r, int n) { return ntsb_program(r, n, root); });
-  if (rank != root)
-    unpack(in.inputs[root], buf, count, type);
-  leave(in);
-  return MPI_SUCCESS;
+  return bcast_in_kernel(NTSB, buf, count, type, root, comm, [root](int r, int n) { return ntsb_program(r, n, root); });
 }
 
 /* simgrid::smpi::bcast__mvapich2_knomial_intra_node(void*, int, Datatype*, int root, Comm*): the
@@ -748,18 +736,9 @@ int knomial_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm co
     s.by_requests[KNOMIAL]++;
     return knomial_bcast_by_requests(buf, count, type, root, comm);
   }
-  s.in_kernel[KNOMIAL]++;
-  int rank, size;
-  PMPI_Comm_rank(comm, &rank);
-  PMPI_Type_size(type, &size);
-  const size_t bytes = (size_t)size * count;
   const int radix = knomial_radix();
-  Instance& in = run(KNOMIAL, comm, (double)bytes, rank == root ? packed(buf, count, type, bytes) : std::vector<unsigned char>(),
-                     [root, radix](int r, int n) { return knomial_program(r, n, root, radix); });
-  if (rank != root)
-    unpack(in.inputs[root], buf, count, type);
-  leave(in);
-  return MPI_SUCCESS;
+  return bcast_in_kernel(KNOMIAL, buf, count, type, root, comm,
+                         [root, radix](int r, int n) { return knomial_program(r, n, root, radix); });
 }
 
 // simgrid::smpi::reduce__default(const void*, void*, int, Datatype*, Op*, int root, Comm*)
@@ -809,18 +788,8 @@ int bcast_binomial_tree(void* buf, int count, MPI_Datatype type, int root, MPI_C
     s.by_requests[BINOMIAL_TREE]++;
     return real(buf, count, type, root, comm);
   }
-  s.in_kernel[BINOMIAL_TREE]++;
-  int rank, size;
-  PMPI_Comm_rank(comm, &rank);
-  PMPI_Type_size(type, &size);
-  const size_t bytes = (size_t)size * count;
-  Instance& in = run(BINOMIAL_TREE, comm, (double)bytes,
-                     rank == root ? packed(buf, count, type, bytes) : std::vector<unsigned char>(),
-                     [root](int r, int n) { return binomial_bcast_program(r, n, root); });
-  if (rank != root)
-    unpack(in.inputs[root], buf, count, type);
-  leave(in);
-  return MPI_SUCCESS;
+  return bcast_in_kernel(BINOMIAL_TREE, buf, count, type, root, comm,
+                         [root](int r, int n) { return binomial_bcast_program(r, n, root); });
 }
 
 /* The barriers: simgrid::smpi::barrier__ompi_*(Comm*) */

@@ -19,6 +19,8 @@
  * the platform), and reductions cost no time of their own. */
 #include "nccl/engine.hpp"
 
+#include "core/comm_then.hpp"
+
 #include <simgrid/kernel/Timer.hpp>
 #include <simgrid/simix.hpp>
 
@@ -147,34 +149,7 @@ void after(double delay, std::function<void()> then) {
     then();
 }
 
-/* A comm started in the kernel and what to do when it completes (comm_then). The comm holds
- * itself until then, and the last one completed is kept until the next completes: SimGrid goes on
- * using a comm after its completion callbacks. */
-struct OnDone {
-  std::function<void()> then;
-  sg4::ActivityPtr self;
-};
-const simgrid::xbt::Extension<sg4::Activity, OnDone> kOnDone = sg4::Activity::extension_create<OnDone>();
-
-void on_comm_done(const sg4::Activity& a) {
-  OnDone* d = a.extension(kOnDone);
-  if (!d || !d->self)
-    return;
-  static auto* last = new sg4::ActivityPtr;  // never destroyed: not after SimGrid's end
-  *last = std::move(d->self);
-  std::function<void()> then = std::move(d->then);
-  then();
-}
-
-void comm_then(sg4::ActivityPtr comm, std::function<void()> then) {
-  static bool connected = false;
-  if (!connected) {
-    sg4::Activity::on_completion_cb(on_comm_done);
-    connected = true;
-  }
-  auto* d = new OnDone{std::move(then), comm};
-  comm->extension_set(kOnDone, d);
-}
+using kernel_comms::comm_then;  // core/comm_then.hpp
 
 /* Runs a schedule in the simulation's kernel, without an actor per lane (a collective of n GPUs
  * has up to 2n lanes per tree or ring, and an actor's stack takes two memory maps): each lane
