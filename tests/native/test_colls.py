@@ -44,7 +44,7 @@ def counts(stderr: str) -> dict[str, tuple[int, int]]:
     return {name.strip(): (int(k), int(r)) for name, k, r in COUNT.findall(found[0])}
 
 
-def run(program: Path, out: Path, options: tuple[str, ...], *args: str, colls: str):
+def run(program: Path, out: Path, options: tuple[str, ...], *args: str, colls: str | None):
     return orrery("run", "--out", str(out), *options, "--", str(program), *args, env={"ORRERY_SMPI_COLLS": colls})
 
 
@@ -68,6 +68,8 @@ def lines(stdout: str) -> list[str]:
         (("--machine", "h100-ib200", "--nodes", "65"), 2, ("barrier tree", "bcast knomial")),
         # SMPI's default: a linear reduce, a binomial-tree broadcast (and the allreduce of both), a linear barrier
         (("--machine", "dgx-a100", "--nodes", "3"), 5, ("reduce default", "bcast binomial", "barrier linear")),
+        # 3 ranks: recursive doubling with a remainder of 1 over 2, and the split's communicators of one rank
+        (("--machine", "h100-ib200", "--nodes", "1", "--gpus-per-node", "3"), 17, ("allreduce rdb",)),
         # MPICH's small allreduce: recursive doubling on 12 ranks (a remainder of 4 over 8); Bruck's barrier
         (
             ("--machine", "h100-ib200", "--nodes", "3", "--set", "mpi.collective_selector=mpich"),
@@ -75,7 +77,7 @@ def lines(stdout: str) -> list[str]:
             ("allreduce rdb", "barrier bruck"),
         ),
     ],
-    ids=["ompi-72", "ompi-132", "ompi-260", "default-24", "mpich-12"],
+    ids=["ompi-72", "ompi-132", "ompi-260", "default-24", "ompi-3", "mpich-12"],
 )
 def test_collectives_in_the_kernel_return_smpi_s_times_and_data_bit_for_bit(colls, tmp_path, options, seed, taken):
     ours = run(colls, tmp_path / "ours", options, "mix", str(seed), "40", colls="report")
@@ -101,7 +103,8 @@ def test_collectives_in_the_kernel_return_smpi_s_times_and_data_bit_for_bit(coll
     for name in taken:
         assert took[name][0] > 0, (name, took)
     # every rank prints a line per call: 40 calls' worth, whatever ran them
-    ranks = int(options[options.index("--nodes") + 1]) * (8 if "dgx-a100" in options else 4)
+    per_node = int(options[options.index("--gpus-per-node") + 1]) if "--gpus-per-node" in options else None
+    ranks = int(options[options.index("--nodes") + 1]) * (per_node or (8 if "dgx-a100" in options else 4))
     assert sum(line.startswith("call ") for line in lines(ours.stdout)) == 40 * ranks
 
 
@@ -137,3 +140,15 @@ def test_a_rank_missing_from_a_collective_in_the_kernel_is_a_deadlock_naming_eve
     ]
     assert ours.stderr.count("simcall RUN_BLOCKING") == 7 and "RUN_BLOCKING" not in theirs.stderr
     assert "after" not in ours.stdout
+
+
+def test_the_same_collectives_in_the_kernel_twice_give_the_same_bytes(colls, tmp_path):
+    """Determinism: two runs of one generated sequence print the same lines in the same order
+    (ranks that return at one instant included) and write the same results.json and report."""
+    options = ("--machine", "h100-ib200", "--nodes", "18")
+    first = run(colls, tmp_path / "a", options, "mix", "7", "40", colls=None)
+    second = run(colls, tmp_path / "b", options, "mix", "7", "40", colls=None)
+    assert first.returncode == second.returncode == 0, first.stderr
+    assert first.stdout.replace(str(tmp_path / "a"), "OUT") == second.stdout.replace(str(tmp_path / "b"), "OUT")
+    for f in ("results.json", "report.tsv"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
