@@ -6,9 +6,9 @@
  * mostly that: half of a 128-GPU run of the Jacobi example, whose only collective it is, and
  * more per call than bare SMPI pays for the same messages (bench/README.md).
  *
- * The stand-ins below take ten of SMPI's algorithms, the ones its selectors pick for the small
- * reductions, broadcasts and barriers of most programs, and run their messages in the kernel
- * instead: each rank enters
+ * The stand-ins below take eleven of SMPI's algorithms, the ones its selectors pick for the small
+ * reductions, broadcasts, barriers and allgathers of most programs, and run their messages in the
+ * kernel instead: each rank enters
  * once (a simcall), its algorithm's sends, receives and waits go on there without its actor, and
  * the rank wakes when its part is done. The messages are SMPI's, one by one:
  *   - the same sequence of posts and waits per rank as the algorithm's code, from which each
@@ -25,8 +25,9 @@
  *
  * Taken: allreduce__rdb (recursive doubling), reduce__ompi_binomial with one segment,
  * reduce__default (SMPI's linear ireduce), bcast__NTSB without pipelining (one segment of 8 KiB
- * or less), the k-nomial broadcast (smpi_pins.cpp's tree), bcast__binomial_tree, and Open MPI's
- * barriers by recursive doubling, Bruck's, linear and tree. Left to SMPI's requests: any other
+ * or less), the k-nomial broadcast (smpi_pins.cpp's tree), bcast__binomial_tree, Open MPI's
+ * barriers by recursive doubling, Bruck's, linear and tree, and allgather__rdb on a power of two
+ * of ranks. Left to SMPI's requests: any other
  * algorithm, a derived datatype in a reduction, a reduction whose operation does not commute
  * where the algorithm needs one that does (binomial, default) or MPI_OP_NULL, a communicator
  * without an id (below), and every collective where SMPI would charge its per-message overheads
@@ -34,7 +35,7 @@
  * (smpi/async-small-thresh not 0), neither of which `orrery run` sets.
  *
  * ORRERY_SMPI_COLLS=simgrid leaves every collective to SMPI's requests; =report writes at the
- * exit one line on standard error: how many calls (per rank) of each of the ten algorithms ran in
+ * exit one line on standard error: how many calls (per rank) of each of the eleven algorithms ran in
  * the kernel, and how many went to SMPI's requests. */
 #include "mpi/smpi_next.hpp"
 
@@ -72,6 +73,11 @@ using OpApply = void (*)(const void* op, const void* in, void* inout, const int*
 using DatatypeCopy = int (*)(const void* src, int scount, MPI_Datatype stype, void* dst, int rcount, MPI_Datatype rtype);
 #define DATATYPE_COPY "_ZN7simgrid4smpi8Datatype4copyEPKviPS1_PviS4_"
 
+// simgrid::kernel::actor::ActorImpl::simcall_answer(): wakes an actor blocked in simcall_blocking
+void simcall_answer(void* actor) __asm__("_ZN7simgrid6kernel5actor9ActorImpl14simcall_answerEv");
+// simgrid::smpi::Comm::id() const
+int smpi_comm_id(const void* comm) __asm__("_ZNK7simgrid4smpi4Comm2idEv");
+
 // The knomial broadcast by SMPI's requests (smpi_pins.cpp): the algorithm where the kernel does not take it
 int knomial_bcast_by_requests(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
 int knomial_radix();
@@ -91,11 +97,12 @@ enum Algorithm {
   BARRIER_BRUCK,
   BARRIER_LINEAR,
   BARRIER_TREE,
+  ALLGATHER_RDB,
   ALGORITHMS
 };
 const char* const kNames[ALGORITHMS] = {"allreduce rdb",       "reduce binomial", "reduce default", "bcast NTSB",
                                         "bcast knomial",       "bcast binomial",  "barrier rdb",    "barrier bruck",
-                                        "barrier linear", "barrier tree"};
+                                        "barrier linear", "barrier tree",    "allgather rdb"};
 
 struct Settings {
   Mode mode = Mode::Orrery;
@@ -157,15 +164,16 @@ bool predefined(MPI_Datatype type, int* size) {
 
 struct Op {
   enum Kind { Send, Recv, Wait } kind;
-  int peer = -1;               // Send, Recv: the other rank (in the communicator)
-  std::vector<int> handles;    // Wait: the sends and receives (their indices in the program) it waits for
+  int peer = -1;             // Send, Recv: the other rank (in the communicator)
+  std::vector<int> handles;  // Wait: the sends and receives (their indices in the program) it waits for
+  double bytes = -1;         // Send: its payload, where not the collective's (-1)
 };
 using Program = std::vector<Op>;
 
 struct Builder {
   Program p;
-  int send(int peer) {
-    p.push_back({Op::Send, peer, {}});
+  int send(int peer, double bytes = -1) {
+    p.push_back({Op::Send, peer, {}, bytes});
     return (int)p.size() - 1;
   }
   int recv(int peer) {
@@ -309,6 +317,17 @@ Program binomial_bcast_program(int rank, int n, int root) {
   return b.p;
 }
 
+/* allgather__rdb on a power of two of ranks: at step j each rank swaps with its partner at distance
+ * 2^j all it has, 2^j blocks (SMPI sends curr_count of the send type: `block` bytes each). */
+Program allgather_rdb_program(int rank, int n, double block) {
+  Builder b;
+  for (int mask = 1; mask < n; mask <<= 1) {
+    int s = b.send(rank ^ mask, mask * block);
+    b.wait({s, b.recv(rank ^ mask)});
+  }
+  return b.p;
+}
+
 /* The barriers of Open MPI's (barrier__ompi_*; SMPI's default takes the linear one, MPICH's the
  * Bruck one): messages of no data. */
 Program barrier_rdb_program(int rank, int n) {  // recursive doubling
@@ -416,7 +435,6 @@ struct Instance {
   Algorithm algorithm;
   int size = 0, left = 0;
   double bytes = 0;  // each message's payload
-  bool detached = true;
   std::vector<Program> programs;
   std::vector<sg4::Host*> hosts;
   std::vector<size_t> next;                    // per rank: its next operation
@@ -429,9 +447,6 @@ struct Instance {
   bool has_result = false;
 };
 
-// simgrid::kernel::actor::ActorImpl::simcall_answer(): wakes an actor blocked in simcall_blocking
-void simcall_answer(void* actor) __asm__("_ZN7simgrid6kernel5actor9ActorImpl14simcall_answerEv");
-
 void advance(Instance& in, int rank);
 
 void complete(Instance& in, int rank, int op) {
@@ -439,10 +454,15 @@ void complete(Instance& in, int rank, int op) {
   advance(in, rank);
 }
 
+// A send's payload, and whether its sender leaves at once (SMPI's detached send) or once it arrives
+double payload(const Instance& in, const Op& send) { return send.bytes >= 0 ? send.bytes : in.bytes; }
+bool detached(const Instance& in, const Op& send) { return payload(in, send) < (double)settings().detached_below; }
+
 void transfer(Instance& in, int from, int send_op, int to, int recv_op) {
-  auto comm = sg4::Comm::sendto_async(in.hosts[from], in.hosts[to], (uint64_t)(in.bytes + 16));
-  comm_then(comm, [&in, from, send_op, to, recv_op] {
-    if (!in.detached)
+  const Op& send = in.programs[from][send_op];
+  auto comm = sg4::Comm::sendto_async(in.hosts[from], in.hosts[to], (uint64_t)(payload(in, send) + 16));
+  comm_then(comm, [&in, from, send_op, to, recv_op, held = !detached(in, send)] {
+    if (held)
       complete(in, from, send_op);
     complete(in, to, recv_op);
   });
@@ -456,7 +476,7 @@ void advance(Instance& in, int rank) {
     const Op& op = prog[pc];
     const int i = (int)pc;
     if (op.kind == Op::Send) {
-      if (in.detached)
+      if (detached(in, op))
         in.done[rank][i] = 1;
       std::deque<int>& waiting = in.recvs[{rank, op.peer}];
       if (waiting.empty()) {
@@ -493,7 +513,6 @@ void advance(Instance& in, int rank) {
  * nor has one under construction (that broadcast itself): their collectives are left to SMPI's
  * requests, as are an intercommunicator's (two groups). A call is known by its communicator and
  * how many the rank made on it before. */
-int smpi_comm_id(const void* comm) __asm__("_ZNK7simgrid4smpi4Comm2idEv");
 bool identified(MPI_Comm comm) {
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
@@ -529,7 +548,6 @@ Instance& run(Algorithm a, MPI_Comm comm, double bytes, std::vector<unsigned cha
   const int id = smpi_comm_id(comm);
   const Key key{id, g_calls[{id, rank}]++};
   sg4::Host* here = sg4::this_actor::get_host();
-  const bool detached = bytes < (double)settings().detached_below;
   Instance* in = nullptr;
   void* self = sg4::Actor::self()->get_impl();
   // one simcall: the rank posts its part and blocks until advance answers it, at once if nothing is to arrive
@@ -541,7 +559,6 @@ Instance& run(Algorithm a, MPI_Comm comm, double bytes, std::vector<unsigned cha
       x.algorithm = a;
       x.size = n;
       x.bytes = bytes;
-      x.detached = detached;
       x.programs.resize(n);
       x.hosts.resize(n);
       x.next.assign(n, 0);
@@ -821,3 +838,57 @@ int barrier_rdb(MPI_Comm comm) { return barrier<BARRIER_RDB>(comm, BARRIER_RDB_S
 int barrier_bruck(MPI_Comm comm) { return barrier<BARRIER_BRUCK>(comm, BARRIER_BRUCK_SYMBOL, barrier_bruck_program); }
 int barrier_linear(MPI_Comm comm) { return barrier<BARRIER_LINEAR>(comm, BARRIER_LINEAR_SYMBOL, barrier_linear_program); }
 int barrier_tree(MPI_Comm comm) { return barrier<BARRIER_TREE>(comm, BARRIER_TREE_SYMBOL, barrier_tree_program); }
+
+/* simgrid::smpi::allgather__rdb(const void*, int, Datatype*, void*, int, Datatype*, Comm*): Open MPI's
+ * and MPICH's small allgather. Taken on a power of two of ranks with the same count and datatype on
+ * both sides (MPI_IN_PLACE is made so by PMPI_Allgather); its other cases (the remainder's tree)
+ * go to SMPI's requests. Every rank ends with every rank's block in its place. */
+#define ALLGATHER_RDB_SYMBOL "_ZN7simgrid4smpi14allgather__rdbEPKviPNS0_8DatatypeEPviS4_PNS0_4CommE"
+EXPORTED int allgather_rdb(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                           MPI_Comm comm) __asm__(ALLGATHER_RDB_SYMBOL);
+int allgather_rdb(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                  MPI_Comm comm) {
+  using Real = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
+  static const Real real = next<Real>(ALLGATHER_RDB_SYMBOL);
+  Settings& s = settings();
+  int n;
+  PMPI_Comm_size(comm, &n);
+  if (!s.taken || (n & (n - 1)) || scount != rcount || stype != rtype || !identified(comm)) {
+    s.by_requests[ALLGATHER_RDB]++;
+    return real(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  }
+  s.in_kernel[ALLGATHER_RDB]++;
+  int size;
+  MPI_Aint lb, extent;
+  PMPI_Type_size(rtype, &size);
+  PMPI_Type_get_extent(rtype, &lb, &extent);
+  const size_t bytes = (size_t)size * rcount;
+  Instance& in = run(ALLGATHER_RDB, comm, (double)bytes, packed(sbuf, scount, stype, bytes),
+                     [bytes](int r, int nr) { return allgather_rdb_program(r, nr, (double)bytes); });
+  for (int r = 0; r < in.size; r++)
+    unpack(in.inputs[r], static_cast<char*>(rbuf) + (ptrdiff_t)r * rcount * extent, rcount, rtype);
+  leave(in);
+  return MPI_SUCCESS;
+}
+
+/* Open MPI's reduce on one rank. SMPI 3.32's reduce__ompi takes its tree algorithms (binary,
+ * pipeline, chain) even on a communicator of one rank, whose tree gives the root a parent of -1:
+ * the run aborted ("Actor pid=-1 is gone"; MPI_Reduce on MPI_COMM_SELF, or on a split of one
+ * rank). Open MPI itself hands such a communicator to its coll/self component, which copies the
+ * send buffer into the receive buffer (nothing in place), without a message: so does this, whatever
+ * ORRERY_SMPI_COLLS says (it is no faster way, the only one that works). Larger communicators go to
+ * SimGrid's selector. */
+#define REDUCE_OMPI "_ZN7simgrid4smpi12reduce__ompiEPKvPviPNS0_8DatatypeEPNS0_2OpEiPNS0_4CommE"
+EXPORTED int reduce_ompi(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) __asm__(REDUCE_OMPI);
+int reduce_ompi(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+  using Real = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, int, MPI_Comm);
+  static const Real real = next<Real>(REDUCE_OMPI);
+  static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
+  int n;
+  PMPI_Comm_size(comm, &n);
+  if (n != 1)
+    return real(sbuf, rbuf, count, type, op, root, comm);
+  if (sbuf != MPI_IN_PLACE && count > 0)
+    copy(sbuf, count, type, rbuf, count, type);
+  return MPI_SUCCESS;
+}

@@ -1,7 +1,7 @@
 """SMPI's small-message collective algorithms run in the simulation's kernel by liborrery_smpi.so
 (interpose/mpi/smpi_colls.cpp): allreduce by recursive doubling, Open MPI's binomial reduce,
-SMPI's default (linear) reduce, the NTSB, k-nomial and binomial-tree broadcasts, and Open MPI's
-barriers (recursive doubling, Bruck, linear, tree).
+SMPI's default (linear) reduce, the NTSB, k-nomial and binomial-tree broadcasts, Open MPI's
+barriers (recursive doubling, Bruck, linear, tree) and the recursive-doubling allgather.
 
 The oracle is SMPI's own code for the same algorithms (ORRERY_SMPI_COLLS=simgrid): for generated
 sequences of MPI_Allreduce, MPI_Reduce and MPI_Bcast (tests/native/programs/colls.c: random
@@ -62,6 +62,8 @@ def lines(stdout: str) -> list[str]:
             7,
             ("allreduce rdb", "reduce binomial", "bcast knomial", "barrier bruck", "barrier rdb"),
         ),
+        # a power of two of ranks: Open MPI's small allgather by recursive doubling
+        (("--machine", "h100-ib200", "--nodes", "16"), 23, ("allgather rdb", "allreduce rdb")),
         # from 128 ranks Open MPI's small broadcast is NTSB's binary tree
         (("--machine", "h100-ib200", "--nodes", "33"), 11, ("reduce binomial", "bcast NTSB")),
         # from 256 ranks its barrier is a tree
@@ -77,7 +79,7 @@ def lines(stdout: str) -> list[str]:
             ("allreduce rdb", "barrier bruck"),
         ),
     ],
-    ids=["ompi-72", "ompi-132", "ompi-260", "default-24", "ompi-3", "mpich-12"],
+    ids=["ompi-72", "ompi-64", "ompi-132", "ompi-260", "default-24", "ompi-3", "mpich-12"],
 )
 def test_collectives_in_the_kernel_return_smpi_s_times_and_data_bit_for_bit(colls, tmp_path, options, seed, taken):
     ours = run(colls, tmp_path / "ours", options, "mix", str(seed), "40", colls="report")
@@ -99,6 +101,7 @@ def test_collectives_in_the_kernel_return_smpi_s_times_and_data_bit_for_bit(coll
         "barrier bruck",
         "barrier linear",
         "barrier tree",
+        "allgather rdb",
     }
     for name in taken:
         assert took[name][0] > 0, (name, took)
@@ -152,3 +155,20 @@ def test_the_same_collectives_in_the_kernel_twice_give_the_same_bytes(colls, tmp
     assert first.stdout.replace(str(tmp_path / "a"), "OUT") == second.stdout.replace(str(tmp_path / "b"), "OUT")
     for f in ("results.json", "report.tsv"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+
+
+@pytest.mark.parametrize("colls_mode", [None, "simgrid"])
+def test_an_open_mpi_reduce_on_one_rank_copies_its_data_as_open_mpi_s_coll_self_does(colls, tmp_path, colls_mode):
+    """SMPI 3.32's Open MPI reduce (binary, pipeline, chain trees) aborted on a communicator of one
+    rank; Open MPI copies the send buffer (nothing in place) and sends nothing. Sums by hand: the
+    elements are 1.5, 2.5, ..., n + 0.5, whose sum is n^2 / 2 + n."""
+    out = tmp_path / "out"
+    proc = run(
+        colls, out, ("--machine", "h100-ib200", "--nodes", "1", "--gpus-per-node", "2"), "self", colls=colls_mode
+    )
+    assert proc.returncode == 0, proc.stderr
+    for rank in (0, 1):
+        for n in (1, 4, 100):
+            assert f"rank {rank} reduce {n} last {n + 0.5:g} sum {n * n / 2 + n:g}" in proc.stdout
+            assert f"rank {rank} in-place {n} last {n + 0.5:g}" in proc.stdout
+    assert json.loads((out / "results.json").read_text())["makespan_s"] == 0

@@ -1,7 +1,8 @@
 /* Collectives whose algorithms liborrery_smpi.so runs in the kernel (interpose/mpi/smpi_colls.cpp),
  * and some it leaves to SMPI, built with `orrery mpicc`. Usage: colls MODE ...
  *   mix SEED CALLS: CALLS collectives drawn from SEED (the same draw on every rank): MPI_Allreduce,
- *          MPI_Reduce, MPI_Bcast and MPI_Barrier on MPI_COMM_WORLD and on a split of it into 3 (by rank mod 3),
+ *          MPI_Reduce, MPI_Bcast, MPI_Barrier and MPI_Allgather (of 1 to 7 elements, some in place) on
+ *          MPI_COMM_WORLD and on a split of it into 3 (by rank mod 3),
  *          of 1 to 1000 elements of float, double, int or long long, with MPI_SUM, MPI_PROD,
  *          MPI_MAX or MPI_MIN, any root, some in place, some broadcasts of a strided (non-contiguous)
  *          datatype and some reductions with a user-defined operation that is not commutative.
@@ -11,6 +12,8 @@
  *          hash of the data it received (a reduction's root, every rank of the others);
  *   deadlock: every rank but the last calls MPI_Allreduce (8 bytes); the last waits in MPI_Recv
  *          for a message from rank 0 that never comes;
+ *   self: MPI_Reduce on MPI_COMM_SELF of 1, 4 and 100 doubles (1.5, 2.5, ...), from a send buffer
+ *          and in place; each rank prints the last element it got and the sum of all;
  *   beyond: a reduction of 1000 doubles with MPI_SUM to rank 0 (8000 bytes: Open MPI's binomial
  *          reduce in 1 KiB segments on 72 ranks) and an allreduce of 10 pairs of doubles
  *          (MPI_Type_contiguous: a derived datatype) with a commutative user operation that adds
@@ -83,6 +86,22 @@ int main(int argc, char** argv) {
     else
       MPI_Recv(&x, 1, MPI_DOUBLE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     printf("rank %d after\n", rank);
+  } else if (!strcmp(mode, "self")) {
+    static double in[100], out[100];
+    const int counts[] = {1, 4, 100};
+    for (int c = 0; c < 3; c++) {
+      const int n = counts[c];
+      double sum = 0;
+      for (int i = 0; i < n; i++)
+        in[i] = i + 1.5;
+      memset(out, 0, sizeof out);
+      MPI_Reduce(in, out, n, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_SELF);
+      for (int i = 0; i < n; i++)
+        sum += out[i];
+      printf("rank %d reduce %d last %g sum %g\n", rank, n, out[n - 1], sum);
+      MPI_Reduce(MPI_IN_PLACE, in, n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_SELF);
+      printf("rank %d in-place %d last %g\n", rank, n, in[n - 1]);
+    }
   } else if (!strcmp(mode, "beyond")) {
     static double in[1000], out[1000];
     fill(in, MPI_DOUBLE, 1000, rank, 0);
@@ -112,7 +131,7 @@ int main(int argc, char** argv) {
     const int counts[] = {1, 2, 3, 7, 64, 200, 1000};
     static unsigned char in[16000], out[16000];
     for (int call = 0; call < calls; call++) {
-      const int kind = (int)draw(6);  /* 0, 1 allreduce; 2, 3 reduce; 4 bcast; 5 barrier */
+      const int kind = (int)draw(7);  /* 0, 1 allreduce; 2, 3 reduce; 4 bcast; 5 barrier; 6 allgather */
       MPI_Comm comm = draw(3) ? MPI_COMM_WORLD : third;
       int crank, csize;
       MPI_Comm_rank(comm, &crank);
@@ -139,6 +158,18 @@ int main(int argc, char** argv) {
         got = crank == root ? (size_t)count * type_size(type) : 0;
       } else if (kind == 5) {
         MPI_Barrier(comm);
+      } else if (kind == 6) {
+        count = counts[draw(4)];
+        const size_t block = (size_t)count * type_size(type);
+        fill(in, type, count, rank, call);
+        memset(out, 0, sizeof out);
+        if (variant == 0) { /* in place: the rank's own block already in its slot */
+          memcpy(out + crank * block, in, block);
+          MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, count, type, comm);
+        } else {
+          MPI_Allgather(in, count, type, out, count, type, comm);
+        }
+        got = block * (size_t)csize;
       } else if (variant == 1) {
         if (crank != root)
           memset(in, 0, sizeof in);
