@@ -172,3 +172,21 @@ def test_an_open_mpi_reduce_on_one_rank_copies_its_data_as_open_mpi_s_coll_self_
             assert f"rank {rank} reduce {n} last {n + 0.5:g} sum {n * n / 2 + n:g}" in proc.stdout
             assert f"rank {rank} in-place {n} last {n + 0.5:g}" in proc.stdout
     assert json.loads((out / "results.json").read_text())["makespan_s"] == 0
+
+
+def test_an_in_place_allgather_takes_the_correction_of_its_block(colls, tmp_path):
+    """In place, an allgather's send count and type mean nothing (0 and MPI_DATATYPE_NULL here): the
+    collective correction is chosen by the receive block, 8 bytes, whose range adds 3 us, not the 5 us
+    of the range below 4 bytes that a size of 0 would take."""
+    layout = ("--machine", "h100-ib200", "--nodes", "1", "--gpus-per-node", "2")
+    fix = ("--set", "collectives.allgather=[{up_to = '4B', extra = '5us'}, {extra = '3us'}]")
+    plain = run(colls, tmp_path / "plain", layout, "in-place-allgather", colls=None)
+    fixed = run(colls, tmp_path / "fixed", (*layout, *fix), "in-place-allgather", colls=None)
+    assert plain.returncode == fixed.returncode == 0, plain.stderr + fixed.stderr
+    assert "MPI_DATATYPE_NULL" not in plain.stderr  # nothing asked of the send type
+    for rank in (0, 1):
+        key = f"rank {rank} allgather "
+        took = [
+            float(next(ln for ln in p.stdout.splitlines() if ln.startswith(key))[len(key) :]) for p in (plain, fixed)
+        ]
+        assert took[1] == pytest.approx(took[0] + 3e-6, rel=1e-9), rank

@@ -14,6 +14,8 @@
  *          for a message from rank 0 that never comes;
  *   self: MPI_Reduce on MPI_COMM_SELF of 1, 4 and 100 doubles (1.5, 2.5, ...), from a send buffer
  *          and in place; each rank prints the last element it got and the sum of all;
+ *   in-place-allgather: MPI_Allgather of one double per rank in place (send count 0, send type
+ *          MPI_DATATYPE_NULL, as MPI lets them be); each rank prints the simulated seconds it took;
  *   beyond: a reduction of 1000 doubles with MPI_SUM to rank 0 (8000 bytes: Open MPI's binomial
  *          reduce in 1 KiB segments on 72 ranks) and an allreduce of 10 pairs of doubles
  *          (MPI_Type_contiguous: a derived datatype) with a commutative user operation that adds
@@ -86,6 +88,12 @@ int main(int argc, char** argv) {
     else
       MPI_Recv(&x, 1, MPI_DOUBLE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     printf("rank %d after\n", rank);
+  } else if (!strcmp(mode, "in-place-allgather")) {
+    static double all[1024];
+    all[rank] = rank;
+    const double t0 = MPI_Wtime();
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+    printf("rank %d allgather %.17g\n", rank, MPI_Wtime() - t0);
   } else if (!strcmp(mode, "self")) {
     static double in[100], out[100];
     const int counts[] = {1, 4, 100};
