@@ -502,9 +502,9 @@ class Collectives(_Measured):
     """Measured corrections per (collective, message size range), fitted by
     ``orrery calibrate`` where the point-to-point model misses a collective:
     each rank's blocking call takes `extra` seconds longer than simulated when
-    its message size (count x type size, OSU's figure) falls in the range. An
-    added time (not a factor) leaves the ranks' relative timing alone, so it
-    does not compound over iterations. It can only add time: a collective the
+    its message size (count x type size, OSU's figure; in place, the receive
+    block's) falls in the range. An added time (not a factor) leaves the ranks'
+    relative timing alone, so it does not compound over iterations. It can only add time: a collective the
     model makes too slow stays so, and calibration reports it. A key NAME_device
     or NAME_host applies to calls on device or host buffers (an MPI library's
     collectives take other ways for each: staging, CUDA IPC, GPUDirect) and
