@@ -78,8 +78,7 @@ void simcall_answer(void* actor) __asm__("_ZN7simgrid6kernel5actor9ActorImpl14si
 // simgrid::smpi::Comm::id() const
 int smpi_comm_id(const void* comm) __asm__("_ZNK7simgrid4smpi4Comm2idEv");
 
-// The knomial broadcast by SMPI's requests (smpi_pins.cpp): the algorithm where the kernel does not take it
-int knomial_bcast_by_requests(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
+// The k-nomial broadcast's radix (smpi_pins.cpp, which holds the broadcast)
 int knomial_radix();
 
 namespace {
@@ -742,20 +741,19 @@ int bcast_ntsb(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
   return bcast_in_kernel(NTSB, buf, count, type, root, comm, [root](int r, int n) { return ntsb_program(r, n, root); });
 }
 
-/* simgrid::smpi::bcast__mvapich2_knomial_intra_node(void*, int, Datatype*, int root, Comm*): the
- * k-nomial broadcast SMPI's ompi selector takes (Open MPI's "knomial"), SimGrid's without its
- * node layout (smpi_pins.cpp): in the kernel, or by SMPI's requests. */
-#define KNOMIAL_BCAST "_ZN7simgrid4smpi34bcast__mvapich2_knomial_intra_nodeEPviPNS0_8DatatypeEiPNS0_4CommE"
-EXPORTED int knomial_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) __asm__(KNOMIAL_BCAST);
-int knomial_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+/* The k-nomial broadcast SMPI's ompi selector takes (Open MPI's "knomial"): smpi_pins.cpp's stand-in
+ * for bcast__mvapich2_knomial_intra_node asks here first, and runs it by SMPI's requests where this
+ * leaves it (false). */
+bool knomial_bcast_in_kernel(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   Settings& s = settings();
   if (!s.taken || !identified(comm)) {
     s.by_requests[KNOMIAL]++;
-    return knomial_bcast_by_requests(buf, count, type, root, comm);
+    return false;
   }
   const int radix = knomial_radix();
-  return bcast_in_kernel(KNOMIAL, buf, count, type, root, comm,
-                         [root, radix](int r, int n) { return knomial_program(r, n, root, radix); });
+  bcast_in_kernel(KNOMIAL, buf, count, type, root, comm,
+                  [root, radix](int r, int n) { return knomial_program(r, n, root, radix); });
+  return true;
 }
 
 // simgrid::smpi::reduce__default(const void*, void*, int, Datatype*, Op*, int root, Comm*)

@@ -24,9 +24,9 @@
  *     use. A comm that matched during the post has started already, from
  *     where the rank stands: the same host.
  * It also stands in for Group::rank, so that the actors Orrery creates beside
- * a rank are no members of its communicators, and holds SMPI's k-nomial
- * broadcast without the node layout it builds and never uses (below), which
- * smpi_colls.cpp's stand-in runs where the kernel does not.
+ * a rank are no members of its communicators, and for SMPI's k-nomial
+ * broadcast, without the node layout it builds and never uses (below), in
+ * SimGrid's kernel where smpi_colls.cpp takes it.
  * Each stand-in calls the libsimgrid function it replaces (dlsym RTLD_NEXT).
  * Kernel and SMPI member functions take their object as first argument under
  * the Itanium C++ ABI; linking against their symbols checks at build time
@@ -173,10 +173,11 @@ int group_rank(const void* self, long pid) {
   return rank;
 }
 
-/* The k-nomial broadcast tree (radix mv2_intra_node_knomial_factor, 4 as in Open MPI's
+/* simgrid::smpi::bcast__mvapich2_knomial_intra_node(void*, int, Datatype*, int root, Comm*): the
+ * k-nomial broadcast tree (radix mv2_intra_node_knomial_factor, 4 as in Open MPI's
  * coll_tuned_bcast_knomial_radix) that SMPI's ompi selector takes for Open MPI's "knomial" (small
- * broadcasts from 8 ranks on), by SMPI's requests, where smpi_colls.cpp's stand-in for
- * bcast__mvapich2_knomial_intra_node does not run it in the kernel. SimGrid's own first builds the
+ * broadcasts from 8 ranks on), in SimGrid's kernel where smpi_colls.cpp (built with SimGrid 3.32)
+ * takes it, else by SMPI's requests. SimGrid's own first builds the
  * communicator's node layout (Comm::init_smp), which it never uses: a ring allgather over all the
  * ranks, in simulated time and (P^2 messages) wall time, on the first broadcast of each
  * communicator, which no MPI library pays there. The same tree without it: each rank receives from
@@ -191,7 +192,14 @@ int knomial_radix() {
   static const int* const factor = next<int*>("mv2_intra_node_knomial_factor");  // the mvapich2 selector sets it
   return std::max(*factor, 2);
 }
-int knomial_bcast_by_requests(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+#define KNOMIAL_BCAST "_ZN7simgrid4smpi34bcast__mvapich2_knomial_intra_nodeEPviPNS0_8DatatypeEiPNS0_4CommE"
+// smpi_colls.cpp's, where it is built: false where it leaves the call to SMPI's requests
+bool knomial_bcast_in_kernel(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
+    __attribute__((weak, visibility("hidden")));
+EXPORTED int knomial_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) __asm__(KNOMIAL_BCAST);
+int knomial_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  if (knomial_bcast_in_kernel && knomial_bcast_in_kernel(buf, count, type, root, comm))
+    return MPI_SUCCESS;
   using Member = int (*)(const void*);
   using Isend = void* (*)(const void*, int, void*, int, int, void*);
   using Recv = void (*)(void*, int, void*, int, int, void*, MPI_Status*);
