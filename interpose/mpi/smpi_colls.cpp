@@ -28,8 +28,9 @@
  * or less), the k-nomial broadcast (smpi_pins.cpp's tree), bcast__binomial_tree, Open MPI's
  * barriers by recursive doubling, Bruck's, linear and tree, and allgather__rdb on a power of two
  * of ranks. Left to SMPI's requests: any other
- * algorithm, a derived datatype in a reduction, a reduction whose operation does not commute
- * where the algorithm needs one that does (binomial, default) or MPI_OP_NULL, a communicator
+ * algorithm, more than 64 KiB per rank, a derived datatype in a reduction, a reduction whose
+ * operation does not commute where the algorithm needs one that does (binomial, default) or
+ * MPI_OP_NULL, a communicator
  * without an id (below), and every collective where SMPI would charge its per-message overheads
  * (smpi/os, smpi/or, smpi/ois not 0) or sends through its small-message mailbox
  * (smpi/async-small-thresh not 0), neither of which `orrery run` sets.
@@ -157,6 +158,17 @@ bool predefined(MPI_Datatype type, int* size) {
   PMPI_Type_size(type, size);
   PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner);
   return combiner == MPI_COMBINER_NAMED;
+}
+
+/* The kernel keeps a copy of every rank's data for the data's sake (the inputs below), where SMPI
+ * copies each message's as it arrives, and nothing from folded device memory (cudart/memory.cpp):
+ * a collective of more than 64 KiB per rank, whose messages are long beside their start-up
+ * anyway, stays with SMPI's requests. */
+constexpr double kSmallBytes = 64 * 1024;
+bool small(int count, MPI_Datatype type) {
+  int size;
+  PMPI_Type_size(type, &size);
+  return (double)size * count <= kSmallBytes;
 }
 
 /* ---------------- the programs: each rank's posts and waits ---------------- */
@@ -636,7 +648,7 @@ int allreduce_rdb(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MP
   static const OpApply apply = next<OpApply>(OP_APPLY);
   Settings& s = settings();
   int size;
-  if (!s.taken || op == MPI_OP_NULL || !identified(comm) || !predefined(type, &size)) {
+  if (!s.taken || op == MPI_OP_NULL || !identified(comm) || !predefined(type, &size) || !small(count, type)) {
     s.by_requests[RDB]++;
     return real(sbuf, rbuf, count, type, op, comm);
   }
@@ -687,7 +699,7 @@ int reduce_binomial(const void* sbuf, void* rbuf, int count, MPI_Datatype type, 
   const size_t message = (size_t)size * count;
   const bool one_segment =
       (n < 8 && message < 20480) || message < 2048 || count <= 1 || !(n > 0.6016 / 1024.0 * message + 1.3496);
-  if (!s.taken || !commutative || !predefined_type || !one_segment || !identified(comm)) {
+  if (!s.taken || !commutative || !predefined_type || !one_segment || !small(count, type) || !identified(comm)) {
     s.by_requests[BINOMIAL]++;
     return real(sbuf, rbuf, count, type, op, root, comm);
   }
@@ -734,7 +746,7 @@ int bcast_ntsb(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
   PMPI_Type_size(type, &size);
   PMPI_Type_get_extent(type, &lb, &extent);
   const long segment = extent > 0 ? std::max(8192L / (long)extent, 1L) : 1;  // bcast_NTSB_segment_size_in_byte / extent
-  if (!s.taken || count > segment || !identified(comm)) {
+  if (!s.taken || count > segment || !small(count, type) || !identified(comm)) {
     s.by_requests[NTSB]++;
     return real(buf, count, type, root, comm);
   }
@@ -746,7 +758,7 @@ int bcast_ntsb(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
  * leaves it (false). */
 bool knomial_bcast_in_kernel(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   Settings& s = settings();
-  if (!s.taken || !identified(comm)) {
+  if (!s.taken || !small(count, type) || !identified(comm)) {
     s.by_requests[KNOMIAL]++;
     return false;
   }
@@ -768,7 +780,7 @@ int reduce_default(const void* sbuf, void* rbuf, int count, MPI_Datatype type, M
   if (op != MPI_OP_NULL)
     PMPI_Op_commutative(op, &commutative);
   // SMPI takes Open MPI's basic linear reduction for a derived datatype or an operation that does not commute
-  if (!s.taken || !commutative || !predefined(type, &size) || !identified(comm)) {
+  if (!s.taken || !commutative || !predefined(type, &size) || !small(count, type) || !identified(comm)) {
     s.by_requests[LINEAR]++;
     return real(sbuf, rbuf, count, type, op, root, comm);
   }
@@ -799,7 +811,7 @@ int bcast_binomial_tree(void* buf, int count, MPI_Datatype type, int root, MPI_C
   using Real = int (*)(void*, int, MPI_Datatype, int, MPI_Comm);
   static const Real real = next<Real>(BCAST_BINOMIAL_TREE);
   Settings& s = settings();
-  if (!s.taken || !identified(comm)) {
+  if (!s.taken || !small(count, type) || !identified(comm)) {
     s.by_requests[BINOMIAL_TREE]++;
     return real(buf, count, type, root, comm);
   }
@@ -851,7 +863,7 @@ int allgather_rdb(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, 
   Settings& s = settings();
   int n;
   PMPI_Comm_size(comm, &n);
-  if (!s.taken || (n & (n - 1)) || scount != rcount || stype != rtype || !identified(comm)) {
+  if (!s.taken || (n & (n - 1)) || scount != rcount || stype != rtype || !small(rcount, rtype) || !identified(comm)) {
     s.by_requests[ALLGATHER_RDB]++;
     return real(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   }

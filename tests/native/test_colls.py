@@ -113,9 +113,9 @@ def test_collectives_in_the_kernel_return_smpi_s_times_and_data_bit_for_bit(coll
 
 def test_what_only_smpi_s_code_does_goes_to_its_requests(colls, tmp_path):
     """On 72 ranks, a reduction of 8000 bytes (Open MPI's binomial reduce then takes 1 KiB
-    segments: from 2 KiB on, above 0.6016 / 1024 x 8000 + 1.35 = 6.05 ranks) and an allreduce of a
-    derived datatype (recursive doubling) go to SMPI's requests, one call per rank each; the
-    results are SMPI's own."""
+    segments: from 2 KiB on, above 0.6016 / 1024 x 8000 + 1.35 = 6.05 ranks), an allreduce of a
+    derived datatype (recursive doubling) and a broadcast of 128 KiB (k-nomial, above the kernel's
+    64 KiB per rank) go to SMPI's requests, one call per rank each; the results are SMPI's own."""
     options = ("--machine", "h100-ib200", "--nodes", "18")
     ours = run(colls, tmp_path / "ours", options, "beyond", colls="report")
     theirs = run(colls, tmp_path / "smpi", options, "beyond", colls="simgrid")
@@ -124,6 +124,7 @@ def test_what_only_smpi_s_code_does_goes_to_its_requests(colls, tmp_path):
     assert (tmp_path / "ours" / "results.json").read_bytes() == (tmp_path / "smpi" / "results.json").read_bytes()
     took = counts(ours.stderr)
     assert took["reduce binomial"] == (0, 72) and took["allreduce rdb"] == (0, 72)
+    assert took["bcast knomial"] == (0, 72)
 
 
 def test_a_rank_missing_from_a_collective_in_the_kernel_is_a_deadlock_naming_every_call(colls, tmp_path):

@@ -19,8 +19,8 @@
  *   beyond: a reduction of 1000 doubles with MPI_SUM to rank 0 (8000 bytes: Open MPI's binomial
  *          reduce in 1 KiB segments on 72 ranks) and an allreduce of 10 pairs of doubles
  *          (MPI_Type_contiguous: a derived datatype) with a commutative user operation that adds
- *          them (SMPI's predefined operations refuse derived datatypes); each rank prints the
- *          hashes of what it got. */
+ *          them (SMPI's predefined operations refuse derived datatypes), then a broadcast of
+ *          128 KiB (16384 doubles) from rank 0; each rank prints the hashes of what it got. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -124,6 +124,11 @@ int main(int argc, char** argv) {
     printf("rank %d allreduce %016llx\n", rank, (unsigned long long)fnv1a(out, 20 * sizeof(double)));
     MPI_Op_free(&add);
     MPI_Type_free(&pair);
+    static double big[16384];
+    if (rank == 0)
+      fill(big, MPI_DOUBLE, 16384, 0, 1);
+    MPI_Bcast(big, 16384, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    printf("rank %d bcast %016llx\n", rank, (unsigned long long)fnv1a(big, sizeof big));
   } else if (!strcmp(mode, "mix") && argc > 3) {
     state = strtoull(argv[2], NULL, 10);
     const int calls = atoi(argv[3]);
