@@ -125,6 +125,8 @@ bool all_zero(const std::string& value) {
   return true;
 }
 
+Settings* g_settings = nullptr;  // once a collective asked: the report at the exit reads no configuration
+
 Settings& settings() {
   static Settings s = [] {
     Settings x;
@@ -136,13 +138,15 @@ Settings& settings() {
     x.detached_below = cfg::get_value<int>("smpi/send-is-detached-thresh");
     return x;
   }();
+  g_settings = &s;
   return s;
 }
 
 __attribute__((destructor)) void report_at_exit() {
-  Settings& s = settings();
-  if (s.mode != Mode::Report)
+  if (orrery_smpi::mode_from_environment("ORRERY_SMPI_COLLS") != Mode::Report)
     return;
+  const Settings none;  // no collective asked: nothing counted
+  const Settings& s = g_settings ? *g_settings : none;
   std::string line = "orrery: collectives:";
   for (int a = 0; a < ALGORITHMS; a++)
     line += std::string(a ? "; " : " ") + kNames[a] + " " + std::to_string(s.in_kernel[a]) + " in the kernel, " +
@@ -443,7 +447,7 @@ using orrery::kernel_comms::comm_then;  // core/comm_then.hpp
  * has posted and what has arrived. A send and a receive between two ranks match in the order they
  * were posted, as in SimGrid's mailbox; the message starts when the second of the two is posted. */
 struct Instance {
-  Algorithm algorithm;
+  std::pair<int, uint64_t> key;  // (communicator's id, the call's number on it): g_instances's
   int size = 0, left = 0;
   double bytes = 0;  // each message's payload
   std::vector<Program> programs;
@@ -530,7 +534,7 @@ bool identified(MPI_Comm comm) {
   return !inter && smpi_comm_id(comm) != MPI_UNDEFINED;
 }
 
-using Key = std::pair<int, uint64_t>;  // (communicator's id, the call's number on it)
+using Key = std::pair<int, uint64_t>;  // (communicator's id, the call's number on it): Instance::key
 std::map<Key, std::unique_ptr<Instance>> g_instances;
 std::map<std::pair<int, int>, uint64_t> g_calls;  // (communicator's id, rank): its collectives so far
 
@@ -546,7 +550,7 @@ void forget(const sg4::Actor& actor) {
 
 /* Runs the calling rank's part of a collective in the kernel and returns, in its actor, once that
  * part is done: its instance, whose inputs hold each rank's `input`. */
-Instance& run(Algorithm a, MPI_Comm comm, double bytes, std::vector<unsigned char> input,
+Instance& run(MPI_Comm comm, double bytes, std::vector<unsigned char> input,
               const std::function<Program(int rank, int n)>& program) {
   static bool watching = false;
   if (!watching) {
@@ -567,7 +571,7 @@ Instance& run(Algorithm a, MPI_Comm comm, double bytes, std::vector<unsigned cha
     if (!slot) {
       slot = std::make_unique<Instance>();
       Instance& x = *slot;
-      x.algorithm = a;
+      x.key = key;
       x.size = n;
       x.bytes = bytes;
       x.programs.resize(n);
@@ -590,22 +594,12 @@ Instance& run(Algorithm a, MPI_Comm comm, double bytes, std::vector<unsigned cha
 
 // The rank's last use of its instance: the last rank out frees it
 void leave(Instance& in) {
-  if (++in.left < in.size)
-    return;
-  for (auto it = g_instances.begin(); it != g_instances.end(); ++it)
-    if (it->second.get() == &in) {
-      g_instances.erase(it);
-      return;
-    }
+  if (++in.left == in.size)
+    g_instances.erase(in.key);
 }
 
-std::vector<unsigned char> bytes_of(const void* buf, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(buf);
-  return std::vector<unsigned char>(p, p + n);
-}
-
-/* A broadcast's data, packed: its bytes in the order a message carries them, whatever the layout
- * of the datatype (each rank may use its own, of the same signature), with SMPI's copy. */
+/* A rank's data, packed: its bytes in the order a message carries them, whatever the layout of the
+ * datatype (a broadcast's ranks may each use their own, of the same signature), with SMPI's copy. */
 std::vector<unsigned char> packed(const void* buf, int count, MPI_Datatype type, size_t bytes) {
   static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
   std::vector<unsigned char> data(bytes);
@@ -628,7 +622,7 @@ int bcast_in_kernel(Algorithm a, void* buf, int count, MPI_Datatype type, int ro
   PMPI_Type_size(type, &size);
   const size_t bytes = (size_t)size * count;
   Instance& in =
-      run(a, comm, (double)bytes, rank == root ? packed(buf, count, type, bytes) : std::vector<unsigned char>(), program);
+      run(comm, (double)bytes, rank == root ? packed(buf, count, type, bytes) : std::vector<unsigned char>(), program);
   if (rank != root)
     unpack(in.inputs[root], buf, count, type);
   leave(in);
@@ -654,7 +648,7 @@ int allreduce_rdb(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MP
   }
   s.in_kernel[RDB]++;
   const size_t bytes = (size_t)size * count;
-  Instance& in = run(RDB, comm, (double)bytes, bytes_of(sbuf, bytes), rdb_program);
+  Instance& in = run(comm, (double)bytes, packed(sbuf, count, type, bytes), rdb_program);
   if (!in.has_result) {
     /* Every input is in (each rank's result needs them all): the butterfly's value. Each pair of
      * partners combines lower-ranked data into higher (apply's in, then inout) and both keep it;
@@ -706,7 +700,7 @@ int reduce_binomial(const void* sbuf, void* rbuf, int count, MPI_Datatype type, 
   s.in_kernel[BINOMIAL]++;
   const bool in_place_root = sbuf == MPI_IN_PLACE && rank == root;
   const void* own = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
-  Instance& in = run(BINOMIAL, comm, (double)message, bytes_of(own, message),
+  Instance& in = run(comm, (double)message, packed(own, count, type, message),
                      [root](int r, int nr) { return binomial_reduce_program(r, nr, root); });
   if (rank == root) {
     /* A rank's value, as the generic reduction forms it: the first child's data, with the rank's
@@ -788,7 +782,7 @@ int reduce_default(const void* sbuf, void* rbuf, int count, MPI_Datatype type, M
   PMPI_Comm_rank(comm, &rank);
   const size_t bytes = (size_t)size * count;
   const void* own = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
-  Instance& in = run(LINEAR, comm, (double)bytes, bytes_of(own, bytes),
+  Instance& in = run(comm, (double)bytes, packed(own, count, type, bytes),
                      [root](int r, int n) { return linear_reduce_program(r, n, root); });
   if (rank == root) {
     /* the root's own data, then every other rank's combined into it in rank order, as
@@ -831,7 +825,7 @@ int barrier(MPI_Comm comm, const char* symbol, Program (*program)(int, int)) {
     return real(comm);
   }
   s.in_kernel[A]++;
-  leave(run(A, comm, 0, {}, program));
+  leave(run(comm, 0, {}, program));
   return MPI_SUCCESS;
 }
 }  // namespace
@@ -873,7 +867,7 @@ int allgather_rdb(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, 
   PMPI_Type_size(rtype, &size);
   PMPI_Type_get_extent(rtype, &lb, &extent);
   const size_t bytes = (size_t)size * rcount;
-  Instance& in = run(ALLGATHER_RDB, comm, (double)bytes, packed(sbuf, scount, stype, bytes),
+  Instance& in = run(comm, (double)bytes, packed(sbuf, scount, stype, bytes),
                      [bytes](int r, int nr) { return allgather_rdb_program(r, nr, (double)bytes); });
   for (int r = 0; r < in.size; r++)
     unpack(in.inputs[r], static_cast<char*>(rbuf) + (ptrdiff_t)r * rcount * extent, rcount, rtype);

@@ -130,48 +130,41 @@ def program_file(program: str) -> Path | None:
     return Path(found) if found else None
 
 
-# ORRERY_SMPI_DETACHED: who keeps SMPI's detached comms (interpose/mpi/smpi_detached.cpp); unset:
-# liborrery_smpi.so, in a hash table; "simgrid": SimGrid's own list; "report": the former, with a
-# line of counts on stderr at the end
-DETACHED_MODES = ("simgrid", "report")
-# ORRERY_SMPI_TIMERS: whether SMPI reads its CPU timer at every MPI call where nothing uses the
-# reading (interpose/mpi/smpi_timers.cpp); unset: left out; "simgrid": read; "report": left
-# out, with a line of counts on stderr at the end
-TIMER_MODES = ("simgrid", "report")
-# ORRERY_SMPI_LMM: who marks the links of a flow that changed for SimGrid's selective bandwidth
-# update (interpose/mpi/smpi_lmm.cpp); unset: liborrery_smpi.so, every link; "simgrid": SimGrid
-# 3.32's own function, which leaves some out (flows then mis-shared: for tests that show it)
-LMM_MODES = ("simgrid",)
-# ORRERY_SMPI_COLLS: who runs SMPI's small-message collective algorithms (interpose/mpi/smpi_colls.cpp);
-# unset: liborrery_smpi.so, in the kernel; "simgrid": SMPI's requests, rank by rank; "report": the
-# former, with a line of counts on stderr at the end
-COLLS_MODES = ("simgrid", "report")
-# ORRERY_HOST_TIME: "report": a line on stderr at the end, how many host times (API and MPI software
-# overheads) the ranks spent ahead of SimGrid's clock and in how many sleeps they waited them out
-# (interpose/core/streams.cpp, "the host's time"); unset: no line
-HOST_TIME_MODES = ("report",)
+#: The environment variables that switch a piece of the simulation's process, and the values each
+#: takes besides unset (orrery run checks them before the run starts):
+#: - ORRERY_SMPI_DETACHED: who keeps SMPI's detached comms (interpose/mpi/smpi_detached.cpp); unset:
+#:   liborrery_smpi.so, in a hash table; "simgrid": SimGrid's own list; "report": the former, with a
+#:   line of counts on stderr at the end;
+#: - ORRERY_SMPI_TIMERS: whether SMPI reads its CPU timer at every MPI call where nothing uses the
+#:   reading (interpose/mpi/smpi_timers.cpp); unset: left out; "simgrid": read; "report": left out,
+#:   with a line of counts on stderr at the end;
+#: - ORRERY_SMPI_LMM: who marks the links of a flow that changed for SimGrid's selective bandwidth
+#:   update (interpose/mpi/smpi_lmm.cpp); unset: liborrery_smpi.so, every link; "simgrid": SimGrid
+#:   3.32's own function, which leaves some out (flows then mis-shared: for tests that show it);
+#: - ORRERY_SMPI_COLLS: who runs SMPI's small-message collective algorithms
+#:   (interpose/mpi/smpi_colls.cpp); unset: liborrery_smpi.so, in the kernel; "simgrid": SMPI's
+#:   requests, rank by rank; "report": the former, with a line of counts on stderr at the end;
+#: - ORRERY_HOST_TIME: "report": a line on stderr at the end, how many host times (API and MPI
+#:   software overheads) the ranks spent ahead of SimGrid's clock and in how many sleeps they waited
+#:   them out (interpose/core/streams.cpp, "the host's time"); unset: no line;
+#: - ORRERY_MALLOC: "system" keeps glibc's allocator (ALLOCATOR below).
+SWITCHES = {
+    "ORRERY_SMPI_DETACHED": ("simgrid", "report"),
+    "ORRERY_SMPI_TIMERS": ("simgrid", "report"),
+    "ORRERY_SMPI_LMM": ("simgrid",),
+    "ORRERY_SMPI_COLLS": ("simgrid", "report"),
+    "ORRERY_HOST_TIME": ("report",),
+    "ORRERY_MALLOC": ("system",),
+}
 
 
 def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool]:
     """The program to run, and whether it links liborrery_alloc.so (links_alloc), once checked."""
-    detached = env.get("ORRERY_SMPI_DETACHED", "")
-    if detached not in ("", *DETACHED_MODES):
-        raise InputError("environment variable ORRERY_SMPI_DETACHED", None, detached, "'simgrid' or 'report', or unset")
-    timers = env.get("ORRERY_SMPI_TIMERS", "")
-    if timers not in ("", *TIMER_MODES):
-        raise InputError("environment variable ORRERY_SMPI_TIMERS", None, timers, "'simgrid' or 'report', or unset")
-    lmm = env.get("ORRERY_SMPI_LMM", "")
-    if lmm not in ("", *LMM_MODES):
-        raise InputError("environment variable ORRERY_SMPI_LMM", None, lmm, "'simgrid', or unset")
-    colls = env.get("ORRERY_SMPI_COLLS", "")
-    if colls not in ("", *COLLS_MODES):
-        raise InputError("environment variable ORRERY_SMPI_COLLS", None, colls, "'simgrid' or 'report', or unset")
-    host_time = env.get("ORRERY_HOST_TIME", "")
-    if host_time not in ("", *HOST_TIME_MODES):
-        raise InputError("environment variable ORRERY_HOST_TIME", None, host_time, "'report', or unset")
-    malloc = env.get("ORRERY_MALLOC", "")
-    if malloc not in ("", *MALLOC_CHOICES):
-        raise InputError("environment variable ORRERY_MALLOC", None, malloc, "'system', or unset")
+    for variable, values in SWITCHES.items():
+        value = env.get(variable, "")
+        if value not in ("", *values):
+            expected = " or ".join(f"'{v}'" for v in values) + ", or unset"
+            raise InputError(f"environment variable {variable}", None, value, expected)
     if opts.mode != "skeleton":
         raise InputError("--mode", None, opts.mode, "skeleton (Twin mode is not implemented yet)")
     if opts.d2h_fill not in FILL_POLICIES:
@@ -260,7 +253,6 @@ STAND_INS = ("libcudart.so.13", "libnccl.so.2")
 #: copies of the program that SMPI's compilers did not build would free with glibc's free what the
 #: process's allocator gave (interpose/mpi/smpi_alloc.cpp).
 ALLOCATOR = "mimalloc"
-MALLOC_CHOICES = ("system",)
 
 
 def links_alloc(program: bytes) -> bool:
