@@ -18,10 +18,13 @@ baseline measured in the same invocation on the same generated platform:
 
     .venv/bin/python bench/scale.py [--gpus 64 256 1024 16384] [--iterations 100] [--machine NAME]
         [--set K=V ...] [--realtime-gpus 128] [--realtime-iterations 1000] [--events-gpus 1024]
-        [--fixed-gpus 1024] [--force-flat]
+        [--fixed-gpus 1024] [--force-flat] [--repeat 1]
 
 Prints Markdown tables and a summary against the targets (paste them into bench/README.md).
-Wall times are of this machine; run nothing else meanwhile. Rows that vm.max_map_count cannot
+Wall times are of this machine; run nothing else meanwhile. ``--repeat N`` runs each row's pair N
+times, Orrery's and the bare run in turn (so that both meet the same spells of a noisy machine),
+and gives each the median wall time, the range beside it, and each target's verdict on the
+median ratio with the range of the N paired ratios. Rows that vm.max_map_count cannot
 hold are skipped with the sysctl that lets them run.
 """
 
@@ -254,14 +257,38 @@ def simulated(out: Path) -> Simulated:
 # ---------------------------------------------------------------- the figures
 
 
+def median_run(runs: list[Measured]) -> Measured:
+    """The run of median wall time (the lower of the two middle ones for an even count), with the
+    largest peak RSS and memory maps of all the runs."""
+    mid = sorted(runs, key=lambda m: m.wall_s)[(len(runs) - 1) // 2]
+    return Measured(mid.wall_s, max(m.rss_gib for m in runs), max(m.maps for m in runs), mid.start, mid.output)
+
+
 @dataclass
 class Row:
     gpus: int
     iterations: int
-    orrery: Measured
+    orrery: Measured  # the median run (median_run)
     bare: Measured
     sim: Simulated
     probe: dict  # what the probe wrote in the bare run (probe.cpp)
+    orrery_walls: list[float] = field(default_factory=list)  # every repeat's, in turn with the bare's
+    bare_walls: list[float] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        return self.orrery.wall_s / self.bare.wall_s
+
+    def spread(self, walls: list[float]) -> str:
+        """' (min-max)' of the repeats' wall times; nothing for one run."""
+        return f" ({min(walls):.2f}-{max(walls):.2f})" if len(walls) > 1 else ""
+
+    def ratio_spread(self) -> str:
+        """The range of the paired ratios (each Orrery run over the bare run beside it)."""
+        if len(self.orrery_walls) < 2:
+            return ""
+        paired = [o / b for o, b in zip(self.orrery_walls, self.bare_walls, strict=True)]
+        return f", paired ratios {min(paired):.2f}-{max(paired):.2f} over {len(paired)} repeats"
 
     @property
     def messages(self) -> int:
@@ -352,11 +379,19 @@ def main() -> None:
     ap.add_argument("--events-gpus", type=int, default=1024, help="the row whose events per second are the target")
     ap.add_argument("--fixed-gpus", type=int, default=1024, help="measure the fixed costs at this row (0: not)")
     ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run each row's Orrery and bare runs this many times, in turn; figures are medians (default 1)",
+    )
+    ap.add_argument(
         "--force-flat",
         action="store_true",
         help=f"run rows above {FLAT_LIMIT} GPUs on the flat platform too (its routing takes hours there)",
     )
     a = ap.parse_args()
+    if a.repeat < 1:
+        raise SystemExit(f"bench/scale.py: --repeat: {a.repeat}, expected a count of at least 1")
     from orrery import machines
     from orrery.machines import platform
     from orrery.run import launch
@@ -401,11 +436,25 @@ def main() -> None:
             )
             return None
         out = work / f"o{gpus}x{iterations}"
-        orr = b.orrery(gpus, iterations, out, per_node)
-        bare_m, probe_data = b.smpirun(out, gpus, b.bare, jacobi_args(gpus, iterations))
-        row = Row(gpus, iterations, orr, bare_m, simulated(out), probe_data)
+        orr_runs, bare_runs = [], []
+        for _ in range(a.repeat):  # in turn: both meet the same spells of a noisy machine
+            orr_runs.append(b.orrery(gpus, iterations, out, per_node))
+            bare_one, probe_data = b.smpirun(out, gpus, b.bare, jacobi_args(gpus, iterations))
+            bare_runs.append(bare_one)
+        orr, bare_m = median_run(orr_runs), median_run(bare_runs)
+        row = Row(
+            gpus,
+            iterations,
+            orr,
+            bare_m,
+            simulated(out),
+            probe_data,
+            [m.wall_s for m in orr_runs],
+            [m.wall_s for m in bare_runs],
+        )
         print(
-            f"| {gpus} | {iterations} | {orr.wall_s:.2f} | {bare_m.wall_s:.2f} | {fmt_ratio(orr.wall_s, bare_m.wall_s)} "
+            f"| {gpus} | {iterations} | {orr.wall_s:.2f}{row.spread(row.orrery_walls)} "
+            f"| {bare_m.wall_s:.2f}{row.spread(row.bare_walls)} | {fmt_ratio(orr.wall_s, bare_m.wall_s)} "
             f"| {orr.rss_gib:.2f} | {bare_m.rss_gib:.2f} | {fmt_ratio(orr.rss_gib, bare_m.rss_gib)} "
             f"| {per_rank(orr.maps, gpus)} | {per_rank(bare_m.maps, gpus)} | {row.sim.makespan_s:.4g} "
             f"| {row.sim.makespan_s / orr.wall_s:.3g} | {row.events} | {row.events / orr.wall_s:.0f} "
@@ -482,9 +531,9 @@ def main() -> None:
     print("\nAgainst issue 21's targets (each beside its bare-SMPI baseline from this invocation):\n")
     for r in rows:
         if r.gpus in RATIO_GPUS:
-            ratio = r.orrery.wall_s / r.bare.wall_s
             print(
-                f"- Orrery / bare SMPI at {r.gpus} GPUs: {ratio:.2f} (target <= {RATIO_TARGET}): {met(ratio <= RATIO_TARGET)}"
+                f"- Orrery / bare SMPI at {r.gpus} GPUs: {r.ratio:.2f} (target <= {RATIO_TARGET}): "
+                f"{met(r.ratio <= RATIO_TARGET)}{r.ratio_spread()}"
             )
     if realtime is not None:
         speed = realtime.sim.makespan_s / realtime.orrery.wall_s
@@ -492,7 +541,7 @@ def main() -> None:
             f"- {realtime.gpus} GPUs, {realtime.iterations} iterations: {realtime.sim.makespan_s:.3f} simulated s in "
             f"{realtime.orrery.wall_s:.2f} s, {speed:.2f} simulated s per wall s (target >= {REALTIME_TARGET}): "
             f"{met(speed >= REALTIME_TARGET)}; bare SMPI took {realtime.bare.wall_s:.2f} s "
-            f"(ratio {fmt_ratio(realtime.orrery.wall_s, realtime.bare.wall_s)})"
+            f"(ratio {fmt_ratio(realtime.orrery.wall_s, realtime.bare.wall_s)}{realtime.ratio_spread()})"
         )
     for r in rows:
         if r.gpus == BIG_GPUS:
