@@ -37,7 +37,11 @@
  *
  * ORRERY_SMPI_COLLS=simgrid leaves every collective to SMPI's requests; =report writes at the
  * exit one line on standard error: how many calls (per rank) of each of the eleven algorithms ran in
- * the kernel, and how many went to SMPI's requests. */
+ * the kernel, and how many went to SMPI's requests.
+ *
+ * At its end, whatever ORRERY_SMPI_COLLS says, it mends SMPI algorithms that its selectors take
+ * where they cannot run and abort the run: Open MPI's reduce on one rank, and the pairwise
+ * alltoall on a number of ranks that is not a power of two. */
 #include "mpi/smpi_next.hpp"
 
 #include "core/comm_then.hpp"
@@ -894,5 +898,82 @@ int reduce_ompi(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_
     return real(sbuf, rbuf, count, type, op, root, comm);
   if (sbuf != MPI_IN_PLACE && count > 0)
     copy(sbuf, count, type, rbuf, count, type);
+  return MPI_SUCCESS;
+}
+
+/* ---------------- the pairwise exchange on any number of ranks ---------------- */
+
+/* SMPI 3.32's alltoall__pair and alltoallv__pair pair the ranks by exclusive-or (step i: rank ^ i),
+ * which only a power of two of ranks allows; on any other count they throw, and the run aborted
+ * ("alltoall pair algorithm can't be used with non power of two number of processes!"). Its
+ * selectors take them there all the same: Open MPI's for MPI_Alltoallv on 3 ranks, on 64 to 127 and
+ * on 256 to 1023 ranks at any size, and for MPI_Alltoall on 3 to 7 ranks from 512 KiB a block, on
+ * 65 to 255 from 256 KiB, on 257 to 511 from 32 KiB, on 513 to 1023 from 256 KiB; MPICH's for
+ * MPI_Alltoall on an odd count of ranks from 32 KiB a block; Intel MPI's where its table says
+ * pairwise. Open MPI's own pairwise exchange takes any count of ranks: at step s a rank sends to
+ * rank + s and receives from rank - s (modulo the count), a sendrecv each (coll_base_alltoall.c,
+ * coll_base_alltoallv.c: steps 1 to n for MPI_Alltoall, its own block last; 0 to n - 1 for
+ * MPI_Alltoallv, its own first); MPICH's does the same on counts that are not a power of two. So
+ * do these, on those counts, by SMPI's requests (Request::sendrecv, with SMPI's own tags: a sendrecv
+ * to the rank itself is a copy), whatever ORRERY_SMPI_COLLS says. On a power of two, SMPI's own. */
+namespace {
+using Sendrecv = void (*)(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
+                          MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* status);
+#define REQUEST_SENDRECV "_ZN7simgrid4smpi7Request8sendrecvEPKviPNS0_8DatatypeEiiPviS5_iiPNS0_4CommEP10MPI_Status"
+constexpr int kTagAlltoallv = -1000, kTagAlltoall = -1112;  // COLL_TAG_ALLTOALL(V), src/smpi/include/private.hpp
+
+MPI_Aint extent_of(MPI_Datatype type) {
+  MPI_Aint lb, extent;
+  PMPI_Type_get_extent(type, &lb, &extent);
+  return extent;
+}
+}  // namespace
+
+// simgrid::smpi::alltoall__pair(const void*, int, Datatype*, void*, int, Datatype*, Comm*)
+#define ALLTOALL_PAIR "_ZN7simgrid4smpi14alltoall__pairEPKviPNS0_8DatatypeEPviS4_PNS0_4CommE"
+EXPORTED int alltoall_pair(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                           MPI_Comm comm) __asm__(ALLTOALL_PAIR);
+int alltoall_pair(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                  MPI_Comm comm) {
+  using Real = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
+  static const Real real = next<Real>(ALLTOALL_PAIR);
+  static const Sendrecv sendrecv = next<Sendrecv>(REQUEST_SENDRECV);
+  int n, rank;
+  PMPI_Comm_size(comm, &n);
+  if (!(n & (n - 1)))
+    return real(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  PMPI_Comm_rank(comm, &rank);
+  const MPI_Aint sblock = extent_of(stype) * scount, rblock = extent_of(rtype) * rcount;
+  for (int step = 1; step <= n; step++) {
+    const int to = (rank + step) % n, from = (rank - step + n) % n;
+    sendrecv(static_cast<const char*>(sbuf) + to * sblock, scount, stype, to, kTagAlltoall,
+             static_cast<char*>(rbuf) + from * rblock, rcount, rtype, from, kTagAlltoall, comm, MPI_STATUS_IGNORE);
+  }
+  return MPI_SUCCESS;
+}
+
+// simgrid::smpi::alltoallv__pair(const void*, const int*, const int*, Datatype*, void*, const int*, const int*, Datatype*, Comm*)
+#define ALLTOALLV_PAIR "_ZN7simgrid4smpi15alltoallv__pairEPKvPKiS4_PNS0_8DatatypeEPvS4_S4_S6_PNS0_4CommE"
+EXPORTED int alltoallv_pair(const void* sbuf, const int* scounts, const int* sdispls, MPI_Datatype stype, void* rbuf,
+                            const int* rcounts, const int* rdispls, MPI_Datatype rtype,
+                            MPI_Comm comm) __asm__(ALLTOALLV_PAIR);
+int alltoallv_pair(const void* sbuf, const int* scounts, const int* sdispls, MPI_Datatype stype, void* rbuf,
+                   const int* rcounts, const int* rdispls, MPI_Datatype rtype, MPI_Comm comm) {
+  using Real = int (*)(const void*, const int*, const int*, MPI_Datatype, void*, const int*, const int*, MPI_Datatype,
+                       MPI_Comm);
+  static const Real real = next<Real>(ALLTOALLV_PAIR);
+  static const Sendrecv sendrecv = next<Sendrecv>(REQUEST_SENDRECV);
+  int n, rank;
+  PMPI_Comm_size(comm, &n);
+  if (!(n & (n - 1)))
+    return real(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
+  PMPI_Comm_rank(comm, &rank);
+  const MPI_Aint sext = extent_of(stype), rext = extent_of(rtype);
+  for (int step = 0; step < n; step++) {
+    const int to = (rank + step) % n, from = (rank - step + n) % n;
+    sendrecv(static_cast<const char*>(sbuf) + sdispls[to] * sext, scounts[to], stype, to, kTagAlltoallv,
+             static_cast<char*>(rbuf) + rdispls[from] * rext, rcounts[from], rtype, from, kTagAlltoallv, comm,
+             MPI_STATUS_IGNORE);
+  }
   return MPI_SUCCESS;
 }

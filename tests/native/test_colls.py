@@ -9,7 +9,10 @@ types, counts, operations, roots, in place, a split communicator, a strided data
 non-commutative user operation, barriers, ranks entering at different times), on the selectors and rank
 counts that make SMPI pick each algorithm, every rank's return time (every bit) and the data it
 got are SMPI's, and results.json and the report are the same bytes. Ranks that return at the same
-instant may print in another order: the lines are compared as sets."""
+instant may print in another order: the lines are compared as sets.
+
+The same library mends SMPI algorithms that abort where SMPI's selectors take them: Open MPI's
+reduce on one rank, and the pairwise alltoall on a number of ranks that is not a power of two."""
 
 from __future__ import annotations
 
@@ -191,3 +194,42 @@ def test_an_in_place_allgather_takes_the_correction_of_its_block(colls, tmp_path
             float(next(ln for ln in p.stdout.splitlines() if ln.startswith(key))[len(key) :]) for p in (plain, fixed)
         ]
         assert took[1] == pytest.approx(took[0] + 3e-6, rel=1e-9), rank
+
+
+NO_INTRA_OVERHEADS = ("--set", "mpi.send_overhead_host_intra=0us", "--set", "mpi.recv_overhead_host_intra=0us")
+
+
+@pytest.mark.parametrize(
+    "layout, block, pairwise",
+    [
+        # Open MPI's choice on 3 ranks: pairwise for MPI_Alltoallv at any size, and for MPI_Alltoall
+        # from 512 KiB a block
+        (("--nodes", "3", "--gpus-per-node", "1"), 600000, ("alltoall", "alltoallv")),
+        # 6 ranks, 3 a node (the steps within a node and between nodes differ): MPI_Alltoall pairwise,
+        # MPI_Alltoallv linear
+        (("--nodes", "2", "--gpus-per-node", "3", *NO_INTRA_OVERHEADS), 600000, ("alltoall",)),
+        # MPICH's choice on an odd number of ranks from 32 KiB a block
+        (("--nodes", "3", "--gpus-per-node", "1", "--set", "mpi.collective_selector=mpich"), 40000, ("alltoall",)),
+        # a power of two: SMPI's own pairwise exchange (by exclusive-or) for MPI_Alltoallv
+        (("--nodes", "2", "--gpus-per-node", "1"), 600000, ("alltoallv",)),
+    ],
+)
+def test_a_pairwise_alltoall_on_any_number_of_ranks_is_open_mpi_s_exchange(colls, tmp_path, layout, block, pairwise):
+    """SMPI 3.32's pairwise alltoall pairs ranks by exclusive-or and threw on a number of ranks that
+    is not a power of two (the run aborted), where its Open MPI, MPICH and Intel MPI selectors take
+    it. Open MPI's pairwise exchange takes any number: at step s, a sendrecv to rank + s, from
+    rank - s. Every rank gets every block from its sender, and each pairwise collective takes the
+    time of that exchange written out with MPI_Sendrecv in the same program (to rounding of the
+    clock's absolute value: the runs start at other instants). Ranks send from host memory, with no
+    per-message overhead between nodes (h100-ib200) nor, set so, within one."""
+    proc = run(colls, tmp_path / "out", ("--machine", "h100-ib200", *layout), "pairwise", str(block), colls=None)
+    assert proc.returncode == 0, proc.stderr
+    took: dict[tuple[int, str], float] = {}
+    for m in re.finditer(r"^rank (\d+) (\S+) ok (\d) took (\S+)$", proc.stdout, re.M):
+        assert m[3] == "1", m[0]  # every block from its sender
+        took[int(m[1]), m[2]] = float.fromhex(m[4])
+    ranks = {r for r, _ in took}
+    assert len(took) == 3 * len(ranks) and len(ranks) >= 2, proc.stdout
+    for rank in ranks:
+        for name in pairwise:
+            assert took[rank, name] == pytest.approx(took[rank, "by-hand"], rel=1e-12, abs=0), (rank, name)

@@ -20,7 +20,11 @@
  *          reduce in 1 KiB segments on 72 ranks) and an allreduce of 10 pairs of doubles
  *          (MPI_Type_contiguous: a derived datatype) with a commutative user operation that adds
  *          them (SMPI's predefined operations refuse derived datatypes), then a broadcast of
- *          128 KiB (16384 doubles) from rank 0; each rank prints the hashes of what it got. */
+ *          128 KiB (16384 doubles) from rank 0; each rank prints the hashes of what it got;
+ *   pairwise BYTES: MPI_Alltoall and MPI_Alltoallv (the same counts) of BYTES a block, then the same
+ *          exchange written out as Open MPI's pairwise one (step s: MPI_Sendrecv to rank + s, from
+ *          rank - s), each after a barrier; each rank prints whether every block it got is its
+ *          sender's and the simulated seconds each took (hexadecimal floating point). */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -129,6 +133,46 @@ int main(int argc, char** argv) {
       fill(big, MPI_DOUBLE, 16384, 0, 1);
     MPI_Bcast(big, 16384, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     printf("rank %d bcast %016llx\n", rank, (unsigned long long)fnv1a(big, sizeof big));
+  } else if (!strcmp(mode, "pairwise") && argc > 2) {
+    const int block = atoi(argv[2]);
+    char* out = malloc((size_t)block * size);
+    char* in = malloc((size_t)block * size);
+    int* counts = malloc(sizeof(int) * size);
+    int* displs = malloc(sizeof(int) * size);
+    for (int i = 0; i < size; i++) {
+      counts[i] = block;
+      displs[i] = i * block;
+      for (int j = 0; j < block; j++) /* to rank i: its block */
+        out[(size_t)i * block + j] = (char)(rank * 31 + i * 7 + j);
+    }
+    const char* names[] = {"alltoall", "alltoallv", "by-hand"};
+    for (int k = 0; k < 3; k++) {
+      memset(in, 0, (size_t)block * size);
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = MPI_Wtime();
+      if (k == 0) {
+        MPI_Alltoall(out, block, MPI_BYTE, in, block, MPI_BYTE, MPI_COMM_WORLD);
+      } else if (k == 1) {
+        MPI_Alltoallv(out, counts, displs, MPI_BYTE, in, counts, displs, MPI_BYTE, MPI_COMM_WORLD);
+      } else {
+        memcpy(in + (size_t)rank * block, out + (size_t)rank * block, block);
+        for (int s = 1; s < size; s++) {
+          const int to = (rank + s) % size, from = (rank - s + size) % size;
+          MPI_Sendrecv(out + (size_t)to * block, block, MPI_BYTE, to, 0, in + (size_t)from * block, block, MPI_BYTE,
+                       from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
+      }
+      const double took = MPI_Wtime() - t0;
+      int ok = 1;
+      for (int i = 0; i < size; i++) /* from rank i: its block for this rank */
+        for (int j = 0; j < block; j++)
+          ok &= in[(size_t)i * block + j] == (char)(i * 31 + rank * 7 + j);
+      printf("rank %d %s ok %d took %a\n", rank, names[k], ok, took);
+    }
+    free(out);
+    free(in);
+    free(counts);
+    free(displs);
   } else if (!strcmp(mode, "mix") && argc > 3) {
     state = strtoull(argv[2], NULL, 10);
     const int calls = atoi(argv[3]);
