@@ -40,8 +40,8 @@
  * the kernel, and how many went to SMPI's requests.
  *
  * At its end, whatever ORRERY_SMPI_COLLS says, it mends SMPI algorithms that its selectors take
- * where they cannot run and abort the run: Open MPI's reduce on one rank, and the pairwise
- * alltoall on a number of ranks that is not a power of two. */
+ * where they cannot run and abort the run: Open MPI's reduce on one rank, the pairwise alltoall on
+ * a number of ranks that is not a power of two, and two of Intel MPI's choices. */
 #include "mpi/smpi_next.hpp"
 
 #include "core/comm_then.hpp"
@@ -909,11 +909,11 @@ int reduce_ompi(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_
  * selectors take them there all the same: Open MPI's for MPI_Alltoallv on 3 ranks, on 64 to 127 and
  * on 256 to 1023 ranks at any size, and for MPI_Alltoall on 3 to 7 ranks from 512 KiB a block, on
  * 65 to 255 from 256 KiB, on 257 to 511 from 32 KiB, on 513 to 1023 from 256 KiB; MPICH's for
- * MPI_Alltoall on an odd count of ranks from 32 KiB a block; Intel MPI's where its table says
- * pairwise. Open MPI's own pairwise exchange takes any count of ranks: at step s a rank sends to
+ * MPI_Alltoall on an odd count of ranks from 32 KiB a block; MVAPICH2's and Intel MPI's where their
+ * tables say pairwise. Open MPI's own pairwise exchange takes any count of ranks: at step s a rank sends to
  * rank + s and receives from rank - s (modulo the count), a sendrecv each (coll_base_alltoall.c,
  * coll_base_alltoallv.c: steps 1 to n for MPI_Alltoall, its own block last; 0 to n - 1 for
- * MPI_Alltoallv, its own first); MPICH's does the same on counts that are not a power of two. So
+ * MPI_Alltoallv, its own first); MPICH's and MVAPICH2's do the same on counts that are not a power of two. So
  * do these, on those counts, by SMPI's requests (Request::sendrecv, with SMPI's own tags: a sendrecv
  * to the rank itself is a copy), whatever ORRERY_SMPI_COLLS says. On a power of two, SMPI's own. */
 namespace {
@@ -976,4 +976,61 @@ int alltoallv_pair(const void* sbuf, const int* scounts, const int* sdispls, MPI
              MPI_STATUS_IGNORE);
   }
   return MPI_SUCCESS;
+}
+
+/* ---------------- Intel MPI's choices on the layouts SMPI's code cannot run ---------------- */
+
+/* SMPI 3.32's Intel MPI selector (impi) takes two algorithms where their code cannot run, and the
+ * run aborted: each goes, there only, to the algorithm Intel MPI's table means.
+ *
+ * allreduce__rab1, Rabenseifner's reduce-scatter and allgather, throws on a number of ranks that
+ * is not a power of two ("allreduce rab1 algorithm can't be used with non power of two number of
+ * processes!"), where the table takes it for mid-sized reductions (e.g. 40 KB on 12 ranks, 3 nodes
+ * of 4). Intel MPI's Rabenseifner runs on any number, folding the ranks beyond the largest power of
+ * two first, as SMPI's allreduce__rab_rdb (MPICH's Rabenseifner) does: that one, there. */
+// simgrid::smpi::allreduce__rab1(const void*, void*, int, Datatype*, Op*, Comm*)
+#define ALLREDUCE_RAB1 "_ZN7simgrid4smpi15allreduce__rab1EPKvPviPNS0_8DatatypeEPNS0_2OpEPNS0_4CommE"
+#define ALLREDUCE_RAB_RDB "_ZN7simgrid4smpi18allreduce__rab_rdbEPKvPviPNS0_8DatatypeEPNS0_2OpEPNS0_4CommE"
+EXPORTED int allreduce_rab1(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) __asm__(ALLREDUCE_RAB1);
+int allreduce_rab1(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  using Real = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
+  static const Real real = next<Real>(ALLREDUCE_RAB1);
+  static const Real any_count = next<Real>(ALLREDUCE_RAB_RDB);
+  int n;
+  PMPI_Comm_size(comm, &n);
+  return (n & (n - 1)) ? any_count(sbuf, rbuf, count, type, op, comm) : real(sbuf, rbuf, count, type, op, comm);
+}
+
+/* bcast__SMP_linear, the table's "topology aware ring", on nodes of one rank each: its node
+ * leaders send to the next node and to the next rank of their own, the same rank here, twice, and
+ * the last sends to rank 0, which never receives (the run ended "Actor pid=1 is gone??"; e.g. a
+ * 1-element broadcast on 5 ranks, one a node). With one rank a node the topology-aware ring is the
+ * plain ring, a pipeline from rank to rank in 8 KiB segments: SMPI's bcast__NTSL, the table's "ring",
+ * there. The node layout is the one SMPI's own code reads (Comm::init_smp, which the selector has
+ * already made). */
+// simgrid::smpi::bcast__SMP_linear(void*, int, Datatype*, int root, Comm*)
+#define BCAST_SMP_LINEAR "_ZN7simgrid4smpi17bcast__SMP_linearEPviPNS0_8DatatypeEiPNS0_4CommE"
+#define BCAST_NTSL "_ZN7simgrid4smpi11bcast__NTSLEPviPNS0_8DatatypeEiPNS0_4CommE"
+// simgrid::smpi::Comm members: called with the object first (Itanium C++ ABI)
+using CommOf = MPI_Comm (*)(const void* comm);
+using CommTest = bool (*)(const void* comm);
+using CommInit = void (*)(void* comm);
+#define COMM_LEADERS "_ZNK7simgrid4smpi4Comm16get_leaders_commEv"
+#define COMM_INTRA "_ZNK7simgrid4smpi4Comm14get_intra_commEv"
+#define COMM_UNIFORM "_ZNK7simgrid4smpi4Comm10is_uniformEv"
+#define COMM_INIT_SMP "_ZN7simgrid4smpi4Comm8init_smpEv"
+EXPORTED int bcast_smp_linear(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) __asm__(BCAST_SMP_LINEAR);
+int bcast_smp_linear(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  using Real = int (*)(void*, int, MPI_Datatype, int, MPI_Comm);
+  static const Real real = next<Real>(BCAST_SMP_LINEAR);
+  static const Real ring = next<Real>(BCAST_NTSL);
+  static const CommOf leaders = next<CommOf>(COMM_LEADERS), intra = next<CommOf>(COMM_INTRA);
+  static const CommTest uniform = next<CommTest>(COMM_UNIFORM);
+  static const CommInit init_smp = next<CommInit>(COMM_INIT_SMP);
+  if (leaders(comm) == MPI_COMM_NULL)
+    init_smp(comm);
+  int per_node = 0;
+  if (uniform(comm))
+    PMPI_Comm_size(intra(comm), &per_node);
+  return per_node == 1 ? ring(buf, count, type, root, comm) : real(buf, count, type, root, comm);
 }

@@ -12,7 +12,8 @@ got are SMPI's, and results.json and the report are the same bytes. Ranks that r
 instant may print in another order: the lines are compared as sets.
 
 The same library mends SMPI algorithms that abort where SMPI's selectors take them: Open MPI's
-reduce on one rank, and the pairwise alltoall on a number of ranks that is not a power of two."""
+reduce on one rank, and the pairwise alltoall on a number of ranks that is not a power of two
+(tests/native/test_selectors.py checks every collective under every selector)."""
 
 from __future__ import annotations
 
