@@ -48,8 +48,13 @@ def test_a_sampled_loop_injects_the_mean_of_its_timed_iterations(mpi_only, tmp_p
     assert proc.returncode == 0, proc.stderr
     times = [float(t) for t in SAMPLED.findall(proc.stdout)]
     assert len(times) == 2, proc.stdout
-    for t in times:  # 8 iterations of 5 ms of CPU time and the little the loop adds
-        assert 8 * 0.005 <= t < 8 * 0.005 * 1.2
+    # 8 iterations of 5 ms of CPU time and what the loop adds: SMPI injects the mean of the two it
+    # timed for the other 6, and the first also pays the loop's first page faults, once 1.6 ms
+    # more on this project's shared 2-core machine (0.0526 s in all, against the 20 % margin this
+    # test had). The bounds still tell the mean injected (40 to 60 ms) from nothing injected for
+    # the 6 (10 ms) and from every iteration counted twice (80 ms).
+    for t in times:
+        assert 8 * 0.005 <= t < 8 * 0.005 * 1.5
     if timers == "report":
         left_out, simgrids = readings(proc)
         assert left_out > 0 and simgrids > 0  # left out until the loop, SimGrid's from its start
