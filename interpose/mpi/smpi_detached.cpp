@@ -19,14 +19,14 @@
  * host is turned off (HostImpl::turn_off, which Orrery never does) and at the maestro's exit,
  * when a comm still in flight would be cancelled rather than left, as here, to the exit.
  *
- * Neither the maestro (EngineImpl::maestro_) nor its list (ActorImpl::activities_) is reachable
- * through an installed header: both are found at the first detach (find_maestro_list), the list
- * as the libstdc++ list header in the maestro's first kilobyte whose last node holds the comm
- * just detached, and the list's end is checked again at every detach. A build where they are not
- * found, or a detach that does not end that list with its comm, is left to SimGrid's own
- * bookkeeping, which is only slower. A detach answering a simcall (SMPI's sends) runs in the
- * maestro; s4u::Comm::sendto's (the shim's copies to and from the host) in the actor that
- * copies: both append to the maestro's list, and both are taken.
+ * The maestro's list (ActorImpl::activities_) is not reachable through an installed header: it is
+ * found at the first detach that runs in the maestro (find_maestro_list), as the libstdc++ list
+ * header in the maestro's first kilobyte whose last node holds the comm just detached, and the
+ * list's end is checked again at every detach. A build where it is not found, or a detach that
+ * does not end that list with its comm, is left to SimGrid's own bookkeeping, which is only
+ * slower. A detach answering a simcall (SMPI's sends) runs in the maestro; s4u::Comm::sendto's
+ * (the shim's copies to and from the host) in the actor that copies: both append to the
+ * maestro's list, and both are taken once it is found.
  *
  * The shim's streams hand it their executions too (orrery_maestro_take and _drop, at the end).
  *
@@ -66,8 +66,8 @@ class ActorImpl;
 using simgrid::kernel::activity::ActivityImpl;
 using simgrid::kernel::actor::ActorImpl;
 
-extern void* engine_instance __asm__("_ZN7simgrid6kernel10EngineImpl9instance_E");  // EngineImpl*
-bool actor_is_maestro(const ActorImpl* actor) __asm__("_ZNK7simgrid6kernel5actor9ActorImpl10is_maestroEv");
+// simgrid::kernel::actor::ActorImpl::self(): the actor whose context runs (the maestro, in the maestro)
+const ActorImpl* actor_self() __asm__("_ZN7simgrid6kernel5actor9ActorImpl4selfEv");
 void activity_release(ActivityImpl* activity) __asm__(ACTIVITY_RELEASE);
 
 namespace {
@@ -105,32 +105,24 @@ long find_list(int fd, const void* actor, const void* comm) {
   return -1;
 }
 
-/* The maestro, among the pointers in the engine's first kilobyte (EngineImpl::maestro_, a
- * private member), and the offset of its list of detached comms, whose last holds `comm` (just
- * appended by detach); false if none is found. Every read goes through /proc/self/mem; only an
- * object already shown to hold such a list is asked whether it is the maestro. */
-bool find_maestro_list(const void* comm, const ActorImpl** maestro, long* offset) {
-  const void* engine = engine_instance;
-  if (!engine)
-    return false;
+/* The offset of the maestro's list of detached comms in the maestro, whose last holds `comm` (just
+ * appended by detach), when the detach runs in the maestro (answering a simcall): the actor it runs
+ * in is the maestro then. -1 if no such list is found; -2 (look again at the next detach) in an
+ * actor, whose own list of activities may hold the comm too. Every read goes through
+ * /proc/self/mem, and no member of anything is called: an object that merely looked like the
+ * maestro's list once was asked whether it was the maestro, and was not an actor at all (an
+ * in-place MPI_Reduce_scatter on 3 ranks under Open MPI's selector crashed there). */
+long find_maestro_list(const void* comm, const ActorImpl** maestro) {
+  if (!simgrid::s4u::Actor::is_maestro())
+    return -2;
+  const ActorImpl* self = actor_self();
   int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return false;
-  bool found = false;
-  for (long off = 0; off < 1024 && !found; off += sizeof(void*)) {
-    const void* candidate;
-    if (!read_memory(fd, static_cast<const char*>(engine) + off, &candidate, sizeof candidate) || !candidate ||
-        (uintptr_t)candidate % alignof(void*))
-      continue;
-    long at = find_list(fd, candidate, comm);
-    if (at >= 0 && actor_is_maestro(static_cast<const ActorImpl*>(candidate))) {
-      *maestro = static_cast<const ActorImpl*>(candidate);
-      *offset = at;
-      found = true;
-    }
-  }
+  if (!self || fd < 0)
+    return -1;
+  const long offset = find_list(fd, self, comm);
   close(fd);
-  return found;
+  *maestro = self;
+  return offset;
 }
 
 using orrery_smpi::Mode;
@@ -154,12 +146,8 @@ struct Detached {
   }
 
   void take(const void* comm, int kind) {
-    if (offset == -2) {  // the first detach: find the list (or keep SimGrid's for good)
-      long found = -1;
-      if (mode == Mode::Simgrid || !find_maestro_list(comm, &maestro, &found))
-        found = -1;
-      offset = found;
-    }
+    if (offset == -2)  // the first detach in the maestro: find the list (or keep SimGrid's for good)
+      offset = mode == Mode::Simgrid ? -1 : find_maestro_list(comm, &maestro);
     if (offset < 0)
       return;
     Header* list = list_of(maestro);

@@ -13,6 +13,7 @@ H2D, a D2H and a D2D copy, of which the D2D is work of the GPU (no comm)."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,55 @@ def test_a_wrong_liborrery_smpi_variable_stops_the_run_in_one_line(mpi_only, tmp
         f"orrery: error: environment variable {variable}: got '{value}', expected {expected}"
     ]
     assert not out.exists()
+
+
+IN_PLACE_REDUCE_SCATTER = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char** argv) {
+  static int b[3 * 10000];
+  MPI_Init(&argc, &argv);
+  int rank, counts[3] = {10000, 10000, 10000}, ok = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  for (int i = 0; i < 3 * 10000; i++)
+    b[i] = rank + 1;
+  MPI_Reduce_scatter(MPI_IN_PLACE, b, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  for (int i = 0; i < 10000; i++)
+    ok &= b[i] == 6;
+  printf("rank %d sums %s\n", rank, ok ? "right" : "wrong");
+  MPI_Finalize();
+  return 0;
+}
+"""
+
+
+def test_the_maestro_s_list_is_found_without_calling_into_what_only_looked_like_it(tmp_path):
+    """The first detached comm of this run (SMPI's own, bare: an in-place MPI_Reduce_scatter of
+    10 000 ints on 3 ranks, Open MPI's selector, liborrery_smpi.so preloaded as bench/scale.py's
+    bare runs have it) ended a list in an object that was not an actor: asked whether it was the
+    maestro, it crashed the run (SIGSEGV). The list is now looked for in the maestro alone, at the
+    first detach that runs there. Each rank's sum is 1 + 2 + 3, and the comms were taken."""
+    from orrery import _paths
+
+    src, exe = tmp_path / "rs.c", tmp_path / "rs"
+    src.write_text(IN_PLACE_REDUCE_SCATTER)
+    subprocess.run(["smpicc", str(src), "-o", str(exe)], check=True, capture_output=True)
+    hosts = [f"h{i}" for i in range(3)]
+    (tmp_path / "hosts").write_text("\n".join(hosts) + "\n")
+    (tmp_path / "p.xml").write_text(
+        '<?xml version="1.0"?>\n<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
+        '<platform version="4.1"><cluster id="c" prefix="h" suffix="" radical="0-2" speed="1Gf" '
+        'bw="10GBps" lat="1us"/></platform>\n'
+    )
+    preload = f"env LD_PRELOAD={_paths.lib_dir() / 'liborrery_smpi.so'} ORRERY_SMPI_DETACHED=report"
+    smpirun = ["smpirun", "-wrapper", preload, "-np", "3", "-platform", "p.xml", "-hostfile", "hosts"]
+    proc = subprocess.run(
+        [*smpirun, "--cfg=smpi/coll-selector:ompi", "--log=root.thres:critical", str(exe)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(proc.stdout.split("\n")[:3]) == [f"rank {r} sums right" for r in range(3)]
+    taken, _, left = map(int, REPORT.search(proc.stderr).groups())
+    assert taken > 0 and left == 0

@@ -7,9 +7,10 @@
  * MAX_BYTES, run MPI_Allreduce (sum), MPI_Reduce (max, to the last rank), MPI_Bcast (from rank 1),
  * MPI_Alltoall, MPI_Alltoallv, MPI_Allgather, MPI_Allgatherv, MPI_Gather (to rank 0), MPI_Scatter
  * (from rank 0), MPI_Reduce_scatter_block, MPI_Reduce_scatter, MPI_Scan, MPI_Exscan (sums) and
- * MPI_Barrier, of e ints (a block). Every rank prints "FAIL <collective> n=<n> ints=<e> rank=<r>"
- * for a result that is not what it must be; rank 0 of each communicator prints
- * "checked n=<n> ints=<e> calls=<14>" once it has checked its own. The value rank p sends rank q at
+ * MPI_Barrier, of e ints (a block); then the same again, in place (MPI_IN_PLACE) where MPI allows it.
+ * Every rank prints "FAIL <collective> n=<n> ints=<e> rank=<r>" for a result that is not what it
+ * must be; rank 0 of each communicator prints "checked n=<n> ints=<e> calls=14" once it has checked
+ * its own, "checked n=<n> ints=<e> calls=14 in place" for the second round. The value rank p sends rank q at
  * index i is (131 p + 17 q + 7 i) mod 251: every sum, maximum and block is known to every rank. */
 #include <mpi.h>
 #include <stdio.h>
@@ -42,7 +43,9 @@ static int blocks_ok(const int* got, int n, int e, int to) {
   return 1;
 }
 
-static void check(MPI_Comm c, int n, int e) {
+/* One round of the 14 calls on communicator c of n ranks, e ints a block; in place where MPI allows
+ * it (MPI_IN_PLACE: the receive buffer holds the rank's own data, at the root for a rooted one). */
+static void check(MPI_Comm c, int n, int e, int in_place) {
   int r;
   MPI_Comm_rank(c, &r);
   int* send = malloc(sizeof(int) * e * n);
@@ -56,19 +59,24 @@ static void check(MPI_Comm c, int n, int e) {
       send[p * e + i] = value(r, p, i);
   }
   const size_t all = sizeof(int) * e * n, one = sizeof(int) * e;
+  const void* own = in_place ? MPI_IN_PLACE : send;
   int bad = 0;
   long sum;
 
-  memset(got, 0, one);
-  MPI_Allreduce(send, got, e, MPI_INT, MPI_SUM, c);
+  memset(got, 0, all);
+  if (in_place)
+    memcpy(got, send, one);
+  MPI_Allreduce(own, got, e, MPI_INT, MPI_SUM, c);
   for (int i = 0; i < e && !bad; i++) {
     sum = 0;
     for (int p = 0; p < n; p++)
       sum += value(p, 0, i);
     bad |= got[i] != sum ? failed("allreduce", n, e, r) : 0;
   }
-  memset(got, 0, one);
-  MPI_Reduce(send, got, e, MPI_INT, MPI_MAX, n - 1, c);
+  memset(got, 0, all);
+  if (in_place && r == n - 1)
+    memcpy(got, send, one);
+  MPI_Reduce(in_place && r == n - 1 ? MPI_IN_PLACE : send, got, e, MPI_INT, MPI_MAX, n - 1, c);
   for (int i = 0; i < e && r == n - 1 && !bad; i++) {
     int max = 0;
     for (int p = 0; p < n; p++)
@@ -79,31 +87,50 @@ static void check(MPI_Comm c, int n, int e) {
   MPI_Bcast(got, e, MPI_INT, 1 % n, c);
   for (int i = 0; i < e && !bad; i++)
     bad |= got[i] != value(1 % n, 0, i) ? failed("bcast", n, e, r) : 0;
+  for (int v = 0; v < 2; v++) { /* alltoall, alltoallv: block p of rank p's send */
+    if (in_place)
+      memcpy(got, send, all);
+    else
+      memset(got, 0, all);
+    if (v == 0)
+      MPI_Alltoall(own, in_place ? 0 : e, in_place ? MPI_DATATYPE_NULL : MPI_INT, got, e, MPI_INT, c);
+    else
+      MPI_Alltoallv(own, in_place ? NULL : counts, in_place ? NULL : displs, in_place ? MPI_DATATYPE_NULL : MPI_INT,
+                    got, counts, displs, MPI_INT, c);
+    bad |= !bad && !blocks_ok(got, n, e, r) ? failed(v ? "alltoallv" : "alltoall", n, e, r) : 0;
+  }
+  for (int v = 0; v < 2; v++) { /* allgather, allgatherv: every rank's own data in its place */
+    memset(got, 0, all);
+    if (in_place)
+      memcpy(got + r * e, send, one);
+    if (v == 0)
+      MPI_Allgather(own, in_place ? 0 : e, in_place ? MPI_DATATYPE_NULL : MPI_INT, got, e, MPI_INT, c);
+    else
+      MPI_Allgatherv(own, in_place ? 0 : e, in_place ? MPI_DATATYPE_NULL : MPI_INT, got, counts, displs, MPI_INT, c);
+    bad |= !bad && !blocks_ok(got, n, e, 0) ? failed(v ? "allgatherv" : "allgather", n, e, r) : 0;
+  }
   memset(got, 0, all);
-  MPI_Alltoall(send, e, MPI_INT, got, e, MPI_INT, c);
-  bad |= !bad && !blocks_ok(got, n, e, r) ? failed("alltoall", n, e, r) : 0;
-  memset(got, 0, all);
-  MPI_Alltoallv(send, counts, displs, MPI_INT, got, counts, displs, MPI_INT, c);
-  bad |= !bad && !blocks_ok(got, n, e, r) ? failed("alltoallv", n, e, r) : 0;
-  memset(got, 0, all);
-  MPI_Allgather(send, e, MPI_INT, got, e, MPI_INT, c);
-  bad |= !bad && !blocks_ok(got, n, e, 0) ? failed("allgather", n, e, r) : 0;
-  memset(got, 0, all);
-  MPI_Allgatherv(send, e, MPI_INT, got, counts, displs, MPI_INT, c);
-  bad |= !bad && !blocks_ok(got, n, e, 0) ? failed("allgatherv", n, e, r) : 0;
-  memset(got, 0, all);
-  MPI_Gather(send, e, MPI_INT, got, e, MPI_INT, 0, c);
+  if (in_place && r == 0)
+    memcpy(got, send, one);
+  MPI_Gather(in_place && r == 0 ? MPI_IN_PLACE : send, e, MPI_INT, got, e, MPI_INT, 0, c);
   bad |= !bad && r == 0 && !blocks_ok(got, n, e, 0) ? failed("gather", n, e, r) : 0;
   memset(got, 0, one);
-  MPI_Scatter(send, e, MPI_INT, got, e, MPI_INT, 0, c);
+  if (in_place && r == 0) /* the root keeps its own block where it is: block 0 of its send */
+    MPI_Scatter(send, e, MPI_INT, MPI_IN_PLACE, e, MPI_INT, 0, c);
+  else
+    MPI_Scatter(send, e, MPI_INT, got, e, MPI_INT, 0, c);
+  const int* scattered = in_place && r == 0 ? send : got;
   for (int i = 0; i < e && !bad; i++)
-    bad |= got[i] != value(0, r, i) ? failed("scatter", n, e, r) : 0;
+    bad |= scattered[i] != value(0, r, i) ? failed("scatter", n, e, r) : 0;
   for (int v = 0; v < 2; v++) { /* block q of the sum over the ranks goes to rank q */
-    memset(got, 0, one);
-    if (v == 0)
-      MPI_Reduce_scatter_block(send, got, e, MPI_INT, MPI_SUM, c);
+    if (in_place)
+      memcpy(got, send, all);
     else
-      MPI_Reduce_scatter(send, got, counts, MPI_INT, MPI_SUM, c);
+      memset(got, 0, one);
+    if (v == 0)
+      MPI_Reduce_scatter_block(own, got, e, MPI_INT, MPI_SUM, c);
+    else
+      MPI_Reduce_scatter(own, got, counts, MPI_INT, MPI_SUM, c);
     for (int i = 0; i < e && !bad; i++) {
       sum = 0;
       for (int p = 0; p < n; p++)
@@ -113,10 +140,12 @@ static void check(MPI_Comm c, int n, int e) {
   }
   for (int v = 0; v < 2; v++) { /* the sums over ranks 0..r (inclusive), 0..r-1 (exclusive: not rank 0) */
     memset(got, 0, one);
+    if (in_place)
+      memcpy(got, send, one);
     if (v == 0)
-      MPI_Scan(send, got, e, MPI_INT, MPI_SUM, c);
+      MPI_Scan(own, got, e, MPI_INT, MPI_SUM, c);
     else
-      MPI_Exscan(send, got, e, MPI_INT, MPI_SUM, c);
+      MPI_Exscan(own, got, e, MPI_INT, MPI_SUM, c);
     for (int i = 0; i < e && !bad && (v == 0 || r > 0); i++) {
       sum = 0;
       for (int p = 0; p < r + (v == 0); p++)
@@ -126,7 +155,7 @@ static void check(MPI_Comm c, int n, int e) {
   }
   MPI_Barrier(c);
   if (r == 0)
-    printf("checked n=%d ints=%d calls=14\n", n, e);
+    printf("checked n=%d ints=%d calls=14%s\n", n, e, in_place ? " in place" : "");
   free(send);
   free(got);
   free(counts);
@@ -154,7 +183,8 @@ int main(int argc, char** argv) {
       continue;
     for (int k = 0; k < ne; k++)
       if ((long)sizeof(int) * elements[k] * sizes[s] <= max_bytes)
-        check(c, sizes[s], elements[k]);
+        for (int in_place = 0; in_place < 2; in_place++)
+          check(c, sizes[s], elements[k], in_place);
     MPI_Comm_free(&c);
   }
   MPI_Finalize();
