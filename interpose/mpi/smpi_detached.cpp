@@ -116,8 +116,8 @@ long find_maestro_list(const void* comm, const ActorImpl** maestro) {
   if (!simgrid::s4u::Actor::is_maestro())
     return -2;
   const ActorImpl* self = actor_self();
-  int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
-  if (!self || fd < 0)
+  int fd = self ? open("/proc/self/mem", O_RDONLY | O_CLOEXEC) : -1;
+  if (fd < 0)
     return -1;
   const long offset = find_list(fd, self, comm);
   close(fd);
