@@ -1003,11 +1003,13 @@ int allreduce_rab1(const void* sbuf, void* rbuf, int count, MPI_Datatype type, M
 
 /* bcast__SMP_linear, the table's "topology aware ring", on nodes of one rank each: its node
  * leaders send to the next node and to the next rank of their own, the same rank here, twice, and
- * the last sends to rank 0, which never receives (the run ended "Actor pid=1 is gone??"; e.g. a
- * 1-element broadcast on 5 ranks, one a node). With one rank a node the topology-aware ring is the
- * plain ring, a pipeline from rank to rank in 8 KiB segments: SMPI's bcast__NTSL, the table's "ring",
- * there. The node layout is the one SMPI's own code reads (Comm::init_smp, which the selector has
- * already made). */
+ * the last sends to rank 0, which never receives (the run ended "Actor pid=1 is gone??"). SMPI's
+ * nodes are SimGrid's hosts, and in an Orrery run every rank stands on a host of its own (its
+ * GPU's): every node has one rank, and Intel MPI's small broadcasts from 5 ranks aborted (a 1-int
+ * MPI_Bcast on 2 nodes of 4 GPUs). With one rank a node the topology-aware ring is the plain ring,
+ * a pipeline from rank to rank in 8 KiB segments: SMPI's bcast__NTSL, the table's "ring", there.
+ * The node layout is the one SMPI's own code reads (Comm::init_smp, which the selector has already
+ * made). */
 // simgrid::smpi::bcast__SMP_linear(void*, int, Datatype*, int root, Comm*)
 #define BCAST_SMP_LINEAR "_ZN7simgrid4smpi17bcast__SMP_linearEPviPNS0_8DatatypeEiPNS0_4CommE"
 #define BCAST_NTSL "_ZN7simgrid4smpi11bcast__NTSLEPviPNS0_8DatatypeEiPNS0_4CommE"
