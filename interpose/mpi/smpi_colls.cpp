@@ -41,7 +41,9 @@
  *
  * At its end, whatever ORRERY_SMPI_COLLS says, it mends SMPI algorithms that its selectors take
  * where they cannot run and abort the run: Open MPI's reduce on one rank, the pairwise alltoall on
- * a number of ranks that is not a power of two, and two of Intel MPI's choices. */
+ * a number of ranks that is not a power of two, and two of Intel MPI's choices; and it hands SMPI's
+ * allgather, allgatherv and alltoall algorithms a send buffer in the receive side's layout where
+ * the program's two sides use different types. */
 #include "mpi/smpi_next.hpp"
 
 #include "core/comm_then.hpp"
@@ -1035,4 +1037,78 @@ int bcast_smp_linear(void* buf, int count, MPI_Datatype type, int root, MPI_Comm
   if (uniform(comm))
     PMPI_Comm_size(intra(comm), &per_node);
   return per_node == 1 ? ring(buf, count, type, root, comm) : real(buf, count, type, root, comm);
+}
+
+/* ---------------- a send type other than the receive type ---------------- */
+
+/* MPI lets the two sides of a collective describe the same data with different types (MPI_INT
+ * x 8 sent, a contiguous type of 8 ints x 1 received): only the type signatures must match. Most
+ * of SMPI 3.32's allgather algorithms (under the Open MPI, MPICH, MVAPICH2 and Intel MPI
+ * selectors), Intel MPI's and Open MPI's allgatherv ones and its Bruck alltoall (every selector's
+ * for small blocks) take the receive side's count or extent for the send buffer too: every rank got
+ * wrong blocks, silently, or the heap was overwritten ("malloc(): unaligned tcache chunk detected",
+ * an 8-byte MPI_Alltoall on 16 ranks under Open MPI's selector). Where the send side differs, the
+ * stand-ins for PMPI_Allgather, PMPI_Allgatherv and PMPI_Alltoall (which the shim's MPI wrappers
+ * call) first copy the send buffer into the receive side's layout (SMPI's Datatype::copy, no
+ * simulated time), as SMPI does for MPI_IN_PLACE, and hand that to SMPI: the same bytes in every
+ * message, now from the right places. */
+namespace {
+/* count x type's bytes, laid out in memory (from the first byte its true lower bound reaches). */
+struct Laid {
+  std::vector<unsigned char> room;
+  void* at = nullptr;  // where the data starts, as MPI addresses it
+};
+Laid laid_out(const void* from, int from_count, MPI_Datatype from_type, int count, MPI_Datatype type) {
+  static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
+  MPI_Aint lb, extent, true_lb, true_extent;
+  PMPI_Type_get_extent(type, &lb, &extent);
+  PMPI_Type_get_true_extent(type, &true_lb, &true_extent);
+  Laid l;
+  l.room.resize(count > 0 ? (size_t)((count - 1) * extent + true_extent) : 0);
+  l.at = l.room.data() - true_lb;
+  if (count > 0)
+    copy(from, from_count, from_type, l.at, count, type);
+  return l;
+}
+}  // namespace
+
+EXPORTED int PMPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                            MPI_Datatype rtype, MPI_Comm comm);
+int PMPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                   MPI_Comm comm) {
+  using Real = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
+  static const Real real = next<Real>("PMPI_Allgather");
+  if (sbuf == MPI_IN_PLACE || (stype == rtype && scount == rcount))
+    return real(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  Laid own = laid_out(sbuf, scount, stype, rcount, rtype);
+  return real(own.at, rcount, rtype, rbuf, rcount, rtype, comm);
+}
+
+EXPORTED int PMPI_Allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int* rcounts,
+                             const int* displs, MPI_Datatype rtype, MPI_Comm comm);
+int PMPI_Allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int* rcounts,
+                    const int* displs, MPI_Datatype rtype, MPI_Comm comm) {
+  using Real = int (*)(const void*, int, MPI_Datatype, void*, const int*, const int*, MPI_Datatype, MPI_Comm);
+  static const Real real = next<Real>("PMPI_Allgatherv");
+  int rank = 0;
+  if (sbuf != MPI_IN_PLACE && rcounts)
+    PMPI_Comm_rank(comm, &rank);
+  if (sbuf == MPI_IN_PLACE || !rcounts || (stype == rtype && scount == rcounts[rank]))
+    return real(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
+  Laid own = laid_out(sbuf, scount, stype, rcounts[rank], rtype);
+  return real(own.at, rcounts[rank], rtype, rbuf, rcounts, displs, rtype, comm);
+}
+
+EXPORTED int PMPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                           MPI_Datatype rtype, MPI_Comm comm);
+int PMPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                  MPI_Comm comm) {
+  using Real = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
+  static const Real real = next<Real>("PMPI_Alltoall");
+  if (sbuf == MPI_IN_PLACE || (stype == rtype && scount == rcount))
+    return real(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  int n;
+  PMPI_Comm_size(comm, &n);
+  Laid blocks = laid_out(sbuf, n * scount, stype, n * rcount, rtype);  // block i after block i - 1 on both sides
+  return real(blocks.at, rcount, rtype, rbuf, rcount, rtype, comm);
 }
