@@ -1070,18 +1070,25 @@ Laid laid_out(const void* from, int from_count, MPI_Datatype from_type, int coun
     copy(from, from_count, from_type, l.at, count, type);
   return l;
 }
+
+using Gathering = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
+/* real(...) of a send buffer of `blocks` blocks of scount x stype (1 for an allgather, n for an
+ * alltoall), in the receive side's layout where the two sides' types or counts differ. */
+int in_receive_layout(Gathering real, int blocks, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf,
+                      int rcount, MPI_Datatype rtype, MPI_Comm comm) {
+  if (sbuf == MPI_IN_PLACE || (stype == rtype && scount == rcount))
+    return real(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  Laid own = laid_out(sbuf, blocks * scount, stype, blocks * rcount, rtype);  // block i after block i - 1 on both sides
+  return real(own.at, rcount, rtype, rbuf, rcount, rtype, comm);
+}
 }  // namespace
 
 EXPORTED int PMPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                             MPI_Datatype rtype, MPI_Comm comm);
 int PMPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
                    MPI_Comm comm) {
-  using Real = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
-  static const Real real = next<Real>("PMPI_Allgather");
-  if (sbuf == MPI_IN_PLACE || (stype == rtype && scount == rcount))
-    return real(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  Laid own = laid_out(sbuf, scount, stype, rcount, rtype);
-  return real(own.at, rcount, rtype, rbuf, rcount, rtype, comm);
+  static const Gathering real = next<Gathering>("PMPI_Allgather");
+  return in_receive_layout(real, 1, sbuf, scount, stype, rbuf, rcount, rtype, comm);
 }
 
 EXPORTED int PMPI_Allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int* rcounts,
@@ -1103,12 +1110,8 @@ EXPORTED int PMPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, voi
                            MPI_Datatype rtype, MPI_Comm comm);
 int PMPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
                   MPI_Comm comm) {
-  using Real = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
-  static const Real real = next<Real>("PMPI_Alltoall");
-  if (sbuf == MPI_IN_PLACE || (stype == rtype && scount == rcount))
-    return real(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  static const Gathering real = next<Gathering>("PMPI_Alltoall");
   int n;
   PMPI_Comm_size(comm, &n);
-  Laid blocks = laid_out(sbuf, n * scount, stype, n * rcount, rtype);  // block i after block i - 1 on both sides
-  return real(blocks.at, rcount, rtype, rbuf, rcount, rtype, comm);
+  return in_receive_layout(real, n, sbuf, scount, stype, rbuf, rcount, rtype, comm);
 }
