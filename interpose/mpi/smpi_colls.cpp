@@ -170,6 +170,12 @@ bool predefined(MPI_Datatype type, int* size) {
   return combiner == MPI_COMBINER_NAMED;
 }
 
+MPI_Aint extent_of(MPI_Datatype type) {
+  MPI_Aint lb, extent;
+  PMPI_Type_get_extent(type, &lb, &extent);
+  return extent;
+}
+
 /* The kernel keeps a copy of every rank's data for the data's sake (the inputs below), where SMPI
  * copies each message's as it arrives, and nothing from folded device memory (cudart/memory.cpp):
  * a collective of more than 64 KiB per rank, whose messages are long beside their start-up
@@ -742,9 +748,8 @@ int bcast_ntsb(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
   static const Real real = next<Real>(BCAST_NTSB);
   Settings& s = settings();
   int size;
-  MPI_Aint lb, extent;
   PMPI_Type_size(type, &size);
-  PMPI_Type_get_extent(type, &lb, &extent);
+  const MPI_Aint extent = extent_of(type);
   const long segment = extent > 0 ? std::max(8192L / (long)extent, 1L) : 1;  // bcast_NTSB_segment_size_in_byte / extent
   if (!s.taken || count > segment || !small(count, type) || !identified(comm)) {
     s.by_requests[NTSB]++;
@@ -869,9 +874,8 @@ int allgather_rdb(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, 
   }
   s.in_kernel[ALLGATHER_RDB]++;
   int size;
-  MPI_Aint lb, extent;
   PMPI_Type_size(rtype, &size);
-  PMPI_Type_get_extent(rtype, &lb, &extent);
+  const MPI_Aint extent = extent_of(rtype);
   const size_t bytes = (size_t)size * rcount;
   Instance& in = run(comm, (double)bytes, packed(sbuf, scount, stype, bytes),
                      [bytes](int r, int nr) { return allgather_rdb_program(r, nr, (double)bytes); });
@@ -923,12 +927,6 @@ using Sendrecv = void (*)(const void* sbuf, int scount, MPI_Datatype stype, int 
                           MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* status);
 #define REQUEST_SENDRECV "_ZN7simgrid4smpi7Request8sendrecvEPKviPNS0_8DatatypeEiiPviS5_iiPNS0_4CommEP10MPI_Status"
 constexpr int kTagAlltoallv = -1000, kTagAlltoall = -1112;  // COLL_TAG_ALLTOALL(V), src/smpi/include/private.hpp
-
-MPI_Aint extent_of(MPI_Datatype type) {
-  MPI_Aint lb, extent;
-  PMPI_Type_get_extent(type, &lb, &extent);
-  return extent;
-}
 }  // namespace
 
 // simgrid::smpi::alltoall__pair(const void*, int, Datatype*, void*, int, Datatype*, Comm*)
@@ -1060,11 +1058,10 @@ struct Laid {
 };
 Laid laid_out(const void* from, int from_count, MPI_Datatype from_type, int count, MPI_Datatype type) {
   static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
-  MPI_Aint lb, extent, true_lb, true_extent;
-  PMPI_Type_get_extent(type, &lb, &extent);
+  MPI_Aint true_lb, true_extent;
   PMPI_Type_get_true_extent(type, &true_lb, &true_extent);
   Laid l;
-  l.room.resize(count > 0 ? (size_t)((count - 1) * extent + true_extent) : 0);
+  l.room.resize(count > 0 ? (size_t)((count - 1) * extent_of(type) + true_extent) : 0);
   l.at = l.room.data() - true_lb;
   if (count > 0)
     copy(from, from_count, from_type, l.at, count, type);
@@ -1072,12 +1069,15 @@ Laid laid_out(const void* from, int from_count, MPI_Datatype from_type, int coun
 }
 
 using Gathering = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
-/* real(...) of a send buffer of `blocks` blocks of scount x stype (1 for an allgather, n for an
- * alltoall), in the receive side's layout where the two sides' types or counts differ. */
-int in_receive_layout(Gathering real, int blocks, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf,
-                      int rcount, MPI_Datatype rtype, MPI_Comm comm) {
+/* real(...) of a send buffer of one block of scount x stype (an allgather's) or of one for every
+ * rank (an alltoall's), in the receive side's layout where the two sides' types or counts differ. */
+int in_receive_layout(Gathering real, bool block_per_rank, const void* sbuf, int scount, MPI_Datatype stype,
+                      void* rbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm) {
   if (sbuf == MPI_IN_PLACE || (stype == rtype && scount == rcount))
     return real(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  int blocks = 1;
+  if (block_per_rank)
+    PMPI_Comm_size(comm, &blocks);
   Laid own = laid_out(sbuf, blocks * scount, stype, blocks * rcount, rtype);  // block i after block i - 1 on both sides
   return real(own.at, rcount, rtype, rbuf, rcount, rtype, comm);
 }
@@ -1088,7 +1088,7 @@ EXPORTED int PMPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, vo
 int PMPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
                    MPI_Comm comm) {
   static const Gathering real = next<Gathering>("PMPI_Allgather");
-  return in_receive_layout(real, 1, sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  return in_receive_layout(real, false, sbuf, scount, stype, rbuf, rcount, rtype, comm);
 }
 
 EXPORTED int PMPI_Allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int* rcounts,
@@ -1111,7 +1111,5 @@ EXPORTED int PMPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, voi
 int PMPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
                   MPI_Comm comm) {
   static const Gathering real = next<Gathering>("PMPI_Alltoall");
-  int n;
-  PMPI_Comm_size(comm, &n);
-  return in_receive_layout(real, n, sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  return in_receive_layout(real, true, sbuf, scount, stype, rbuf, rcount, rtype, comm);
 }
