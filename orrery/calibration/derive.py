@@ -111,8 +111,18 @@ def window_overhead(g: float | None, b: float | None, T: float | None, L: float)
 
     osu_bw: a window of W messages then a 4-byte acknowledgement takes W o + o + L + o + L,
     so g = ((W + 2) o + 2 L) / W. osu_bibw: each side posts W receives and W sends, the last
-    arriving L after it left, so b = (2 W o + L) / W. A lone message: T = 2 o + L."""
+    arriving L after it left, so b = (2 W o + L) / W. A lone message: T = 2 o + L.
+
+    A window whose fit starts at no time per message (its first segment's latency clamped to 0,
+    which a noisy measurement of a fast path gives) is left out, as if not measured: the fit of
+    all three weighs each window by its relative error, which such a time has none of. If neither
+    window has a time per message, the lone message's T gives o, or nothing does (0)."""
     W = WINDOW
+    measured = g is not None or b is not None
+    g = g if g is not None and g > 0 else None
+    b = b if b is not None and b > 0 else None
+    if measured and g is None and b is None:
+        return (T - L) / 2 if T is not None else 0.0
     if g is not None and b is not None and T is not None:
         # all three: the least-squares fit (relative error) of the two windows that T then
         # predicts, g = ((W - 2) o + 2 T) / W and b = ((2 W - 2) o + T) / W

@@ -153,6 +153,19 @@ def test_every_combination_of_osu_windows_recovers_the_per_message_overhead(give
     assert derive.window_overhead(g, b, T, L if "L" in given else float("nan")) == pytest.approx(o, rel=1e-12)
 
 
+@pytest.mark.parametrize("zero", ["g", "b", "both"])
+def test_a_window_fitted_to_no_time_per_message_is_left_out(zero):
+    """A noisy osu_bibw on a fast path once fitted 0 s per message (its first segment's latency
+    clamped), and `orrery calibrate` stopped on a division by zero. That window is now left out:
+    o comes from the other window and osu_latency, as if it had not been measured; with neither
+    window, from osu_latency alone, T = 2 o + L (o = 0.9 us, L = 1.5 us, as above)."""
+    W, o, L = derive.WINDOW, 0.9e-6, 1.5e-6
+    g, b, T = ((W + 2) * o + 2 * L) / W, (2 * W * o + L) / W, 2 * o + L
+    g, b = (0.0 if zero in (k, "both") else v for k, v in (("g", g), ("b", b)))
+    assert derive.window_overhead(g, b, T, L) == pytest.approx(o, rel=1e-12)
+    assert derive.window_overhead(0.0, 0.0, None, L) == 0.0  # nothing measures o
+
+
 def test_a_sweep_over_a_device_and_a_host_buffer_is_compared_not_fitted(tmp_path):
     from test_measurements import OSU_BW
 
