@@ -144,6 +144,10 @@ def program_file(program: str) -> Path | None:
 #: - ORRERY_SMPI_COLLS: who runs SMPI's small-message collective algorithms
 #:   (interpose/mpi/smpi_colls.cpp); unset: liborrery_smpi.so, in the kernel; "simgrid": SMPI's
 #:   requests, rank by rank; "report": the former, with a line of counts on stderr at the end;
+#: - ORRERY_SMPI_REDUCTIONS: who forms the data of reductions whose operation does not commute
+#:   (interpose/mpi/smpi_reductions.cpp); unset: liborrery_smpi.so, in rank order; "simgrid": SMPI
+#:   3.32, whose data are wrong there (for tests that show it); "report": the former, with a line of
+#:   counts on stderr at the end;
 #: - ORRERY_HOST_TIME: "report": a line on stderr at the end, how many host times (API and MPI
 #:   software overheads) the ranks spent ahead of SimGrid's clock and in how many sleeps they waited
 #:   them out (interpose/core/streams.cpp, "the host's time"); unset: no line;
@@ -153,6 +157,7 @@ SWITCHES = {
     "ORRERY_SMPI_TIMERS": ("simgrid", "report"),
     "ORRERY_SMPI_LMM": ("simgrid",),
     "ORRERY_SMPI_COLLS": ("simgrid", "report"),
+    "ORRERY_SMPI_REDUCTIONS": ("simgrid", "report"),
     "ORRERY_HOST_TIME": ("report",),
     "ORRERY_MALLOC": ("system",),
 }

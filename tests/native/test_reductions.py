@@ -1,0 +1,125 @@
+"""Reductions whose data MPI combines in rank order (interpose/mpi/smpi_reductions.cpp): an operation
+that does not commute, composing affine maps, through every reduction, blocking, in place and
+non-blocking, under each of SMPI's collective selectors; and MPI_MAX of negative numbers by the
+scans, blocking and not (tests/native/programs/reductions.c checks every element against the
+composition every rank can form).
+
+SimGrid 3.32 gave wrong data there, silently: MPI_Scan and MPI_Exscan never applied such an
+operation, every non-blocking reduction combined in reverse rank order, MPI_Iexscan started from
+zeros (the maximum of negative numbers came out 0), and MVAPICH2's and Intel MPI's algorithms
+reversed some allreduces and reduce-scatters. liborrery_smpi.so keeps SMPI's messages and forms each
+result again from the ranks' inputs; ORRERY_SMPI_REDUCTIONS=simgrid leaves SMPI's data, which
+shows the bug, and =report counts the results formed.
+
+The sizes are 16 ranks' communicators of 2 to 16 (4 a node, so within and across nodes), the counts
+from 1 to 5000 elements (40 KB a rank: the MVAPICH2 and Intel MPI cases go wrong from 1000)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import HERE, built_once, orrery, session_dir
+
+pytestmark = pytest.mark.native
+
+NODES = 4  # of h100-ib200: 16 ranks
+SIZES = (2, 3, 5, 8, 13, 16)
+ELEMENTS = (1, 3, 100, 1000, 5000)
+ROUNDS = ("maps", "maps in place", "maps non-blocking", "max")
+REPORT = re.compile(r"^orrery: reductions: (\d+) results formed again in rank order, (\d+) of them non-blocking$", re.M)
+
+
+@pytest.fixture(scope="session")
+def reductions(tmp_path_factory) -> Path:
+    def make(d: Path) -> None:
+        d.mkdir()
+        orrery("mpicc", str(HERE / "native" / "programs" / "reductions.c"), "-o", str(d / "reductions"), check=True)
+
+    return built_once(session_dir(tmp_path_factory, "built") / "reductions", make) / "reductions"
+
+
+def run(program: Path, out: Path, selector: str, mode: str | None):
+    return orrery(
+        "run",
+        "--machine",
+        "h100-ib200",
+        "--nodes",
+        str(NODES),
+        "--set",
+        f"mpi.collective_selector={selector}",
+        "--out",
+        str(out),
+        "--",
+        str(program),
+        ",".join(map(str, SIZES)),
+        ",".join(map(str, ELEMENTS)),
+        env={"ORRERY_SMPI_REDUCTIONS": mode},
+    )
+
+
+def formed() -> tuple[int, int]:
+    """The results formed again (all, non-blocking), counted from the program by hand. For each
+    communicator of n ranks and count, each of the three rounds of maps forms: every rank's
+    allreduce, scan, reduce_scatter_block and reduce_scatter (4 n), two reduces' roots (2) and the
+    exscans of ranks 1 to n - 1 (n - 1): 5 n + 1, one round of them non-blocking; MPI_MAX commutes,
+    so of the last round only MPI_Iexscan's n - 1, non-blocking."""
+    per_count = sum(3 * (5 * n + 1) + (n - 1) for n in SIZES), sum((5 * n + 1) + (n - 1) for n in SIZES)
+    return per_count[0] * len(ELEMENTS), per_count[1] * len(ELEMENTS)
+
+
+@pytest.mark.parametrize("selector", ["default", "ompi", "mpich", "mvapich2", "impi"])
+def test_every_reduction_combines_in_rank_order_under_every_selector(reductions, tmp_path, selector):
+    proc = run(reductions, tmp_path / "out", selector, "report")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "FAIL" not in proc.stdout, proc.stdout
+    checked = set(re.findall(r"^checked n=(\d+) elements=(\d+) round=(.*)$", proc.stdout, re.M))
+    assert checked == {(str(n), str(e), r) for n in SIZES for e in ELEMENTS for r in ROUNDS}
+    assert [tuple(map(int, m)) for m in REPORT.findall(proc.stderr)] == [formed()]
+
+
+TIMES = ("makespan_s", "ranks", "terms", "links")  # results.json's times, all but the run's outcome
+
+#: (call, round) that SMPI 3.32's data got wrong on these sizes, under every selector: the scans
+#: of maps, blocking or in place; every non-blocking reduction of maps; MPI_Iexscan's maxima
+WRONG_EVERYWHERE = {
+    *((call, r) for call in ("scan", "exscan") for r in ("maps", "maps in place")),
+    *(
+        (call, "maps non-blocking")
+        for call in ("allreduce", "reduce", "scan", "exscan", "reduce_scatter_block", "reduce_scatter")
+    ),
+    ("max iexscan", "max"),
+}
+
+
+@pytest.mark.parametrize(
+    "selector, also_wrong",
+    [
+        ("ompi", set()),
+        ("mvapich2", {("allreduce", "maps"), ("allreduce", "maps in place")}),
+        (
+            "impi",
+            {
+                (c, r)
+                for c in ("allreduce", "reduce_scatter", "reduce_scatter_block")
+                for r in ("maps", "maps in place")
+            },
+        ),
+    ],
+)
+def test_smpi_s_own_data_are_wrong_and_its_times_are_the_mended_run_s(reductions, tmp_path, selector, also_wrong):
+    """The same run with SMPI's data: the program finds them wrong (and exits 1) in exactly the
+    calls named above, and every time of results.json and report.tsv is the mended run's, bit for
+    bit: the mend changes data, never a message."""
+    mended = run(reductions, tmp_path / "mended", selector, None)
+    theirs = run(reductions, tmp_path / "simgrid", selector, "simgrid")
+    assert mended.returncode == 0 and "FAIL" not in mended.stdout, mended.stdout[-3000:] + mended.stderr[-3000:]
+    assert theirs.returncode != 0 and "a rank returned 1 from main" in theirs.stderr
+    wrong = set(re.findall(r"^FAIL (.+?) n=\d+ elements=\d+ rank=\d+ round=(.*)$", theirs.stdout, re.M))
+    assert wrong == WRONG_EVERYWHERE | also_wrong
+    a = json.loads((tmp_path / "mended" / "results.json").read_text())
+    b = json.loads((tmp_path / "simgrid" / "results.json").read_text())
+    assert {k: a[k] for k in TIMES} == {k: b[k] for k in TIMES}
+    assert (tmp_path / "mended" / "report.tsv").read_bytes() == (tmp_path / "simgrid" / "report.tsv").read_bytes()
