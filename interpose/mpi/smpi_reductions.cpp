@@ -16,7 +16,9 @@
  *     negative numbers gave 0);
  *   - MPI_Allreduce under MVAPICH2's and Intel MPI's tables, and MPI_Reduce_scatter(_block) under
  *     Intel MPI's, from a few KB (their reduce-scatter and allgather algorithms).
- * Their messages are right: only the data are not.
+ * Their messages are right: only the data are not. And a non-blocking reduction of a derived type
+ * with an operation of the program's, even one that commutes, combined nothing, then crashed the
+ * run (Stand, below).
  *
  * The mend keeps SMPI's algorithm, so its messages and its times, and recomputes the data. On entry
  * each rank's input is copied into a table the ranks share (they are threads of one process, as
@@ -27,7 +29,8 @@
  * the table by then: a rank's result depends on a message from each rank whose data it combines,
  * sent after that rank entered; a rank's result that needs an input not yet there stops the run
  * (it would be a bug of this mend, not of the program). Operations that commute, other than
- * MPI_Iexscan's, and communicators of one rank are left to SMPI; so are intercommunicators and
+ * MPI_Iexscan's and a derived type's in a non-blocking call, and communicators of one rank are
+ * left to SMPI; so are intercommunicators and
  * SMPI's own node and leader communicators (no id: smpi_colls.cpp, identified). Copying and
  * combining take no simulated time, as SMPI's combining inside a call takes none.
  *
@@ -42,6 +45,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -121,6 +125,18 @@ std::map<Key, Call> g_calls;
 std::map<std::pair<int, int>, uint64_t> g_numbers;  // (communicator's id, rank): its calls so far
 
 /* What a rank's result is, and where it goes. */
+/* What SMPI's non-blocking reduction runs on in place of a derived datatype: the same bytes, as
+ * MPI_BYTEs, combined by an operation that does nothing. Its end of the request misreads a derived
+ * type (Request::finish_nbc_requests: the data of other ranks were not combined, and the run then
+ * crashed, an MPI_Iallreduce of a struct of a double and an int from 1 element on 2 ranks); its
+ * non-blocking reductions are linear (src/smpi/colls/smpi_nbc_impl.cpp), each message a rank's
+ * whole vector or block, so the same bytes make the same messages. The result is formed here. */
+struct Stand {
+  std::vector<unsigned char> send, recv;
+  std::vector<int> counts;  // a reduce-scatter's, in bytes
+  int size = 0;             // the type's bytes an element
+};
+
 struct Due {
   Key key;
   Kind kind;
@@ -130,15 +146,46 @@ struct Due {
   int count;         // and how many
   MPI_Datatype type;
   MPI_Op op;
-  void* out;  // where the program receives it
+  void* out;                     // where the program receives it
+  std::shared_ptr<Stand> stand;  // what SMPI runs on instead, if anything
 };
 
-bool taken(MPI_Op op, MPI_Comm comm, Kind kind, bool nonblocking, int* n) {
+bool derived(MPI_Datatype type) {
+  int integers, addresses, types, combiner;
+  PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner);
+  return combiner != MPI_COMBINER_NAMED;
+}
+
+// MPI's predefined operations, which SMPI checks against the type (a user operation takes any)
+bool predefined(MPI_Op op) {
+  for (MPI_Op p : {MPI_MAX, MPI_MIN, MPI_SUM, MPI_PROD, MPI_LAND, MPI_BAND, MPI_LOR, MPI_BOR, MPI_LXOR, MPI_BXOR,
+                   MPI_MAXLOC, MPI_MINLOC, MPI_REPLACE, MPI_NO_OP})
+    if (op == p)
+      return true;
+  return false;
+}
+
+// Whether SMPI runs this non-blocking reduction on the same bytes as MPI_BYTEs (Stand)
+bool stood_in(MPI_Op op, MPI_Datatype type, MPI_Request* request) {
+  return request != kRequestIgnored && derived(type) && !predefined(op);
+}
+
+void nothing(void*, void*, int*, MPI_Datatype*) {}
+MPI_Op doing_nothing() {
+  static const MPI_Op op = [] {
+    MPI_Op o;
+    PMPI_Op_create(nothing, 1, &o);
+    return o;
+  }();
+  return op;
+}
+
+bool taken(MPI_Op op, MPI_Comm comm, MPI_Datatype type, Kind kind, MPI_Request* request, int* n) {
   if (mode() == Mode::Simgrid || op == MPI_OP_NULL || comm == MPI_COMM_NULL)
     return false;
   int commutes = 1, inter = 0;
   PMPI_Op_commutative(op, &commutes);
-  if (commutes && !(nonblocking && kind == EXSCAN))
+  if (commutes && !(request != kRequestIgnored && kind == EXSCAN) && !stood_in(op, type, request))
     return false;
   PMPI_Comm_test_inter(comm, &inter);
   PMPI_Comm_size(comm, n);
@@ -192,10 +239,20 @@ void deliver(const Due& d) {
 /* A taken call's due: `total` elements entered from `input`; the rank's result, `count` of them
  * from `first`, of the first `through` ranks' data. */
 Due due(MPI_Comm comm, Kind kind, const void* input, int total, int first, int count, MPI_Datatype type, MPI_Op op,
-        void* out, int n, int through) {
+        void* out, int n, int through, MPI_Request* request) {
   int rank;
   PMPI_Comm_rank(comm, &rank);
-  return Due{enter(comm, rank, n, input, total, type), kind, rank, through, first, count, type, op, out};
+  Due d{enter(comm, rank, n, input, total, type), kind, rank, through, first, count, type, op, out, nullptr};
+  if (stood_in(op, type, request)) {
+    auto s = std::make_shared<Stand>();
+    PMPI_Type_size(type, &s->size);
+    s->send.resize((size_t)total * s->size);
+    s->recv.resize(s->send.size());
+    int position = 0;
+    PMPI_Pack(input, total, type, s->send.data(), (int)s->send.size(), &position, comm);
+    d.stand = std::move(s);
+  }
+  return d;
 }
 
 // The non-blocking calls' dues, by request, until SMPI completes it
@@ -224,11 +281,12 @@ std::pair<int, int> block_of(const int* counts, int r) {
  * (PMPI_Allreduce calls PMPI_Iallreduce, and so on, through the loader): one stand-in for both. */
 namespace {
 /* After SMPI's call: the result of a blocking one now; of a non-blocking one, when its request
- * completes (a rank that receives none leaves the call now). */
+ * completes (a rank that receives none leaves the call now, unless SMPI runs on its Stand, which
+ * must outlive the request). */
 int after(int err, MPI_Request* request, const Due& d) {
   if (err != MPI_SUCCESS)  // SMPI refused the call (its arguments): nothing to deliver
     leave(d.key);
-  else if (request != kRequestIgnored && d.out)
+  else if (request != kRequestIgnored && (d.out || d.stand))
     g_pending[*request] = d;
   else
     deliver(d);
@@ -243,9 +301,12 @@ int PMPI_Iallreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, 
   using Real = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request*);
   static const Real real = next<Real>("PMPI_Iallreduce");
   int n;
-  if (!taken(op, comm, ALLREDUCE, request != kRequestIgnored, &n))
+  if (!taken(op, comm, type, ALLREDUCE, request, &n))
     return real(sbuf, rbuf, count, type, op, comm, request);
-  Due d = due(comm, ALLREDUCE, sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, 0, count, type, op, rbuf, n, n);
+  Due d = due(comm, ALLREDUCE, sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, 0, count, type, op, rbuf, n, n, request);
+  if (Stand* s = d.stand.get())
+    return after(real(s->send.data(), s->recv.data(), count * s->size, MPI_BYTE, doing_nothing(), comm, request),
+                 request, d);
   return after(real(sbuf, rbuf, count, type, op, comm, request), request, d);
 }
 
@@ -256,11 +317,14 @@ int PMPI_Ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI
   using Real = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, int, MPI_Comm, MPI_Request*);
   static const Real real = next<Real>("PMPI_Ireduce");
   int n;
-  if (!taken(op, comm, REDUCE, request != kRequestIgnored, &n))
+  if (!taken(op, comm, type, REDUCE, request, &n))
     return real(sbuf, rbuf, count, type, op, root, comm, request);
   const bool at_root = rank_of(comm) == root;
   Due d = due(comm, REDUCE, sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, 0, count, type, op, at_root ? rbuf : nullptr,
-              n, at_root ? n : 0);
+              n, at_root ? n : 0, request);
+  if (Stand* s = d.stand.get())
+    return after(real(s->send.data(), s->recv.data(), count * s->size, MPI_BYTE, doing_nothing(), root, comm, request),
+                 request, d);
   return after(real(sbuf, rbuf, count, type, op, root, comm, request), request, d);
 }
 
@@ -271,9 +335,13 @@ int PMPI_Iscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_O
   using Real = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request*);
   static const Real real = next<Real>("PMPI_Iscan");
   int n;
-  if (!taken(op, comm, SCAN, request != kRequestIgnored, &n))
+  if (!taken(op, comm, type, SCAN, request, &n))
     return real(sbuf, rbuf, count, type, op, comm, request);
-  Due d = due(comm, SCAN, sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, 0, count, type, op, rbuf, n, rank_of(comm) + 1);
+  Due d = due(comm, SCAN, sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, 0, count, type, op, rbuf, n, rank_of(comm) + 1,
+              request);
+  if (Stand* s = d.stand.get())
+    return after(real(s->send.data(), s->recv.data(), count * s->size, MPI_BYTE, doing_nothing(), comm, request),
+                 request, d);
   return after(real(sbuf, rbuf, count, type, op, comm, request), request, d);
 }
 
@@ -284,11 +352,14 @@ int PMPI_Iexscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI
   using Real = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request*);
   static const Real real = next<Real>("PMPI_Iexscan");
   int n;
-  if (!taken(op, comm, EXSCAN, request != kRequestIgnored, &n))
+  if (!taken(op, comm, type, EXSCAN, request, &n))
     return real(sbuf, rbuf, count, type, op, comm, request);
   const int rank = rank_of(comm);
   Due d = due(comm, EXSCAN, sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, 0, count, type, op, rank ? rbuf : nullptr, n,
-              rank);
+              rank, request);
+  if (Stand* s = d.stand.get())
+    return after(real(s->send.data(), s->recv.data(), count * s->size, MPI_BYTE, doing_nothing(), comm, request),
+                 request, d);
   return after(real(sbuf, rbuf, count, type, op, comm, request), request, d);
 }
 
@@ -299,11 +370,18 @@ int PMPI_Ireduce_scatter(const void* sbuf, void* rbuf, const int* rcounts, MPI_D
   using Real = int (*)(const void*, void*, const int*, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request*);
   static const Real real = next<Real>("PMPI_Ireduce_scatter");
   int n;
-  if (!rcounts || !taken(op, comm, REDUCE_SCATTER, request != kRequestIgnored, &n))
+  if (!rcounts || !taken(op, comm, type, REDUCE_SCATTER, request, &n))
     return real(sbuf, rbuf, rcounts, type, op, comm, request);
   const auto [first, count] = block_of(rcounts, rank_of(comm));
   const int total = block_of(rcounts, n - 1).first + rcounts[n - 1];
-  Due d = due(comm, REDUCE_SCATTER, sbuf == MPI_IN_PLACE ? rbuf : sbuf, total, first, count, type, op, rbuf, n, n);
+  Due d = due(comm, REDUCE_SCATTER, sbuf == MPI_IN_PLACE ? rbuf : sbuf, total, first, count, type, op, rbuf, n, n,
+              request);
+  if (Stand* s = d.stand.get()) {
+    for (int k = 0; k < n; k++)
+      s->counts.push_back(rcounts[k] * s->size);
+    return after(real(s->send.data(), s->recv.data(), s->counts.data(), MPI_BYTE, doing_nothing(), comm, request),
+                 request, d);
+  }
   return after(real(sbuf, rbuf, rcounts, type, op, comm, request), request, d);
 }
 
@@ -314,10 +392,13 @@ int PMPI_Ireduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Dat
   using Real = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request*);
   static const Real real = next<Real>("PMPI_Ireduce_scatter_block");
   int n;
-  if (!taken(op, comm, REDUCE_SCATTER, request != kRequestIgnored, &n))
+  if (!taken(op, comm, type, REDUCE_SCATTER, request, &n))
     return real(sbuf, rbuf, rcount, type, op, comm, request);
   Due d = due(comm, REDUCE_SCATTER, sbuf == MPI_IN_PLACE ? rbuf : sbuf, n * rcount, rank_of(comm) * rcount, rcount,
-              type, op, rbuf, n, n);
+              type, op, rbuf, n, n, request);
+  if (Stand* s = d.stand.get())
+    return after(real(s->send.data(), s->recv.data(), rcount * s->size, MPI_BYTE, doing_nothing(), comm, request),
+                 request, d);
   return after(real(sbuf, rbuf, rcount, type, op, comm, request), request, d);
 }
 

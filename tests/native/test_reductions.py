@@ -11,6 +11,10 @@ reversed some allreduces and reduce-scatters. liborrery_smpi.so keeps SMPI's mes
 result again from the ranks' inputs; ORRERY_SMPI_REDUCTIONS=simgrid leaves SMPI's data, which
 shows the bug, and =report counts the results formed.
 
+A struct of a double and an int (a derived type) by the non-blocking reductions, with an
+operation that commutes, made SMPI combine nothing and crash; liborrery_smpi.so has SMPI run those
+on the same bytes as MPI_BYTEs (the same messages) and forms the result.
+
 The sizes are 16 ranks' communicators of 2 to 16 (4 a node, so within and across nodes), the counts
 from 1 to 5000 elements (40 KB a rank: the MVAPICH2 and Intel MPI cases go wrong from 1000)."""
 
@@ -28,7 +32,7 @@ pytestmark = pytest.mark.native
 NODES = 4  # of h100-ib200: 16 ranks
 SIZES = (2, 3, 5, 8, 13, 16)
 ELEMENTS = (1, 3, 100, 1000, 5000)
-ROUNDS = ("maps", "maps in place", "maps non-blocking", "max")
+ROUNDS = ("maps", "maps in place", "maps non-blocking", "max", "struct non-blocking")
 REPORT = re.compile(r"^orrery: reductions: (\d+) results formed again in rank order, (\d+) of them non-blocking$", re.M)
 
 
@@ -41,7 +45,7 @@ def reductions(tmp_path_factory) -> Path:
     return built_once(session_dir(tmp_path_factory, "built") / "reductions", make) / "reductions"
 
 
-def run(program: Path, out: Path, selector: str, mode: str | None):
+def run(program: Path, out: Path, selector: str, mode: str | None, *rounds: str):
     return orrery(
         "run",
         "--machine",
@@ -56,6 +60,7 @@ def run(program: Path, out: Path, selector: str, mode: str | None):
         str(program),
         ",".join(map(str, SIZES)),
         ",".join(map(str, ELEMENTS)),
+        *rounds,
         env={"ORRERY_SMPI_REDUCTIONS": mode},
     )
 
@@ -65,14 +70,15 @@ def formed() -> tuple[int, int]:
     communicator of n ranks and count, each of the three rounds of maps forms: every rank's
     allreduce, scan, reduce_scatter_block and reduce_scatter (4 n), two reduces' roots (2) and the
     exscans of ranks 1 to n - 1 (n - 1): 5 n + 1, one round of them non-blocking; MPI_MAX commutes,
-    so of the last round only MPI_Iexscan's n - 1, non-blocking."""
-    per_count = sum(3 * (5 * n + 1) + (n - 1) for n in SIZES), sum((5 * n + 1) + (n - 1) for n in SIZES)
+    so of its round only MPI_Iexscan's n - 1, non-blocking; the struct round, 5 n + 1 again, all
+    non-blocking (a derived type, which SMPI's end of a non-blocking reduction misreads)."""
+    per_count = sum(4 * (5 * n + 1) + (n - 1) for n in SIZES), sum(2 * (5 * n + 1) + (n - 1) for n in SIZES)
     return per_count[0] * len(ELEMENTS), per_count[1] * len(ELEMENTS)
 
 
 @pytest.mark.parametrize("selector", ["default", "ompi", "mpich", "mvapich2", "impi"])
 def test_every_reduction_combines_in_rank_order_under_every_selector(reductions, tmp_path, selector):
-    proc = run(reductions, tmp_path / "out", selector, "report")
+    proc = run(reductions, tmp_path / "out", selector, "report", "struct")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "FAIL" not in proc.stdout, proc.stdout
     checked = set(re.findall(r"^checked n=(\d+) elements=(\d+) round=(.*)$", proc.stdout, re.M))
@@ -123,3 +129,11 @@ def test_smpi_s_own_data_are_wrong_and_its_times_are_the_mended_run_s(reductions
     b = json.loads((tmp_path / "simgrid" / "results.json").read_text())
     assert {k: a[k] for k in TIMES} == {k: b[k] for k in TIMES}
     assert (tmp_path / "mended" / "report.tsv").read_bytes() == (tmp_path / "simgrid" / "report.tsv").read_bytes()
+
+
+def test_smpi_s_own_non_blocking_reduction_of_a_derived_type_fails(reductions, tmp_path):
+    """SMPI's end of a non-blocking reduction of a struct, an operation that commutes: the other
+    ranks' data are not combined, then the run crashes (the mend's run is the test above's)."""
+    theirs = run(reductions, tmp_path / "simgrid", "ompi", "simgrid", "struct")
+    assert theirs.returncode != 0
+    assert re.search(r"^FAIL allreduce n=2 elements=1 rank=\d+ round=struct non-blocking$", theirs.stdout, re.M)

@@ -12,12 +12,17 @@
  *     (round "maps"), blocking in place ("maps in place") and non-blocking (MPI_Iallreduce and the
  *     rest, then MPI_Wait: "maps non-blocking");
  *   - round "max": MPI_MAX, which commutes, of e negative ints by MPI_Scan, MPI_Exscan, MPI_Iscan
- *     and MPI_Iexscan.
+ *     and MPI_Iexscan;
+ *   - with a third argument "struct", round "struct non-blocking": an operation that commutes
+ *     (MPI_Op_create(add, 1, ...)) on e elements of a derived type, a struct of a double and an int
+ *     (12 bytes, 16 apart: 4 bytes of padding, which no call may write), by the non-blocking
+ *     reductions as in the rounds of maps.
  * Every rank prints "FAIL <call> n=<n> elements=<e> rank=<r> round=<round>" for a result that is not
  * what it must be;
  * rank 0 of each communicator prints "checked n=<n> elements=<e> round=<round>" once it has checked its
  * own results of that round. */
 #include <mpi.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,19 +189,119 @@ static void max_round(MPI_Comm c, int n, int e) {
   free(y);
 }
 
+typedef struct {
+  double v;
+  int i;  // then 4 bytes of padding
+} Pair;
+
+static void add(void* in, void* inout, int* len, MPI_Datatype* type) {
+  Pair* a = in;
+  Pair* b = inout;
+  for (int k = 0; k < *len; k++) {
+    b[k].v += a[k].v;
+    b[k].i += a[k].i;
+  }
+}
+
+static Pair pair_of(int rank, int j) {
+  Pair p;
+  memset(&p, 0, sizeof p);
+  p.v = rank + 0.5 * j;
+  p.i = 3 * rank + j;
+  return p;
+}
+
+static const unsigned char kPadding = 0x5a;  // what the receive buffers' padding holds, and must
+
+/* got[0..count) against the sum over ranks 0..through-1 from element `first`, padding untouched */
+static void expect_pairs(const char* call, const Pair* got, int count, int first, int through, int n, int e, int r) {
+  for (int k = 0; k < count; k++) {
+    Pair w = pair_of(0, first + k);
+    for (int p = 1; p < through; p++) {
+      w.v += pair_of(p, first + k).v;
+      w.i += pair_of(p, first + k).i;
+    }
+    const unsigned char* pad = (const unsigned char*)&got[k] + 12;
+    if (got[k].v != w.v || got[k].i != w.i || pad[0] != kPadding || pad[3] != kPadding) {
+      fail(call, n, e, r, "struct non-blocking");
+      return;
+    }
+  }
+}
+
+static void pairs(MPI_Comm c, int n, int e, MPI_Datatype pair, MPI_Op add_op) {
+  int r;
+  MPI_Comm_rank(c, &r);
+  int* counts = malloc(sizeof(int) * n);
+  int total = 0, first = 0;
+  for (int p = 0; p < n; p++) {
+    counts[p] = e + p % 2;
+    if (p < r)
+      first += counts[p];
+    total += counts[p];
+  }
+  Pair* x = malloc(sizeof(Pair) * total);
+  Pair* y = malloc(sizeof(Pair) * total);
+  for (int j = 0; j < total; j++)
+    x[j] = pair_of(r, j);
+  MPI_Request q;
+#define FRESH memset(y, kPadding, sizeof(Pair) * total)
+  FRESH;
+  MPI_Iallreduce(x, y, e, pair, add_op, c, &q);
+  wait_for(&q);
+  expect_pairs("allreduce", y, e, 0, n, n, e, r);
+  for (int root = 0; root < n; root += n > 1 ? n - 1 : 1) {
+    FRESH;
+    MPI_Ireduce(x, y, e, pair, add_op, root, c, &q);
+    wait_for(&q);
+    if (r == root)
+      expect_pairs("reduce", y, e, 0, n, n, e, r);
+  }
+  FRESH;
+  MPI_Iscan(x, y, e, pair, add_op, c, &q);
+  wait_for(&q);
+  expect_pairs("scan", y, e, 0, r + 1, n, e, r);
+  FRESH;
+  MPI_Iexscan(x, y, e, pair, add_op, c, &q);
+  wait_for(&q);
+  if (r > 0)
+    expect_pairs("exscan", y, e, 0, r, n, e, r);
+  FRESH;
+  MPI_Ireduce_scatter_block(x, y, e, pair, add_op, c, &q);
+  wait_for(&q);
+  expect_pairs("reduce_scatter_block", y, e, r * e, n, n, e, r);
+  FRESH;
+  MPI_Ireduce_scatter(x, y, counts, pair, add_op, c, &q);
+  wait_for(&q);
+  expect_pairs("reduce_scatter", y, counts[r], first, n, n, e, r);
+#undef FRESH
+  free(x);
+  free(y);
+  free(counts);
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int world, me, sizes[32], elements[32];
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  if (argc != 3) {
+  const int with_struct = argc == 4 && strcmp(argv[3], "struct") == 0;
+  if (argc != 3 && !with_struct) {
     if (me == 0)
-      fprintf(stderr, "usage: reductions SIZES ELEMENTS\n");
+      fprintf(stderr, "usage: reductions SIZES ELEMENTS [struct]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   const int nsizes = parse(argv[1], sizes, 32), nelements = parse(argv[2], elements, 32);
-  MPI_Op op;
+  MPI_Op op, add_op;
   MPI_Op_create(compose, 0, &op);
+  MPI_Op_create(add, 1, &add_op);
+  MPI_Datatype fields, pair;
+  int lengths[2] = {1, 1};
+  MPI_Aint places[2] = {offsetof(Pair, v), offsetof(Pair, i)};
+  MPI_Datatype types[2] = {MPI_DOUBLE, MPI_INT};
+  MPI_Type_create_struct(2, lengths, places, types, &fields);
+  MPI_Type_create_resized(fields, 0, sizeof(Pair), &pair);
+  MPI_Type_commit(&pair);
   for (int s = 0; s < nsizes; s++) {
     const int n = sizes[s];
     if (n > world)
@@ -217,10 +322,18 @@ int main(int argc, char** argv) {
       max_round(c, n, e);
       if (r == 0)
         printf("checked n=%d elements=%d round=max\n", n, e);
+      if (with_struct) {
+        pairs(c, n, e, pair, add_op);
+        if (r == 0)
+          printf("checked n=%d elements=%d round=struct non-blocking\n", n, e);
+      }
     }
     MPI_Comm_free(&c);
   }
   MPI_Op_free(&op);
+  MPI_Op_free(&add_op);
+  MPI_Type_free(&fields);
+  MPI_Type_free(&pair);
   MPI_Finalize();
   return fails != 0;
 }
