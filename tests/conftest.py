@@ -188,16 +188,21 @@ def bench(tmp_path_factory) -> Path:
     return built_once(session_dir(tmp_path_factory, "built") / "bench", make)
 
 
-@pytest.fixture(scope="session")
-def mpi_only(tmp_path_factory) -> Path:
-    """tests/native/programs/mpi_only.c, the pure-MPI program, built with `orrery mpicc` (no nvcc,
-    no CUDA call), once per session."""
+def mpicc_program(tmp_path_factory, name: str) -> Path:
+    """tests/native/programs/<name>.c built with `orrery mpicc` (no nvcc), once per session for all
+    workers."""
 
     def make(d: Path) -> None:
         d.mkdir()
-        orrery("mpicc", str(HERE / "native" / "programs" / "mpi_only.c"), "-o", str(d / "mpi_only"), check=True)
+        orrery("mpicc", str(HERE / "native" / "programs" / f"{name}.c"), "-o", str(d / name), check=True)
 
-    return built_once(session_dir(tmp_path_factory, "built") / "mpi_only", make) / "mpi_only"
+    return built_once(session_dir(tmp_path_factory, "built") / name, make) / name
+
+
+@pytest.fixture(scope="session")
+def mpi_only(tmp_path_factory) -> Path:
+    """tests/native/programs/mpi_only.c, the pure-MPI program (no CUDA call), once per session."""
+    return mpicc_program(tmp_path_factory, "mpi_only")
 
 
 @pytest.fixture(scope="session")

@@ -44,6 +44,7 @@
  * a number of ranks that is not a power of two, and two of Intel MPI's choices; and it hands SMPI's
  * allgather, allgatherv and alltoall algorithms a send buffer in the receive side's layout where
  * the program's two sides use different types. */
+#include "mpi/smpi_layout.hpp"
 #include "mpi/smpi_next.hpp"
 
 #include "core/comm_then.hpp"
@@ -69,16 +70,13 @@
 #define EXPORTED __attribute__((visibility("default")))
 
 namespace sg4 = simgrid::s4u;
+using orrery_smpi::DatatypeCopy;
+using orrery_smpi::extent_of;
+using orrery_smpi::Laid;
+using orrery_smpi::laid_out;
 using orrery_smpi::Mode;
 using orrery_smpi::next;
-
-// The SMPI members the data needs: called with the object first (Itanium C++ ABI)
-using OpApply = void (*)(const void* op, const void* in, void* inout, const int* len, const void* type);
-#define OP_APPLY "_ZNK7simgrid4smpi2Op5applyEPKvPvPKiPNS0_8DatatypeE"
-
-// simgrid::smpi::Datatype::copy (static): count x type from one buffer into another's layout
-using DatatypeCopy = int (*)(const void* src, int scount, MPI_Datatype stype, void* dst, int rcount, MPI_Datatype rtype);
-#define DATATYPE_COPY "_ZN7simgrid4smpi8Datatype4copyEPKviPS1_PviS4_"
+using orrery_smpi::OpApply;
 
 // simgrid::kernel::actor::ActorImpl::simcall_answer(): wakes an actor blocked in simcall_blocking
 void simcall_answer(void* actor) __asm__("_ZN7simgrid6kernel5actor9ActorImpl14simcall_answerEv");
@@ -168,12 +166,6 @@ bool predefined(MPI_Datatype type, int* size) {
   PMPI_Type_size(type, size);
   PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner);
   return combiner == MPI_COMBINER_NAMED;
-}
-
-MPI_Aint extent_of(MPI_Datatype type) {
-  MPI_Aint lb, extent;
-  PMPI_Type_get_extent(type, &lb, &extent);
-  return extent;
 }
 
 /* The kernel keeps a copy of every rank's data for the data's sake (the inputs below), where SMPI
@@ -1051,23 +1043,6 @@ int bcast_smp_linear(void* buf, int count, MPI_Datatype type, int root, MPI_Comm
  * simulated time), as SMPI does for MPI_IN_PLACE, and hand that to SMPI: the same bytes in every
  * message, now from the right places. */
 namespace {
-/* count x type's bytes, laid out in memory (from the first byte its true lower bound reaches). */
-struct Laid {
-  std::vector<unsigned char> room;
-  void* at = nullptr;  // where the data starts, as MPI addresses it
-};
-Laid laid_out(const void* from, int from_count, MPI_Datatype from_type, int count, MPI_Datatype type) {
-  static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
-  MPI_Aint true_lb, true_extent;
-  PMPI_Type_get_true_extent(type, &true_lb, &true_extent);
-  Laid l;
-  l.room.resize(count > 0 ? (size_t)((count - 1) * extent_of(type) + true_extent) : 0);
-  l.at = l.room.data() - true_lb;
-  if (count > 0)
-    copy(from, from_count, from_type, l.at, count, type);
-  return l;
-}
-
 using Gathering = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
 /* real(...) of a send buffer of one block of scount x stype (an allgather's) or of one for every
  * rank (an alltoall's), in the receive side's layout where the two sides' types or counts differ. */

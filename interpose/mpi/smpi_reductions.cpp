@@ -37,6 +37,7 @@
  * ORRERY_SMPI_REDUCTIONS=simgrid leaves SMPI's data as they are (to show its bug, never for a
  * result); =report writes at the exit one line on standard error: how many results (per rank) were
  * formed again, and how many of them ended a non-blocking call. */
+#include "mpi/smpi_layout.hpp"
 #include "mpi/smpi_next.hpp"
 
 #include <smpi/smpi.h>
@@ -51,45 +52,23 @@
 
 #define EXPORTED __attribute__((visibility("default")))
 
+using orrery_smpi::DatatypeCopy;
+using orrery_smpi::extent_of;
+using orrery_smpi::Laid;
 using orrery_smpi::Mode;
 using orrery_smpi::next;
+using orrery_smpi::OpApply;
 
 // simgrid::smpi::Comm::id() const: the same for all of a communicator's ranks (smpi_colls.cpp)
 int comm_id(const void* comm) __asm__("_ZNK7simgrid4smpi4Comm2idEv");
 
 namespace {
 
-// simgrid::smpi::Op::apply(const void* in, void* inout, const int* len, Datatype*) const
-using OpApply = void (*)(const void* op, const void* in, void* inout, const int* len, const void* type);
-#define OP_APPLY "_ZNK7simgrid4smpi2Op5applyEPKvPvPKiPNS0_8DatatypeE"
-// simgrid::smpi::Datatype::copy (static): count x type from one buffer into another's layout
-using DatatypeCopy = int (*)(const void* src, int scount, MPI_Datatype stype, void* dst, int rcount, MPI_Datatype rtype);
-#define DATATYPE_COPY "_ZN7simgrid4smpi8Datatype4copyEPKviPS1_PviS4_"
 // simgrid::smpi::Request::finish_nbc_requests(Request**, int test): 1 once a non-blocking collective is done
 #define FINISH_NBC "_ZN7simgrid4smpi7Request19finish_nbc_requestsEPPS1_i"
 
-MPI_Aint extent_of(MPI_Datatype type) {
-  MPI_Aint lb, extent;
-  PMPI_Type_get_extent(type, &lb, &extent);
-  return extent;
-}
-
-/* count x type's data in a buffer of its own, laid out as in the program's (from the first byte
- * its true lower bound reaches); `at` is where MPI addresses it. */
-struct Laid {
-  std::vector<unsigned char> room;
-  unsigned char* at = nullptr;
-};
 Laid laid_out(const void* from, int count, MPI_Datatype type) {
-  static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
-  MPI_Aint true_lb, true_extent;
-  PMPI_Type_get_true_extent(type, &true_lb, &true_extent);
-  Laid l;
-  l.room.resize(count > 0 ? (size_t)((count - 1) * extent_of(type) + true_extent) : 0);
-  l.at = l.room.data() - true_lb;
-  if (count > 0)
-    copy(from, count, type, l.at, count, type);
-  return l;
+  return orrery_smpi::laid_out(from, count, type, count, type);
 }
 
 // SMPI's request argument of a blocking call (src/smpi/include/private.hpp: MPI_REQUEST_IGNORED)

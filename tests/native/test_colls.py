@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import HERE, built_once, orrery, session_dir
+from conftest import mpicc_program, orrery
 
 pytestmark = pytest.mark.native
 
@@ -33,12 +33,7 @@ COUNT = re.compile(r"([a-zA-Z ]+?) (\d+) in the kernel, (\d+) by SMPI's requests
 @pytest.fixture(scope="session")
 def colls(tmp_path_factory) -> Path:
     """tests/native/programs/colls.c built with `orrery mpicc`, once per session."""
-
-    def make(d: Path) -> None:
-        d.mkdir()
-        orrery("mpicc", str(HERE / "native" / "programs" / "colls.c"), "-o", str(d / "colls"), check=True)
-
-    return built_once(session_dir(tmp_path_factory, "built") / "colls", make) / "colls"
+    return mpicc_program(tmp_path_factory, "colls")
 
 
 def counts(stderr: str) -> dict[str, tuple[int, int]]:

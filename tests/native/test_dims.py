@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import pytest
-from conftest import HERE, built_once, orrery, session_dir
+from conftest import mpicc_program, orrery
 
 pytestmark = pytest.mark.native
 
@@ -28,11 +27,7 @@ MAX_N, MAX_NDIMS = 600, 4
 
 @pytest.fixture(scope="session")
 def dims_answers(tmp_path_factory) -> dict[tuple[str, int, int], tuple[int, ...]]:
-    def make(d: Path) -> None:
-        d.mkdir()
-        orrery("mpicc", str(HERE / "native" / "programs" / "dims.c"), "-o", str(d / "dims"), check=True)
-
-    program = built_once(session_dir(tmp_path_factory, "built") / "dims", make) / "dims"
+    program = mpicc_program(tmp_path_factory, "dims")
     out = tmp_path_factory.mktemp("dims-run")
     proc = orrery("run", "--gpus-per-node", "1", "--out", str(out), "--", str(program), str(MAX_N), str(MAX_NDIMS))
     assert proc.returncode == 0, proc.stderr

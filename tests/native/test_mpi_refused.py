@@ -9,19 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import HERE, built_once, orrery, session_dir
+from conftest import mpicc_program, orrery
 
 pytestmark = pytest.mark.native
 
 
 @pytest.fixture(scope="session")
 def mpi_refused(tmp_path_factory) -> Path:
-    def make(d: Path) -> None:
-        d.mkdir()
-        source = HERE / "native" / "programs" / "mpi_refused.c"
-        orrery("mpicc", str(source), "-o", str(d / "mpi_refused"), check=True)
-
-    return built_once(session_dir(tmp_path_factory, "built") / "mpi_refused", make) / "mpi_refused"
+    return mpicc_program(tmp_path_factory, "mpi_refused")
 
 
 @pytest.mark.parametrize(

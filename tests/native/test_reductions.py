@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import HERE, built_once, orrery, session_dir
+from conftest import mpicc_program, orrery
 
 pytestmark = pytest.mark.native
 
@@ -38,11 +38,7 @@ REPORT = re.compile(r"^orrery: reductions: (\d+) results formed again in rank or
 
 @pytest.fixture(scope="session")
 def reductions(tmp_path_factory) -> Path:
-    def make(d: Path) -> None:
-        d.mkdir()
-        orrery("mpicc", str(HERE / "native" / "programs" / "reductions.c"), "-o", str(d / "reductions"), check=True)
-
-    return built_once(session_dir(tmp_path_factory, "built") / "reductions", make) / "reductions"
+    return mpicc_program(tmp_path_factory, "reductions")
 
 
 def run(program: Path, out: Path, selector: str, mode: str | None, *rounds: str):

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import HERE, built_once, orrery, session_dir
+from conftest import mpicc_program, orrery
 
 pytestmark = pytest.mark.native
 
@@ -30,12 +30,7 @@ SIZES = (2, 3, 5, 12, 13, 65, 68)  # the communicators: the first n ranks
 
 @pytest.fixture(scope="session")
 def every_collective(tmp_path_factory) -> Path:
-    def make(d: Path) -> None:
-        d.mkdir()
-        source = HERE / "native" / "programs" / "every_collective.c"
-        orrery("mpicc", str(source), "-o", str(d / "every_collective"), check=True)
-
-    return built_once(session_dir(tmp_path_factory, "built") / "every_collective", make) / "every_collective"
+    return mpicc_program(tmp_path_factory, "every_collective")
 
 
 @pytest.mark.parametrize("selector", ["default", "ompi", "mpich", "mvapich2", "impi"])

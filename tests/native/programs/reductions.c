@@ -91,17 +91,25 @@ static void expect(const char* call, const Map* got, int count, int first, int t
 
 static void wait_for(MPI_Request* q) { MPI_Wait(q, MPI_STATUS_IGNORE); }
 
-static void maps(MPI_Comm c, int n, int e, MPI_Op op, enum How how) {
-  int r;
-  MPI_Comm_rank(c, &r);
+/* A reduce-scatter's blocks, e + 1 elements for the odd ranks and e for the even: their counts
+ * (malloc'd), where rank r's starts and how many there are in all */
+static int* blocks(int n, int e, int r, int* first, int* total) {
   int* counts = malloc(sizeof(int) * n);
-  int total = 0, first = 0;
+  *first = *total = 0;
   for (int p = 0; p < n; p++) {
     counts[p] = e + p % 2;
     if (p < r)
-      first += counts[p];
-    total += counts[p];
+      *first += counts[p];
+    *total += counts[p];
   }
+  return counts;
+}
+
+static void maps(MPI_Comm c, int n, int e, MPI_Op op, enum How how) {
+  int r;
+  MPI_Comm_rank(c, &r);
+  int total, first;
+  int* counts = blocks(n, e, r, &first, &total);
   Map* x = malloc(sizeof(Map) * total);
   Map* y = malloc(sizeof(Map) * total);
   MPI_Request q;
@@ -232,14 +240,8 @@ static void expect_pairs(const char* call, const Pair* got, int count, int first
 static void pairs(MPI_Comm c, int n, int e, MPI_Datatype pair, MPI_Op add_op) {
   int r;
   MPI_Comm_rank(c, &r);
-  int* counts = malloc(sizeof(int) * n);
-  int total = 0, first = 0;
-  for (int p = 0; p < n; p++) {
-    counts[p] = e + p % 2;
-    if (p < r)
-      first += counts[p];
-    total += counts[p];
-  }
+  int total, first;
+  int* counts = blocks(n, e, r, &first, &total);
   Pair* x = malloc(sizeof(Pair) * total);
   Pair* y = malloc(sizeof(Pair) * total);
   for (int j = 0; j < total; j++)
