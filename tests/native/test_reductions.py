@@ -16,7 +16,7 @@ operation that commutes, made SMPI combine nothing and crash; liborrery_smpi.so 
 on the same bytes as MPI_BYTEs (the same messages) and forms the result.
 
 The sizes are 16 ranks' communicators of 2 to 16 (4 a node, so within and across nodes), the counts
-from 1 to 5000 elements (40 KB a rank: the MVAPICH2 and Intel MPI cases go wrong from 1000)."""
+from 1 to 5000 elements (40 KB a rank: the Intel MPI cases go wrong from 100, the MVAPICH2 ones from 1000)."""
 
 from __future__ import annotations
 
