@@ -8,6 +8,7 @@ import pty
 import re
 import shutil
 import subprocess
+import tomllib
 
 import numpy as np
 import pytest
@@ -45,10 +46,14 @@ def test_jacobi_single_gpu_rows_are_matched_and_the_committed_costs_reproduced(e
     for run in result["runs"]:
         assert abs(run["relative_error"]) < 0.005, run
     assert result["simulations"] >= 3 * result["optimizer"]["evaluations"]  # every evaluation ran every run
-    # the committed cost file holds these values (same inputs, same fit)
-    committed = (REPO / "examples" / "jacobi" / "costs.toml").read_text()
+    # the committed cost file holds these values (same inputs, same fit), to 1e-9: not to the last
+    # digit, which the optimizer's path through last-digit differences of its inputs can move (on
+    # 2026-12-07 this machine gave an alpha 4e-22 s off the committed one, with scipy 1.16.3 to
+    # 1.17.1 alike; a change of the simulation that matters moves it by far more)
+    committed = tomllib.loads((REPO / "examples" / "jacobi" / "costs.toml").read_text())["kernels"]["jacobi_kernel"]
+    assert sorted(result["parameters"]) == sorted(k for k in committed if k in ("alpha", "beta"))
     for name, value in result["parameters"].items():
-        assert f"{name} = {value!r}" in committed
+        assert value == pytest.approx(committed[name], rel=1e-9, abs=0), name
     assert "max |relative error|" in p.stdout
 
 
