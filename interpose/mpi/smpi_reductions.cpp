@@ -382,6 +382,29 @@ int PMPI_Ireduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Dat
   return after(real(sbuf, rbuf, rcount, type, op, comm, request), request, d);
 }
 
+/* A pending reduction's request freed before it completes (MPI_Request_free: the program will not
+ * see its result): it leaves the call now, so that its request's address, which SMPI may give a
+ * later request, is not taken for it; what SMPI still runs on (its Stand) lives on. */
+namespace {
+std::vector<std::shared_ptr<Stand>> g_freed_stands;
+}  // namespace
+
+EXPORTED int PMPI_Request_free(MPI_Request* request);
+int PMPI_Request_free(MPI_Request* request) {
+  using Real = int (*)(MPI_Request*);
+  static const Real real = next<Real>("PMPI_Request_free");
+  if (request && !g_pending.empty()) {
+    auto it = g_pending.find(*request);
+    if (it != g_pending.end()) {
+      if (it->second.stand)
+        g_freed_stands.push_back(it->second.stand);
+      leave(it->second.key);
+      g_pending.erase(it);
+    }
+  }
+  return real(request);
+}
+
 /* Where SMPI completes a non-blocking collective (its wait and test, for one request or several),
  * having combined what arrived: a pending reduction's result, formed again, replaces it. */
 EXPORTED int finish_nbc_requests(MPI_Request* request, int test) __asm__(FINISH_NBC);

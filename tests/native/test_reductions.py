@@ -133,3 +133,27 @@ def test_smpi_s_own_non_blocking_reduction_of_a_derived_type_fails(reductions, t
     theirs = run(reductions, tmp_path / "simgrid", "ompi", "simgrid", "struct")
     assert theirs.returncode != 0
     assert re.search(r"^FAIL allreduce n=2 elements=1 rank=\d+ round=struct non-blocking$", theirs.stdout, re.M)
+
+
+@pytest.fixture(scope="session")
+def reduction_freed(tmp_path_factory) -> Path:
+    return mpicc_program(tmp_path_factory, "reduction_freed")
+
+
+def test_a_freed_request_s_result_is_never_formed_nor_taken_for_a_later_one(reduction_freed, tmp_path):
+    """MPI_Request_free on a pending reduction (reduction_freed.c): the call is left at once, so that
+    the next non-blocking collective, whose request SMPI may put at the same address, is SMPI's own
+    (its sum right), and of the three reductions only the blocking one's 4 results are formed."""
+    proc = orrery(
+        "run",
+        "--gpus-per-node",
+        "4",
+        "--out",
+        str(tmp_path / "out"),
+        "--",
+        str(reduction_freed),
+        env={"ORRERY_SMPI_REDUCTIONS": "report"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "sum 6 must be 6" in proc.stdout
+    assert [tuple(map(int, m)) for m in REPORT.findall(proc.stderr)] == [(4, 0)]
