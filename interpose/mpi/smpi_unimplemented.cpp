@@ -9,8 +9,11 @@
  * Orrery's runtime (bare smpirun) gets the same line and SMPI's abort.
  *
  * MPI_Pcontrol, which SMPI also ends the process on, does what MPI asks of it where no profiling
- * library listens: nothing. The calls SMPI only warns about (MPI_Win_sync, MPI_Add_error_*) are
- * left to it. Built with SimGrid 3.32 only: another SMPI implements other calls. */
+ * library listens: nothing. MPI_Win_sync, which SMPI answers with a warning that it is "not yet
+ * implemented" and nothing else, is a memory fence, all it needs to be where every rank's window
+ * is the same process's memory (the shared-memory windows' usual lock_all, store, sync, barrier):
+ * the same answer without the warning. The other calls SMPI only warns about (MPI_Add_error_*)
+ * are left to it. Built with SimGrid 3.32 only: another SMPI implements other calls. */
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -120,6 +123,12 @@ REFUSED(MPI_Type_match_size)
 REFUSED(MPI_Unpack_external)
 REFUSED(MPI_Unpublish_name)
 REFUSED(MPI_Win_test)
+
+// MPI_Win_sync(win): the ranks' loads and stores are one process's (SMPI's answer, MPI_SUCCESS)
+extern "C" EXPORTED int PMPI_Win_sync(void*) {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  return 0;  // MPI_SUCCESS
+}
 
 // MPI_Pcontrol(level, ...): without a profiling library, "MPI_PCONTROL does nothing" (MPI 4.1, 15.2)
 extern "C" EXPORTED int PMPI_Pcontrol(const int, ...) {

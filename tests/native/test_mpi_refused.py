@@ -1,7 +1,9 @@
 """The MPI calls SimGrid 3.32's SMPI does not implement stop the run naming the call and the rank
 (interpose/mpi/smpi_unimplemented.cpp), where SMPI's own ended the process and `orrery run`
 reported a crash ("rank 0 was killed by signal 6"); MPI_Pcontrol, which SMPI ended the process on
-too, does nothing and returns MPI_SUCCESS (docs/supported-calls.md, "Refused by name")."""
+too, does nothing and returns MPI_SUCCESS; MPI_Win_sync, which SMPI answered with a warning that it
+is not implemented, is the memory fence it is where the ranks share one process's memory, without
+the warning (docs/supported-calls.md, "Refused by name")."""
 
 from __future__ import annotations
 
@@ -51,3 +53,12 @@ def test_pcontrol_does_nothing_and_returns_success(mpi_refused, tmp_path):
     assert sorted(line for line in proc.stdout.splitlines() if " pcontrol " in line) == [
         f"rank {r} pcontrol 0 0" for r in range(4)
     ]
+
+
+def test_win_sync_orders_a_shared_window_s_stores_without_smpi_s_warning(mpi_refused, tmp_path):
+    proc = orrery("run", "--gpus-per-node", "4", "--out", str(tmp_path / "out"), "--", str(mpi_refused), "win_sync")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(line for line in proc.stdout.splitlines() if " win_sync " in line) == [
+        f"rank {r} win_sync 0 0 reads {10 * ((r + 1) % 4 + 1)}" for r in range(4)
+    ]
+    assert "Not yet implemented" not in proc.stderr

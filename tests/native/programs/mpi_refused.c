@@ -1,7 +1,10 @@
 /* Calls one MPI function SimGrid 3.32's SMPI does not implement, on the last rank, after a barrier:
  *   mpi_refused CALL   (neighbor_alltoall, mprobe, dist_graph_create_adjacent, comm_idup,
  *                       get_elements, intercomm_create)
- *   mpi_refused pcontrol   MPI_Pcontrol(1) and (0) on every rank, printing what they returned.
+ *   mpi_refused pcontrol   MPI_Pcontrol(1) and (0) on every rank, printing what they returned;
+ *   mpi_refused win_sync   every rank stores 10 x (its rank + 1) into its part of a shared-memory
+ *                          window, then MPI_Win_sync, a barrier, MPI_Win_sync, and prints what it
+ *                          reads in the next rank's part (the pattern SMPI warned about).
  * Built with `orrery mpicc`. */
 #include <mpi.h>
 #include <stdio.h>
@@ -17,6 +20,20 @@ int main(int argc, char** argv) {
   if (strcmp(call, "pcontrol") == 0) {
     int a = MPI_Pcontrol(1), b = MPI_Pcontrol(0);
     printf("rank %d pcontrol %d %d\n", rank, a, b);
+  } else if (strcmp(call, "win_sync") == 0) {
+    int *mine, *next, unit;
+    MPI_Aint bytes;
+    MPI_Win win;
+    MPI_Win_allocate_shared(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &mine, &win);
+    MPI_Win_lock_all(0, win);
+    *mine = 10 * (rank + 1);
+    int a = MPI_Win_sync(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    int b = MPI_Win_sync(win);
+    MPI_Win_shared_query(win, (rank + 1) % size, &bytes, &unit, &next);
+    printf("rank %d win_sync %d %d reads %d\n", rank, a, b, *next);
+    MPI_Win_unlock_all(win);
+    MPI_Win_free(&win);
   } else if (rank == size - 1) {
     int one = 1, got = 0, peer = rank;
     MPI_Comm comm;
