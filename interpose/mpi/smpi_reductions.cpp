@@ -22,18 +22,18 @@
  * run (Stand, below).
  *
  * The mend keeps SMPI's algorithm, so its messages and its times, and recomputes the data. On entry
- * each rank's input is copied into a table the ranks share (they are threads of one process, as
+ * each rank's input is copied into a table the ranks share (they are actors of one process, as
  * smpi_colls.cpp's kernel programs use it). Where the rank's result is due (SMPI's blocking call
- * returns, or Request::finish_nbc_requests completes the request) it is formed again from those
- * inputs in rank order with SMPI's own Op::apply, x(k) op acc from the highest rank down, and
- * copied over SMPI's with the program's datatype (its gaps untouched). The inputs it needs are in
- * the table by then: a rank's result depends on a message from each rank whose data it combines,
- * sent after that rank entered; a rank's result that needs an input not yet there stops the run
- * (it would be a bug of this mend, not of the program). Operations that commute, other than
- * MPI_Iexscan's and a derived type's in a non-blocking call, and communicators of one rank are
- * left to SMPI; so are intercommunicators and
- * SMPI's own node and leader communicators (no id: smpi_colls.cpp, identified). Copying and
- * combining take no simulated time, as SMPI's combining inside a call takes none.
+ * returns, or Request::finish_nbc_requests completes the request) it is read from the inputs'
+ * prefixes in rank order, (x(0) op ... op x(k-1)) op x(k) with SMPI's own Op::apply, formed once for
+ * all ranks, and copied over SMPI's with the program's datatype (its gaps untouched). The inputs it
+ * needs are in the table by then: a rank's result depends on a message from each rank whose data
+ * it combines, sent after that rank entered; a rank's result that needs an input not yet there
+ * stops the run (it would be a bug of this mend, not of the program). Operations that commute
+ * (but MPI_Iexscan's, and a derived type's in a non-blocking call) and communicators of one rank
+ * are left to SMPI; so are intercommunicators and SMPI's own node and leader communicators (no id:
+ * smpi_colls.cpp, identified). Copying and combining take no simulated time, as SMPI's combining
+ * inside a call takes none.
  *
  * ORRERY_SMPI_REDUCTIONS=simgrid leaves SMPI's data as they are (to show its bug, never for a
  * result); =report writes at the exit one line on standard error: how many results (per rank) were
@@ -104,7 +104,6 @@ using Key = std::pair<int, uint64_t>;  // (communicator's id, the call's number 
 std::map<Key, Call> g_calls;
 std::map<std::pair<int, int>, uint64_t> g_numbers;  // (communicator's id, rank): its calls so far
 
-/* What a rank's result is, and where it goes. */
 /* What SMPI's non-blocking reduction runs on in place of a derived datatype: the same bytes, as
  * MPI_BYTEs, combined by an operation that does nothing. Its end of the request misreads a derived
  * type (Request::finish_nbc_requests: the data of other ranks were not combined, and the run then
@@ -117,6 +116,7 @@ struct Stand {
   int size = 0;             // the type's bytes an element
 };
 
+/* What a rank's result is, and where it goes. */
 struct Due {
   Key key;
   Kind kind;
