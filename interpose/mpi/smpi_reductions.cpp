@@ -198,7 +198,7 @@ void deliver(const Due& d) {
   static const OpApply apply = next<OpApply>(OP_APPLY);
   static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
   Call& c = g_calls.at(d.key);
-  for (int k = 0; k < d.through; k++)
+  for (int k = c.prefixed; k < d.through; k++)  // the prefixed ones were checked as they were
     if (!c.entered[k]) {
       fprintf(stderr,
               "orrery: MPI_%s on rank %d: its result needs rank %d's data, which has not entered the call "
@@ -272,6 +272,21 @@ int after(int err, MPI_Request* request, const Due& d) {
     deliver(d);
   return err;
 }
+
+/* What SMPI's call is handed: the program's buffers, type and operation, or, where SMPI runs on a
+ * Stand, its bytes as MPI_BYTEs (counts times the type's size) and the operation doing nothing. */
+struct Handed {
+  const void* send;
+  void* recv;
+  MPI_Datatype type;
+  MPI_Op op;
+  int scale;  // bytes an element, or 1
+};
+Handed handed(const Due& d, const void* sbuf, void* rbuf, MPI_Datatype type, MPI_Op op) {
+  if (Stand* s = d.stand.get())
+    return {s->send.data(), s->recv.data(), MPI_BYTE, doing_nothing(), s->size};
+  return {sbuf, rbuf, type, op, 1};
+}
 }  // namespace
 
 EXPORTED int PMPI_Iallreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
@@ -284,10 +299,8 @@ int PMPI_Iallreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, 
   if (!taken(op, comm, type, ALLREDUCE, request, &n))
     return real(sbuf, rbuf, count, type, op, comm, request);
   Due d = due(comm, ALLREDUCE, sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, 0, count, type, op, rbuf, n, n, request);
-  if (Stand* s = d.stand.get())
-    return after(real(s->send.data(), s->recv.data(), count * s->size, MPI_BYTE, doing_nothing(), comm, request),
-                 request, d);
-  return after(real(sbuf, rbuf, count, type, op, comm, request), request, d);
+  const Handed h = handed(d, sbuf, rbuf, type, op);
+  return after(real(h.send, h.recv, count * h.scale, h.type, h.op, comm, request), request, d);
 }
 
 EXPORTED int PMPI_Ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
@@ -302,10 +315,8 @@ int PMPI_Ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI
   const bool at_root = rank_of(comm) == root;
   Due d = due(comm, REDUCE, sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, 0, count, type, op, at_root ? rbuf : nullptr,
               n, at_root ? n : 0, request);
-  if (Stand* s = d.stand.get())
-    return after(real(s->send.data(), s->recv.data(), count * s->size, MPI_BYTE, doing_nothing(), root, comm, request),
-                 request, d);
-  return after(real(sbuf, rbuf, count, type, op, root, comm, request), request, d);
+  const Handed h = handed(d, sbuf, rbuf, type, op);
+  return after(real(h.send, h.recv, count * h.scale, h.type, h.op, root, comm, request), request, d);
 }
 
 EXPORTED int PMPI_Iscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
@@ -319,10 +330,8 @@ int PMPI_Iscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_O
     return real(sbuf, rbuf, count, type, op, comm, request);
   Due d = due(comm, SCAN, sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, 0, count, type, op, rbuf, n, rank_of(comm) + 1,
               request);
-  if (Stand* s = d.stand.get())
-    return after(real(s->send.data(), s->recv.data(), count * s->size, MPI_BYTE, doing_nothing(), comm, request),
-                 request, d);
-  return after(real(sbuf, rbuf, count, type, op, comm, request), request, d);
+  const Handed h = handed(d, sbuf, rbuf, type, op);
+  return after(real(h.send, h.recv, count * h.scale, h.type, h.op, comm, request), request, d);
 }
 
 EXPORTED int PMPI_Iexscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
@@ -337,10 +346,8 @@ int PMPI_Iexscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI
   const int rank = rank_of(comm);
   Due d = due(comm, EXSCAN, sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, 0, count, type, op, rank ? rbuf : nullptr, n,
               rank, request);
-  if (Stand* s = d.stand.get())
-    return after(real(s->send.data(), s->recv.data(), count * s->size, MPI_BYTE, doing_nothing(), comm, request),
-                 request, d);
-  return after(real(sbuf, rbuf, count, type, op, comm, request), request, d);
+  const Handed h = handed(d, sbuf, rbuf, type, op);
+  return after(real(h.send, h.recv, count * h.scale, h.type, h.op, comm, request), request, d);
 }
 
 EXPORTED int PMPI_Ireduce_scatter(const void* sbuf, void* rbuf, const int* rcounts, MPI_Datatype type, MPI_Op op,
@@ -356,13 +363,14 @@ int PMPI_Ireduce_scatter(const void* sbuf, void* rbuf, const int* rcounts, MPI_D
   const int total = block_of(rcounts, n - 1).first + rcounts[n - 1];
   Due d = due(comm, REDUCE_SCATTER, sbuf == MPI_IN_PLACE ? rbuf : sbuf, total, first, count, type, op, rbuf, n, n,
               request);
-  if (Stand* s = d.stand.get()) {
+  const Handed h = handed(d, sbuf, rbuf, type, op);
+  const int* counts = rcounts;
+  if (Stand* st = d.stand.get()) {  // the counts too, in bytes
     for (int k = 0; k < n; k++)
-      s->counts.push_back(rcounts[k] * s->size);
-    return after(real(s->send.data(), s->recv.data(), s->counts.data(), MPI_BYTE, doing_nothing(), comm, request),
-                 request, d);
+      st->counts.push_back(rcounts[k] * h.scale);
+    counts = st->counts.data();
   }
-  return after(real(sbuf, rbuf, rcounts, type, op, comm, request), request, d);
+  return after(real(h.send, h.recv, counts, h.type, h.op, comm, request), request, d);
 }
 
 EXPORTED int PMPI_Ireduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op,
@@ -376,10 +384,8 @@ int PMPI_Ireduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Dat
     return real(sbuf, rbuf, rcount, type, op, comm, request);
   Due d = due(comm, REDUCE_SCATTER, sbuf == MPI_IN_PLACE ? rbuf : sbuf, n * rcount, rank_of(comm) * rcount, rcount,
               type, op, rbuf, n, n, request);
-  if (Stand* s = d.stand.get())
-    return after(real(s->send.data(), s->recv.data(), rcount * s->size, MPI_BYTE, doing_nothing(), comm, request),
-                 request, d);
-  return after(real(sbuf, rbuf, rcount, type, op, comm, request), request, d);
+  const Handed h = handed(d, sbuf, rbuf, type, op);
+  return after(real(h.send, h.recv, rcount * h.scale, h.type, h.op, comm, request), request, d);
 }
 
 /* A pending reduction's request freed before it completes (MPI_Request_free: the program will not
