@@ -35,6 +35,11 @@
  * (smpi/os, smpi/or, smpi/ois not 0) or sends through its small-message mailbox
  * (smpi/async-small-thresh not 0), neither of which `orrery run` sets.
  *
+ * A non-blocking collective (smpi_nbc.cpp) runs on the same programs: the rank makes the blocking
+ * call on scratch buffers with the stand-ins below recording their programs instead of running
+ * them (a capture; SMPI's own code reaching its first message ends it), and the programs then run
+ * in the kernel one after the other while the rank goes on (nbc::start, nbc::wait).
+ *
  * ORRERY_SMPI_COLLS=simgrid leaves every collective to SMPI's requests; =report writes at the
  * exit one line on standard error: how many calls (per rank) of each of the eleven algorithms ran in
  * the kernel, and how many went to SMPI's requests.
@@ -45,6 +50,7 @@
  * allgather, allgatherv and alltoall algorithms a send buffer in the receive side's layout where
  * the program's two sides use different types. */
 #include "mpi/smpi_layout.hpp"
+#include "mpi/smpi_nbc.hpp"
 #include "mpi/smpi_next.hpp"
 
 #include "core/comm_then.hpp"
@@ -62,6 +68,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -113,6 +120,7 @@ struct Settings {
   bool taken = false;  // SMPI's per-message overheads and small mailbox are off
   long detached_below = 0;
   unsigned long long in_kernel[ALGORITHMS] = {}, by_requests[ALGORITHMS] = {};
+  unsigned long long nonblocking[ALGORITHMS] = {};  // stages of non-blocking collectives run in the kernel
 };
 
 // A piecewise setting of SMPI's overheads ("size:factor:..." segments) that charges nothing
@@ -459,6 +467,7 @@ struct Instance {
   std::vector<size_t> next;                    // per rank: its next operation
   std::vector<std::vector<char>> done;         // per rank, per operation: a send or receive complete
   std::vector<void*> waiting;                  // per rank: its actor (ActorImpl), blocked until its part is done
+  std::vector<std::function<void(Instance&)>> then;  // per rank, where no actor waits: what follows its part (nbc)
   std::map<std::pair<int, int>, std::deque<int>> sends, recvs;  // (from, to): posted, unmatched (their operations)
   // the data: each rank's input as it entered, the result once one rank worked it out
   std::vector<std::vector<unsigned char>> inputs;
@@ -523,6 +532,10 @@ void advance(Instance& in, int rank) {
   if (void* actor = in.waiting[rank]) {
     in.waiting[rank] = nullptr;
     simcall_answer(actor);  // the rank's blocking simcall (run) returns
+  } else if (in.then[rank]) {  // a non-blocking collective's stage: the last use of `in` here (it may free it)
+    std::function<void(Instance&)> then = std::move(in.then[rank]);
+    in.then[rank] = nullptr;
+    then(in);
   }
 }
 
@@ -542,6 +555,8 @@ using Key = std::pair<int, uint64_t>;  // (communicator's id, the call's number 
 std::map<Key, std::unique_ptr<Instance>> g_instances;
 std::map<std::pair<int, int>, uint64_t> g_calls;  // (communicator's id, rank): its collectives so far
 
+void forget_waiter(const void* gone);  // below: a non-blocking collective's
+
 /* A rank killed in a collective (MPI_Abort ends every rank) is not woken: the messages still in
  * flight end after its actor is gone. */
 void forget(const sg4::Actor& actor) {
@@ -550,50 +565,62 @@ void forget(const sg4::Actor& actor) {
     for (void*& w : in->waiting)
       if (w == gone)
         w = nullptr;
+  forget_waiter(gone);
+}
+
+void watch_terminations() {
+  static bool watching = false;
+  if (!watching) {
+    sg4::Actor::on_termination_cb(forget);
+    watching = true;
+  }
+}
+
+/* In the kernel: rank `rank` (of `n`) posts its part of call `key`, standing at `here`, and goes
+ * as far as it can; once its part is done, `waiting` (an actor) is answered, or `then` runs. */
+void post(const Key& key, int n, int rank, double bytes, sg4::Host* here, Program program,
+          std::vector<unsigned char> input, void* waiting, std::function<void(Instance&)> then) {
+  std::unique_ptr<Instance>& slot = g_instances[key];
+  if (!slot) {
+    slot = std::make_unique<Instance>();
+    Instance& x = *slot;
+    x.key = key;
+    x.size = n;
+    x.bytes = bytes;
+    x.programs.resize(n);
+    x.hosts.resize(n);
+    x.next.assign(n, 0);
+    x.done.resize(n);
+    x.waiting.assign(n, nullptr);
+    x.then.resize(n);
+    x.inputs.resize(n);
+  }
+  Instance& in = *slot;
+  in.programs[rank] = std::move(program);
+  in.done[rank].assign(in.programs[rank].size(), 0);
+  in.hosts[rank] = here;
+  in.inputs[rank] = std::move(input);
+  in.waiting[rank] = waiting;
+  in.then[rank] = std::move(then);
+  advance(in, rank);
 }
 
 /* Runs the calling rank's part of a collective in the kernel and returns, in its actor, once that
  * part is done: its instance, whose inputs hold each rank's `input`. */
 Instance& run(MPI_Comm comm, double bytes, std::vector<unsigned char> input,
               const std::function<Program(int rank, int n)>& program) {
-  static bool watching = false;
-  if (!watching) {
-    sg4::Actor::on_termination_cb(forget);
-    watching = true;
-  }
+  watch_terminations();
   int n, rank;
   PMPI_Comm_size(comm, &n);
   PMPI_Comm_rank(comm, &rank);
   const int id = smpi_comm_id(comm);
   const Key key{id, g_calls[{id, rank}]++};
   sg4::Host* here = sg4::this_actor::get_host();
-  Instance* in = nullptr;
   void* self = sg4::Actor::self()->get_impl();
   // one simcall: the rank posts its part and blocks until advance answers it, at once if nothing is to arrive
-  simgrid::kernel::actor::simcall_blocking([&] {
-    std::unique_ptr<Instance>& slot = g_instances[key];
-    if (!slot) {
-      slot = std::make_unique<Instance>();
-      Instance& x = *slot;
-      x.key = key;
-      x.size = n;
-      x.bytes = bytes;
-      x.programs.resize(n);
-      x.hosts.resize(n);
-      x.next.assign(n, 0);
-      x.done.resize(n);
-      x.waiting.assign(n, nullptr);
-      x.inputs.resize(n);
-    }
-    in = slot.get();
-    in->programs[rank] = program(rank, n);
-    in->done[rank].assign(in->programs[rank].size(), 0);
-    in->hosts[rank] = here;
-    in->inputs[rank] = std::move(input);
-    in->waiting[rank] = self;
-    advance(*in, rank);
-  });
-  return *in;
+  simgrid::kernel::actor::simcall_blocking(
+      [&] { post(key, n, rank, bytes, here, program(rank, n), std::move(input), self, nullptr); });
+  return *g_instances.at(key);
 }
 
 // The rank's last use of its instance: the last rank out frees it
@@ -601,6 +628,183 @@ void leave(Instance& in) {
   if (++in.left == in.size)
     g_instances.erase(in.key);
 }
+
+/* ---------------- the non-blocking collectives (smpi_nbc.cpp) ---------------- */
+
+}  // namespace
+
+/* A rank's part of a non-blocking collective: the stages (the in-kernel algorithms, in the order
+ * the blocking call's code runs them: one, or a reduce then a broadcast) that the selector's
+ * blocking call would run, captured in place of running them, then run one after the other in the
+ * kernel while the rank's actor goes on; finished once its part of the last stage is done. */
+struct orrery_smpi::nbc::Schedule {
+  struct Stage {
+    int id, rank, n;  // the communicator's id, the rank in it, its size
+    double bytes;
+    Program program;
+    Algorithm algorithm;
+  };
+  void* actor = nullptr;  // capturing, or posting
+  std::vector<Stage> stages;
+  std::vector<Key> keys;  // each stage's call on its communicator, drawn as the rank posts
+  sg4::Host* host = nullptr;
+  size_t current = 0;
+  bool finished = false;
+  void* waiter = nullptr;  // the actor blocked until it is finished
+};
+
+namespace {
+using orrery_smpi::nbc::Schedule;
+
+std::vector<Schedule*> g_capturing;                 // the schedules being captured, one per actor at most
+std::set<std::shared_ptr<Schedule>> g_schedules;    // posted, not finished
+
+// The calling actor's capture, if it is capturing (an actor's, not the kernel's)
+Schedule* capturing() {
+  if (g_capturing.empty())
+    return nullptr;
+  const sg4::Actor* self = sg4::Actor::self();
+  if (!self)
+    return nullptr;
+  for (Schedule* s : g_capturing)
+    if (s->actor == self->get_impl())
+      return s;
+  return nullptr;
+}
+
+/* In an in-kernel algorithm's stand-in, before it runs: under a capture, records the algorithm's
+ * program for the calling rank as the schedule's next stage and returns true (the stand-in then
+ * returns at once, without data: smpi_nbc.cpp forms the results). */
+bool captured(Algorithm a, MPI_Comm comm, double bytes, const std::function<Program(int rank, int n)>& program) {
+  Schedule* s = capturing();
+  if (!s)
+    return false;
+  int n, rank;
+  PMPI_Comm_size(comm, &n);
+  PMPI_Comm_rank(comm, &rank);
+  s->stages.push_back({smpi_comm_id(comm), rank, n, bytes, program(rank, n), a});
+  return true;
+}
+
+// What SMPI's own code posting a message under a capture throws: the call is not the kernel's to run
+struct NotInKernel {};
+
+/* In the kernel: the schedule's current stage is posted, or, past the last, it is finished and
+ * its waiter answered. */
+void post_stage(const std::shared_ptr<Schedule>& s) {
+  if (s->current == s->stages.size()) {
+    s->finished = true;
+    g_schedules.erase(s);
+    if (void* w = s->waiter) {
+      s->waiter = nullptr;
+      simcall_answer(w);
+    }
+    return;
+  }
+  Schedule::Stage& st = s->stages[s->current];
+  post(s->keys[s->current], st.n, st.rank, st.bytes, s->host, std::move(st.program), {}, nullptr,
+       [s](Instance& in) {
+         leave(in);  // may free it
+         s->current++;
+         post_stage(s);
+       });
+}
+
+void forget_waiter(const void* gone) {
+  for (const std::shared_ptr<Schedule>& s : g_schedules)
+    if (s->waiter == gone)
+      s->waiter = nullptr;
+}
+
+}  // namespace
+
+namespace orrery_smpi::nbc {
+
+std::shared_ptr<Schedule> capture(const std::function<void()>& blocking_call) {
+  if (!settings().taken)
+    return nullptr;
+  auto s = std::make_shared<Schedule>();
+  s->actor = sg4::Actor::self()->get_impl();
+  Settings& counts = settings();
+  unsigned long long by_requests[ALGORITHMS];  // a stand-in declining under the capture counted a call not made
+  std::copy(std::begin(counts.by_requests), std::end(counts.by_requests), by_requests);
+  g_capturing.push_back(s.get());
+  bool in_kernel = true;
+  try {
+    blocking_call();
+  } catch (const NotInKernel&) {
+    in_kernel = false;
+  }
+  g_capturing.erase(std::find(g_capturing.begin(), g_capturing.end(), s.get()));
+  std::copy(std::begin(by_requests), std::end(by_requests), counts.by_requests);
+  if (!in_kernel || s->stages.empty())
+    return nullptr;
+  for (const Schedule::Stage& st : s->stages)
+    settings().nonblocking[st.algorithm]++;
+  return s;
+}
+
+void start(const std::shared_ptr<Schedule>& s) {
+  watch_terminations();
+  for (const Schedule::Stage& st : s->stages)
+    s->keys.push_back({st.id, g_calls[{st.id, st.rank}]++});
+  s->host = sg4::this_actor::get_host();
+  simgrid::kernel::actor::simcall_answered([s] {
+    g_schedules.insert(s);
+    post_stage(s);
+  });
+}
+
+bool finished(const Schedule& s) { return s.finished; }
+
+std::string stages_report() {
+  const Settings& s = settings();
+  std::string line;
+  for (int a = 0; a < ALGORITHMS; a++)
+    line += std::string(a ? ", " : "") + kNames[a] + " " + std::to_string(s.nonblocking[a]);
+  return line;
+}
+
+void wait(const std::shared_ptr<Schedule>& s) {
+  if (s->finished)
+    return;
+  void* self = sg4::Actor::self()->get_impl();
+  simgrid::kernel::actor::simcall_blocking([s, self] {
+    if (s->finished)
+      simcall_answer(self);
+    else
+      s->waiter = self;
+  });
+}
+
+}  // namespace orrery_smpi::nbc
+
+/* Under a capture, SMPI's own code (an algorithm the kernel does not run, or one of its stand-ins
+ * declining) reaches its first message where it constructs its request (smpi_pins.cpp's stand-in for
+ * the constructor asks here first), before anything is posted: the capture ends (NotInKernel) and
+ * the non-blocking call goes to SMPI's requests. */
+void orrery_smpi::nbc::before_request() {
+  if (capturing())
+    throw NotInKernel();
+}
+
+/* A communicator's node and leader communicators (Comm::init_smp), made at the first collective
+ * of some algorithms (MVAPICH2's, Intel MPI's) by collectives of their own: run as SMPI runs them,
+ * even under a capture (every rank makes them in the same call, blocking or not). */
+#define COMM_INIT_SMP "_ZN7simgrid4smpi4Comm8init_smpEv"
+EXPORTED void comm_init_smp(void* self) __asm__(COMM_INIT_SMP);
+void comm_init_smp(void* self) {
+  using Real = void (*)(void*);
+  static const Real real = next<Real>(COMM_INIT_SMP);
+  Schedule* s = capturing();
+  if (s)
+    g_capturing.erase(std::find(g_capturing.begin(), g_capturing.end(), s));
+  real(self);
+  if (s)
+    g_capturing.push_back(s);
+}
+
+namespace {
 
 /* A rank's data, packed: its bytes in the order a message carries them, whatever the layout of the
  * datatype (a broadcast's ranks may each use their own, of the same signature), with SMPI's copy. */
@@ -620,11 +824,13 @@ void unpack(const std::vector<unsigned char>& data, void* buf, int count, MPI_Da
 // A broadcast in the kernel: the root's data as it entered, in every other rank's buffer at its end
 int bcast_in_kernel(Algorithm a, void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
                     const std::function<Program(int rank, int n)>& program) {
-  settings().in_kernel[a]++;
   int rank, size;
   PMPI_Comm_rank(comm, &rank);
   PMPI_Type_size(type, &size);
   const size_t bytes = (size_t)size * count;
+  if (captured(a, comm, (double)bytes, program))
+    return MPI_SUCCESS;
+  settings().in_kernel[a]++;
   Instance& in =
       run(comm, (double)bytes, rank == root ? packed(buf, count, type, bytes) : std::vector<unsigned char>(), program);
   if (rank != root)
@@ -632,6 +838,7 @@ int bcast_in_kernel(Algorithm a, void* buf, int count, MPI_Datatype type, int ro
   leave(in);
   return MPI_SUCCESS;
 }
+
 
 }  // namespace
 
@@ -650,8 +857,10 @@ int allreduce_rdb(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MP
     s.by_requests[RDB]++;
     return real(sbuf, rbuf, count, type, op, comm);
   }
-  s.in_kernel[RDB]++;
   const size_t bytes = (size_t)size * count;
+  if (captured(RDB, comm, (double)bytes, rdb_program))
+    return MPI_SUCCESS;
+  s.in_kernel[RDB]++;
   Instance& in = run(comm, (double)bytes, packed(sbuf, count, type, bytes), rdb_program);
   if (!in.has_result) {
     /* Every input is in (each rank's result needs them all): the butterfly's value. Each pair of
@@ -701,6 +910,8 @@ int reduce_binomial(const void* sbuf, void* rbuf, int count, MPI_Datatype type, 
     s.by_requests[BINOMIAL]++;
     return real(sbuf, rbuf, count, type, op, root, comm);
   }
+  if (captured(BINOMIAL, comm, (double)message, [root](int r, int nr) { return binomial_reduce_program(r, nr, root); }))
+    return MPI_SUCCESS;
   s.in_kernel[BINOMIAL]++;
   const bool in_place_root = sbuf == MPI_IN_PLACE && rank == root;
   const void* own = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
@@ -781,9 +992,11 @@ int reduce_default(const void* sbuf, void* rbuf, int count, MPI_Datatype type, M
     s.by_requests[LINEAR]++;
     return real(sbuf, rbuf, count, type, op, root, comm);
   }
+  const size_t bytes = (size_t)size * count;
+  if (captured(LINEAR, comm, (double)bytes, [root](int r, int n) { return linear_reduce_program(r, n, root); }))
+    return MPI_SUCCESS;
   s.in_kernel[LINEAR]++;
   PMPI_Comm_rank(comm, &rank);
-  const size_t bytes = (size_t)size * count;
   const void* own = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
   Instance& in = run(comm, (double)bytes, packed(own, count, type, bytes),
                      [root](int r, int n) { return linear_reduce_program(r, n, root); });
@@ -827,6 +1040,8 @@ int barrier(MPI_Comm comm, const char* symbol, Program (*program)(int, int)) {
     s.by_requests[A]++;
     return real(comm);
   }
+  if (captured(A, comm, 0, program))
+    return MPI_SUCCESS;
   s.in_kernel[A]++;
   leave(run(comm, 0, {}, program));
   return MPI_SUCCESS;
@@ -864,11 +1079,14 @@ int allgather_rdb(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, 
     s.by_requests[ALLGATHER_RDB]++;
     return real(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   }
-  s.in_kernel[ALLGATHER_RDB]++;
   int size;
   PMPI_Type_size(rtype, &size);
   const MPI_Aint extent = extent_of(rtype);
   const size_t bytes = (size_t)size * rcount;
+  if (captured(ALLGATHER_RDB, comm, (double)bytes,
+               [bytes](int r, int nr) { return allgather_rdb_program(r, nr, (double)bytes); }))
+    return MPI_SUCCESS;
+  s.in_kernel[ALLGATHER_RDB]++;
   Instance& in = run(comm, (double)bytes, packed(sbuf, scount, stype, bytes),
                      [bytes](int r, int nr) { return allgather_rdb_program(r, nr, (double)bytes); });
   for (int r = 0; r < in.size; r++)

@@ -92,6 +92,10 @@ void pin(const void* request, const Posted& p) {
 }
 }  // namespace
 
+namespace orrery_smpi::nbc {
+__attribute__((weak)) void before_request();
+}
+
 // simgrid::smpi::Request::Request(const void* buf, int count, MPI_Datatype, aid_t src, aid_t dst, int tag,
 //                                 MPI_Comm, unsigned flags, MPI_Op)
 #define EXPORTED __attribute__((visibility("default")))
@@ -101,6 +105,8 @@ void request_made(void* self, const void* buf, int count, void* type, long src, 
                   void* comm, unsigned flags, void* op) {
   using Ctor = void (*)(void*, const void*, int, void*, long, long, int, void*, unsigned, void*);
   static const Ctor real = next<Ctor>(REQUEST_CTOR);
+  if (orrery_smpi::nbc::before_request)  // smpi_colls.cpp, with SimGrid 3.32: a non-blocking collective's capture
+    orrery_smpi::nbc::before_request();
   real(self, buf, count, type, src, dst, tag, comm, flags, op);
   if (flags & (REQ_SEND | REQ_RECV))
     g_requests[self] = Posted{dst, (flags & REQ_SEND) != 0, (flags & REQ_PERSISTENT) != 0};

@@ -148,6 +148,11 @@ def program_file(program: str) -> Path | None:
 #:   (interpose/mpi/smpi_reductions.cpp); unset: liborrery_smpi.so, in rank order; "simgrid": SMPI
 #:   3.32, whose data are wrong there (for tests that show it); "report": the former, with a line of
 #:   counts on stderr at the end;
+#: - ORRERY_SMPI_NBC: who runs MPI_Iallreduce, MPI_Ireduce, MPI_Ibcast, MPI_Ibarrier and
+#:   MPI_Iallgather (interpose/mpi/smpi_nbc.cpp); unset: liborrery_smpi.so, in the kernel, by the
+#:   blocking call's algorithm where smpi_colls.cpp runs it; "simgrid": SMPI's linear requests,
+#:   whose times are not the library's (for tests that show it); "report": the former, with a line
+#:   of counts on stderr at the end;
 #: - ORRERY_HOST_TIME: "report": a line on stderr at the end, how many host times (API and MPI
 #:   software overheads) the ranks spent ahead of SimGrid's clock and in how many sleeps they waited
 #:   them out (interpose/core/streams.cpp, "the host's time"); unset: no line;
@@ -158,6 +163,7 @@ SWITCHES = {
     "ORRERY_SMPI_LMM": ("simgrid",),
     "ORRERY_SMPI_COLLS": ("simgrid", "report"),
     "ORRERY_SMPI_REDUCTIONS": ("simgrid", "report"),
+    "ORRERY_SMPI_NBC": ("simgrid", "report"),
     "ORRERY_HOST_TIME": ("report",),
     "ORRERY_MALLOC": ("system",),
 }

@@ -124,12 +124,13 @@ def test_the_run_is_the_one_simgrid_s_own_bookkeeping_gives_bit_for_bit(case, mp
         ("ORRERY_SMPI_LMM", "report", "'simgrid', or unset"),
         ("ORRERY_SMPI_COLLS", "kernel", "'simgrid' or 'report', or unset"),
         ("ORRERY_SMPI_REDUCTIONS", "smpi", "'simgrid' or 'report', or unset"),
+        ("ORRERY_SMPI_NBC", "linear", "'simgrid' or 'report', or unset"),
     ],
 )
 def test_a_wrong_liborrery_smpi_variable_stops_the_run_in_one_line(mpi_only, tmp_path, variable, value, expected):
     """liborrery_smpi.so's variables (this file's, test_timers.py's, test_nccl.py's
-    ORRERY_SMPI_LMM, test_colls.py's ORRERY_SMPI_COLLS and test_reductions.py's
-    ORRERY_SMPI_REDUCTIONS) are checked before the run starts."""
+    ORRERY_SMPI_LMM, test_colls.py's ORRERY_SMPI_COLLS, test_reductions.py's
+    ORRERY_SMPI_REDUCTIONS and test_nbc.py's ORRERY_SMPI_NBC) are checked before the run starts."""
     out = tmp_path / "out"
     proc = orrery("run", "--out", str(out), "--", str(mpi_only), "eager", "1", env={variable: value})
     assert proc.returncode == 2

@@ -1,0 +1,408 @@
+/* liborrery_smpi.so: non-blocking collectives on the blocking ones' algorithms.
+ *
+ * SimGrid 3.32's SMPI runs every non-blocking collective linearly, whatever the selector
+ * (src/smpi/colls/smpi_nbc_impl.cpp): each rank sends its whole vector or block to every other at
+ * once, or the root to every rank. Its times are not the library's: on h100-ib200, 64 ranks, an
+ * 8-byte MPI_Iallreduce waited for at once took 3.5 us where the blocking call takes 13.6 us, and
+ * 1 MiB 2.53 ms where it takes 0.23 ms (docs/simulation.md). A program that overlaps one (a
+ * pipelined conjugate gradient's dot products, a halo exchange behind a barrier) got wrong overlap.
+ *
+ * Here MPI_Iallreduce, MPI_Ireduce, MPI_Ibcast, MPI_Ibarrier and MPI_Iallgather send the messages
+ * of the algorithm the selector takes for the blocking call, wherever smpi_colls.cpp runs that
+ * algorithm in the kernel:
+ *   - the rank makes the blocking call on scratch buffers with the kernel's algorithms captured
+ *     instead of run (nbc::capture): each records its program, the messages the rank would post
+ *     and wait for, as one stage (a reduce then a broadcast are two);
+ *   - the stages then run in the kernel one after the other, posted as the call is (nbc::start),
+ *     while the rank goes on: a call waited for at once returns at the blocking call's instant,
+ *     bit for bit, and one overlapped with other work progresses meanwhile, as SMPI's own requests
+ *     do (an MPI library with asynchronous progress);
+ *   - the request is SMPI's own kind for a non-blocking collective (an MPI_Ibarrier on
+ *     MPI_COMM_SELF: no message), whose completion, Request::finish_nbc_requests, from MPI_Wait,
+ *     MPI_Test and their forms for several requests, waits for or tests the schedule here;
+ *   - the data: each rank's input is copied into a table the ranks share as it posts (they are
+ *     actors of one process), and its result formed where its request completes: a reduction in
+ *     rank order, x(0) op x(1) op ... with SMPI's own Op::apply, formed once for all ranks; a
+ *     broadcast the root's data as it posted; an allgather every rank's block. Copying and
+ *     combining take no simulated time, as SMPI's combining takes none.
+ * Left to SMPI's requests, as before: what the blocking call would run by SMPI's own code (its
+ * first message under the capture ends it, before anything is posted; the answer is kept for the
+ * same call's arguments), a reduction whose operation does not commute (smpi_reductions.cpp forms
+ * its data), a communicator of one rank, an intercommunicator, SMPI's node and leader
+ * communicators (no id), and a call whose arguments SMPI refuses.
+ *
+ * ORRERY_SMPI_NBC=simgrid leaves every non-blocking collective to SMPI's requests (to show their
+ * times, never for a result); =report writes at the exit one line on standard error: per call,
+ * how many ran in the kernel and how many went to SMPI's requests, and the stages by algorithm. */
+#include "mpi/smpi_layout.hpp"
+#include "mpi/smpi_nbc.hpp"
+#include "mpi/smpi_next.hpp"
+
+#include <smpi/smpi.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#define EXPORTED __attribute__((visibility("default")))
+
+using orrery_smpi::DatatypeCopy;
+using orrery_smpi::extent_of;
+using orrery_smpi::Mode;
+using orrery_smpi::next;
+using orrery_smpi::OpApply;
+namespace nbc = orrery_smpi::nbc;
+
+// simgrid::smpi::Comm::id() const: the same for all of a communicator's ranks (smpi_colls.cpp)
+int nbc_comm_id(const void* comm) __asm__("_ZNK7simgrid4smpi4Comm2idEv");
+
+namespace {
+
+// simgrid::smpi::Request::finish_nbc_requests(Request**, int test)
+#define FINISH_NBC "_ZN7simgrid4smpi7Request19finish_nbc_requestsEPPS1_i"
+// SMPI's request argument of a blocking call (src/smpi/include/private.hpp: MPI_REQUEST_IGNORED)
+MPI_Request* const kRequestIgnored = (MPI_Request*)-100;
+
+// The selector's blocking collectives: simgrid::smpi::colls::allreduce and so on, pointers SMPI sets
+using Allreduce = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
+using Reduce = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, int, MPI_Comm);
+using Bcast = int (*)(void*, int, MPI_Datatype, int, MPI_Comm);
+using Barrier = int (*)(MPI_Comm);
+using Allgather = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
+template <typename F>
+F selected(const char* symbol) {
+  static_assert(sizeof(F) == sizeof(void*));
+  return *next<F*>(symbol);  // read at the call: SMPI sets them as it starts
+}
+
+enum Kind { IALLREDUCE, IREDUCE, IBCAST, IBARRIER, IALLGATHER, KINDS };
+const char* const kCalls[KINDS] = {"Iallreduce", "Ireduce", "Ibcast", "Ibarrier", "Iallgather"};
+
+Mode mode() {
+  static const Mode m = orrery_smpi::mode_from_environment("ORRERY_SMPI_NBC");
+  return m;
+}
+
+unsigned long long g_in_kernel[KINDS] = {}, g_by_requests[KINDS] = {};
+bool g_asked = false;  // a non-blocking collective was called: the stages' counts are there to read
+
+__attribute__((destructor)) void report_at_exit() {
+  if (mode() != Mode::Report)
+    return;
+  std::string line = "orrery: non-blocking collectives:";
+  for (int k = 0; k < KINDS; k++)
+    line += std::string(k ? "; " : " ") + "MPI_" + kCalls[k] + " " + std::to_string(g_in_kernel[k]) +
+            " in the kernel, " + std::to_string(g_by_requests[k]) + " by SMPI's requests";
+  if (g_asked)
+    line += "; stages: " + nbc::stages_report();
+  fprintf(stderr, "%s\n", line.c_str());
+}
+
+/* One call run in the kernel: each rank's input as it posted, until every rank has left. */
+struct Table {
+  std::vector<std::vector<unsigned char>> inputs;
+  std::vector<char> entered;
+  std::vector<unsigned char> result;  // a reduction's, once formed
+  bool formed = false;
+  int left = 0;
+};
+using Key = std::pair<int, uint64_t>;  // (communicator's id, the call's number among these on it)
+std::map<Key, Table> g_tables;
+std::map<std::pair<int, int>, uint64_t> g_numbers;  // (communicator's id, rank): its calls so far
+
+void leave(const Key& key) {
+  auto it = g_tables.find(key);
+  if (++it->second.left == (int)it->second.inputs.size())
+    g_tables.erase(it);
+}
+
+// A rank's result needs rank k's input: there, since its messages left after rank k posted
+void need(const Table& t, int k, Kind kind, int rank) {
+  if (t.entered[k])
+    return;
+  fprintf(stderr,
+          "orrery: MPI_%s on rank %d: its result needs rank %d's data, which has not entered the call "
+          "(interpose/mpi/smpi_nbc.cpp)\n",
+          kCalls[kind], rank, k);
+  abort();
+}
+
+/* A call's request, until it completes or is freed: its schedule, and the rank's result. */
+struct Running {
+  std::shared_ptr<nbc::Schedule> schedule;
+  Key key;
+  std::function<void(Table&)> deliver;  // into the program's buffers
+};
+std::map<MPI_Request, Running> g_running;
+
+// Calls SMPI's own code would run, by their arguments: (call, communicator's id, size, count, type, op, root)
+std::set<std::tuple<int, int, int, int, MPI_Datatype, MPI_Op, int>> g_declined;
+
+std::vector<unsigned char> packed(const void* buf, int count, MPI_Datatype type) {
+  static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
+  int size;
+  PMPI_Type_size(type, &size);
+  std::vector<unsigned char> data((size_t)size * count);
+  if (!data.empty())
+    copy(buf, count, type, data.data(), (int)data.size(), MPI_BYTE);
+  return data;
+}
+void unpack(const std::vector<unsigned char>& data, void* buf, int count, MPI_Datatype type) {
+  static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
+  if (!data.empty())
+    copy(data.data(), (int)data.size(), MPI_BYTE, buf, count, type);
+}
+
+/* Room for `count` elements of `type` wherever its true extent lies: what the captured blocking
+ * call is handed, so that SMPI's code, should it run before its first message, writes nothing of
+ * the program's. */
+struct Scratch {
+  std::vector<unsigned char> store;
+  Scratch(int count, MPI_Datatype type) {
+    MPI_Aint lb, extent, true_lb, true_extent;
+    PMPI_Type_get_extent(type, &lb, &extent);
+    PMPI_Type_get_true_extent(type, &true_lb, &true_extent);
+    const MPI_Aint span = count > 0 ? true_extent + (MPI_Aint)(count - 1) * (extent > 0 ? extent : 0) : 0;
+    store.assign((size_t)(span > 0 ? span : 0) + 1, 0);
+    at = reinterpret_cast<char*>(store.data()) - true_lb;
+  }
+  char* at;
+};
+
+/* Runs a call in the kernel where the blocking call's algorithms run there: the rank's input into
+ * the call's table, its schedule started, its request made. False: SMPI's requests run it. */
+bool post(Kind kind, MPI_Comm comm, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Request* request,
+          const std::function<void()>& blocking_call, const std::function<std::vector<unsigned char>()>& input,
+          std::function<void(Table&)> deliver) {
+  if (mode() == Mode::Simgrid)
+    return false;
+  g_asked = true;
+  int inter = 0, n, rank;
+  PMPI_Comm_test_inter(comm, &inter);
+  PMPI_Comm_size(comm, &n);
+  const int id = nbc_comm_id(comm);
+  const auto arguments = std::make_tuple((int)kind, id, n, count, type, op, root);
+  if (inter || n < 2 || id == MPI_UNDEFINED || g_declined.count(arguments)) {
+    g_by_requests[kind]++;
+    return false;
+  }
+  std::shared_ptr<nbc::Schedule> schedule = nbc::capture(blocking_call);
+  if (!schedule) {
+    g_declined.insert(arguments);
+    g_by_requests[kind]++;
+    return false;
+  }
+  PMPI_Comm_rank(comm, &rank);
+  const Key key{id, g_numbers[{id, rank}]++};
+  Table& t = g_tables[key];
+  if (t.inputs.empty()) {
+    t.inputs.resize(n);
+    t.entered.assign(n, 0);
+  }
+  t.inputs[rank] = input();
+  t.entered[rank] = 1;
+  nbc::start(schedule);
+  using Ibarrier = int (*)(MPI_Comm, MPI_Request*);
+  static const Ibarrier make_request = next<Ibarrier>("PMPI_Ibarrier");
+  make_request(MPI_COMM_SELF, request);
+  g_running[*request] = {std::move(schedule), key, std::move(deliver)};
+  g_in_kernel[kind]++;
+  return true;
+}
+
+/* A reduction's result, x(0) op x(1) op ... op x(n-1), formed once for all ranks. */
+const std::vector<unsigned char>& reduced(Table& t, int count, MPI_Datatype type, MPI_Op op, Kind kind, int rank) {
+  static const OpApply apply = next<OpApply>(OP_APPLY);
+  if (!t.formed) {
+    for (int k = 0; k < (int)t.inputs.size(); k++)
+      need(t, k, kind, rank);
+    t.result = t.inputs[0];
+    for (size_t k = 1; k < t.inputs.size(); k++) {  // apply's inout becomes in op inout: the prefix, then x(k)
+      std::vector<unsigned char> next_prefix = t.inputs[k];
+      apply(op, t.result.data(), next_prefix.data(), &count, type);
+      t.result.swap(next_prefix);
+    }
+    t.formed = true;
+  }
+  return t.result;
+}
+
+// The arguments SMPI would refuse (and report), and reductions whose operation does not commute
+bool reduction_taken(MPI_Comm comm, int count, MPI_Datatype type, MPI_Op op, MPI_Request* request) {
+  if (request == kRequestIgnored || !request || comm == MPI_COMM_NULL || count < 0 || type == MPI_DATATYPE_NULL ||
+      op == MPI_OP_NULL)
+    return false;
+  int commutes = 0;
+  PMPI_Op_commutative(op, &commutes);
+  return commutes;
+}
+
+int rank_in(MPI_Comm comm) {
+  int rank;
+  PMPI_Comm_rank(comm, &rank);
+  return rank;
+}
+
+bool root_in(MPI_Comm comm, int root) {
+  int n;
+  PMPI_Comm_size(comm, &n);
+  return root >= 0 && root < n;
+}
+
+}  // namespace
+
+/* ---------------- the calls ---------------- */
+
+bool nbc::iallreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                     MPI_Request* request) {
+  if (!reduction_taken(comm, count, type, op, request))
+    return false;
+  const int rank = rank_in(comm);
+  return post(
+      IALLREDUCE, comm, count, type, op, -1, request,
+      [=] {
+        Scratch send(count, type), recv(count, type);
+        selected<Allreduce>("_ZN7simgrid4smpi5colls9allreduceE")(send.at, recv.at, count, type, op, comm);
+      },
+      [=] { return packed(sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, type); },
+      [=](Table& t) { unpack(reduced(t, count, type, op, IALLREDUCE, rank), rbuf, count, type); });
+}
+
+bool nbc::ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
+                  MPI_Request* request) {
+  if (!reduction_taken(comm, count, type, op, request) || !root_in(comm, root))
+    return false;
+  const int rank = rank_in(comm);
+  return post(
+      IREDUCE, comm, count, type, op, root, request,
+      [=] {
+        Scratch send(count, type), recv(count, type);
+        selected<Reduce>("_ZN7simgrid4smpi5colls6reduceE")(send.at, recv.at, count, type, op, root, comm);
+      },
+      [=] { return packed(sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, type); },
+      [=](Table& t) {
+        if (rank == root)
+          unpack(reduced(t, count, type, op, IREDUCE, rank), rbuf, count, type);
+      });
+}
+
+EXPORTED int PMPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* request);
+int PMPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* request) {
+  using Real = int (*)(void*, int, MPI_Datatype, int, MPI_Comm, MPI_Request*);
+  static const Real real = next<Real>("PMPI_Ibcast");
+  if (request == kRequestIgnored || !request || comm == MPI_COMM_NULL || count < 0 || type == MPI_DATATYPE_NULL ||
+      !root_in(comm, root))
+    return real(buf, count, type, root, comm, request);
+  const int rank = rank_in(comm);
+  const bool taken = post(
+      IBCAST, comm, count, type, MPI_OP_NULL, root, request,
+      [=] {
+        Scratch data(count, type);
+        selected<Bcast>("_ZN7simgrid4smpi5colls5bcastE")(data.at, count, type, root, comm);
+      },
+      [=] { return rank == root ? packed(buf, count, type) : std::vector<unsigned char>(); },
+      [=](Table& t) {
+        if (rank != root) {
+          need(t, root, IBCAST, rank);
+          unpack(t.inputs[root], buf, count, type);
+        }
+      });
+  return taken ? MPI_SUCCESS : real(buf, count, type, root, comm, request);
+}
+
+EXPORTED int PMPI_Ibarrier(MPI_Comm comm, MPI_Request* request);
+int PMPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
+  using Real = int (*)(MPI_Comm, MPI_Request*);
+  static const Real real = next<Real>("PMPI_Ibarrier");
+  if (request == kRequestIgnored || !request || comm == MPI_COMM_NULL)
+    return real(comm, request);
+  const bool taken = post(
+      IBARRIER, comm, 0, MPI_BYTE, MPI_OP_NULL, -1, request,
+      [=] { selected<Barrier>("_ZN7simgrid4smpi5colls7barrierE")(comm); },
+      [] { return std::vector<unsigned char>(); }, [](Table&) {});
+  return taken ? MPI_SUCCESS : real(comm, request);
+}
+
+EXPORTED int PMPI_Iallgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                             MPI_Datatype rtype, MPI_Comm comm, MPI_Request* request);
+int PMPI_Iallgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                    MPI_Comm comm, MPI_Request* request) {
+  using Real = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm, MPI_Request*);
+  static const Real real = next<Real>("PMPI_Iallgather");
+  if (request == kRequestIgnored || !request || comm == MPI_COMM_NULL || rcount < 0 || rtype == MPI_DATATYPE_NULL ||
+      !rbuf)
+    return real(sbuf, scount, stype, rbuf, rcount, rtype, comm, request);
+  const int rank = rank_in(comm);
+  const MPI_Aint extent = extent_of(rtype);
+  const void* own = sbuf;
+  if (sbuf == MPI_IN_PLACE) {  // the rank's block in its place, as PMPI_Allgather makes it
+    own = static_cast<const char*>(rbuf) + (MPI_Aint)rank * rcount * extent;
+    scount = rcount;
+    stype = rtype;
+  }
+  int ssize = 0, rsize = 0;
+  if (scount < 0 || stype == MPI_DATATYPE_NULL || (PMPI_Type_size(stype, &ssize), PMPI_Type_size(rtype, &rsize),
+                                                   (long)ssize * scount != (long)rsize * rcount))
+    return real(sbuf, scount, stype, rbuf, rcount, rtype, comm, request);  // SMPI's to refuse
+  int n;
+  PMPI_Comm_size(comm, &n);
+  const bool taken = post(
+      IALLGATHER, comm, rcount, rtype, MPI_OP_NULL, -1, request,
+      [=] {
+        Scratch send(scount, stype), recv(n * rcount, rtype);
+        selected<Allgather>("_ZN7simgrid4smpi5colls9allgatherE")(send.at, scount, stype, recv.at, rcount, rtype,
+                                                                   comm);
+      },
+      [=] { return packed(own, scount, stype); },
+      [=](Table& t) {
+        for (int r = 0; r < n; r++) {
+          need(t, r, IALLGATHER, rank);
+          unpack(t.inputs[r], static_cast<char*>(rbuf) + (MPI_Aint)r * rcount * extent, rcount, rtype);
+        }
+      });
+  return taken ? MPI_SUCCESS : real(sbuf, scount, stype, rbuf, rcount, rtype, comm, request);
+}
+
+/* ---------------- completion ---------------- */
+
+bool nbc::finish(MPI_Request* request, int test, int* done) {
+  if (g_running.empty())
+    return false;
+  auto it = g_running.find(*request);
+  if (it == g_running.end())
+    return false;
+  if (!nbc::finished(*it->second.schedule)) {
+    if (test) {
+      *done = 0;
+      return true;
+    }
+    std::shared_ptr<nbc::Schedule> schedule = it->second.schedule;
+    nbc::wait(schedule);  // other ranks run meanwhile: the table may have moved
+    it = g_running.find(*request);
+  }
+  Running r = std::move(it->second);
+  g_running.erase(it);
+  r.deliver(g_tables.at(r.key));
+  leave(r.key);
+  using Real = int (*)(MPI_Request*, int);
+  static const Real real = next<Real>(FINISH_NBC);
+  *done = real(request, test);  // SMPI's end of its request (it has no messages of its own)
+  return true;
+}
+
+bool nbc::release(MPI_Request request) {
+  auto it = g_running.find(request);
+  if (it == g_running.end())
+    return false;
+  leave(it->second.key);  // the schedule runs on in the kernel: the other ranks' parts need its messages
+  g_running.erase(it);
+  return true;
+}

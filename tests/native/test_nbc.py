@@ -1,0 +1,202 @@
+"""Non-blocking collectives on the blocking ones' algorithms (interpose/mpi/smpi_nbc.cpp).
+
+SimGrid 3.32's SMPI runs every non-blocking collective linearly, whatever the selector, so a
+non-blocking call took another time than its blocking form (docs/simulation.md). liborrery_smpi.so
+runs MPI_Iallreduce, MPI_Ireduce, MPI_Ibcast, MPI_Ibarrier and MPI_Iallgather on the messages of
+the algorithm the selector takes for the blocking call, wherever smpi_colls.cpp runs that
+algorithm in the kernel, and leaves the rest to SMPI's requests.
+
+The oracle is the program's blocking form (tests/native/programs/nbc.c): on generated sequences, a
+non-blocking call waited for at once returns at the blocking call's instant, every bit, with the
+same data; completed by MPI_Test polls or in one MPI_Waitall with point-to-point requests, with the
+same data. Overlapped with a sleep of T, the call ends at max(the blocking call's end, its start +
+T): it progresses while the rank sleeps, as SMPI's own requests do. ORRERY_SMPI_NBC=simgrid (SMPI's
+linear requests) shows the old times, and =report counts what ran where."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import mpicc_program, orrery
+
+pytestmark = pytest.mark.native
+
+REPORT = re.compile(r"^orrery: non-blocking collectives: (.*)$", re.M)
+COUNT = re.compile(r"MPI_(\w+) (\d+) in the kernel, (\d+) by SMPI's requests")
+STAGES = re.compile(r"stages: (.*)$")
+LINE = re.compile(r"^call (\d+) rank (\d+) t=(\S+) hash=(\S+)$", re.M)
+OVERLAP = re.compile(r"^rank (\d+) entered=(\S+) returned=(\S+) through=(\S+) right=(\d)$", re.M)
+
+
+@pytest.fixture(scope="session")
+def nbc(tmp_path_factory) -> Path:
+    """tests/native/programs/nbc.c built with `orrery mpicc`, once per session."""
+    return mpicc_program(tmp_path_factory, "nbc")
+
+
+def run(program: Path, out: Path, options: tuple[str, ...], *args: str, mode: str | None = "report"):
+    return orrery("run", "--out", str(out), *options, "--", str(program), *args, env={"ORRERY_SMPI_NBC": mode})
+
+
+def counts(stderr: str) -> dict[str, tuple[int, int]]:
+    """(in the kernel, by SMPI's requests) per call, from a run with ORRERY_SMPI_NBC=report."""
+    found = REPORT.findall(stderr)
+    assert len(found) == 1, stderr
+    return {name: (int(k), int(r)) for name, k, r in COUNT.findall(found[0])}
+
+
+def stages(stderr: str) -> dict[str, int]:
+    found = STAGES.search(REPORT.search(stderr)[1])
+    assert found, stderr
+    return {name: int(n) for name, n in (item.rsplit(" ", 1) for item in found[1].split(", "))}
+
+
+def calls(stdout: str) -> dict[tuple[int, int], tuple[float, str]]:
+    """(call, rank): (the time it returned, the hash of its data)."""
+    return {(int(c), int(r)): (float.fromhex(t), h) for c, r, t, h in LINE.findall(stdout)}
+
+
+# machine, selector and kinds drawn (W: on MPI_COMM_WORLD only): calls whose blocking form runs in
+# the kernel there (the others' blocking form is SMPI's code: test_what_smpi_s_code_would_run...)
+CASES = [
+    # Open MPI's choices at 72 ranks: recursive doubling, k-nomial and binomial broadcasts, recursive
+    # doubling's and Bruck's barriers (its reduce and allgather at 72 are SMPI's code)
+    pytest.param(("--machine", "h100-ib200", "--nodes", "18"), "abB", 40, id="ompi-72"),
+    # a power of two of ranks: Open MPI's recursive-doubling allgather too
+    pytest.param(("--machine", "h100-ib200", "--nodes", "16"), "abBgW", 40, id="ompi-64"),
+    # SMPI's default: a linear reduce then a binomial-tree broadcast (two stages), a linear barrier
+    pytest.param(("--machine", "dgx-a100", "--nodes", "3"), "arbB", 40, id="default-24"),
+    # MPICH's: Bruck's barrier and the recursive-doubling allgather
+    pytest.param(
+        ("--machine", "h100-ib200", "--nodes", "4", "--set", "mpi.collective_selector=mpich"), "BgW", 30, id="mpich-16"
+    ),
+]
+
+
+@pytest.mark.parametrize("options, kinds, n", CASES)
+def test_a_non_blocking_collective_waited_for_at_once_is_its_blocking_form_bit_for_bit(
+    nbc, tmp_path, options, kinds, n
+):
+    blocking = run(nbc, tmp_path / "b", options, "mix", "7", str(n), "blocking", kinds)
+    waited = run(nbc, tmp_path / "w", options, "mix", "7", str(n), "wait", kinds)
+    assert blocking.returncode == waited.returncode == 0, blocking.stderr + waited.stderr
+    theirs, ours = calls(blocking.stdout), calls(waited.stdout)
+    assert len(theirs) > n and ours == theirs
+    took = counts(waited.stderr)
+    assert all(by_requests == 0 for _, by_requests in took.values()), took
+    names = {"a": "Iallreduce", "r": "Ireduce", "b": "Ibcast", "B": "Ibarrier", "g": "Iallgather"}
+    assert {c for c, (k, _) in took.items() if k} == {names[k] for k in kinds if k in names}
+    # the blocking run made none; its report has no stages (nothing asked)
+    assert counts(blocking.stderr) == dict.fromkeys(names.values(), (0, 0))
+    assert "stages" not in REPORT.search(blocking.stderr)[1]
+
+
+def test_the_default_selector_s_allreduce_is_two_stages(nbc, tmp_path):
+    """SMPI's default allreduce is its linear reduce then its binomial-tree broadcast: each
+    non-blocking allreduce runs two stages, and each reduce one (allreduces and reduces of the
+    draw, times the ranks that made them)."""
+    options = ("--machine", "dgx-a100", "--nodes", "3")
+    res = run(nbc, tmp_path / "w", options, "mix", "7", "40", "wait", "ar")
+    assert res.returncode == 0, res.stderr
+    took, ran = counts(res.stderr), stages(res.stderr)
+    allreduces, reduces = took["Iallreduce"][0], took["Ireduce"][0]
+    assert allreduces > 0 and reduces > 0
+    assert ran["reduce default"] == allreduces + reduces
+    assert ran["bcast binomial"] == allreduces
+    assert sum(ran.values()) == 2 * allreduces + reduces
+
+
+@pytest.mark.parametrize("form", ["test", "waitall"])
+def test_completed_by_polls_or_with_other_requests_the_data_are_the_blocking_form_s(nbc, tmp_path, form):
+    """MPI_Test in a loop (each poll costs the machine's poll time, so returns come later) and one
+    MPI_Waitall with a ring exchange: every call's data are the blocking form's, and no rank returns
+    before its blocking form returned."""
+    options = ("--machine", "h100-ib200", "--nodes", "16")
+    blocking = run(nbc, tmp_path / "b", options, "mix", "11", "30", "blocking", "abBgW")
+    other = run(nbc, tmp_path / "o", options, "mix", "11", "30", form, "abBgW")
+    assert blocking.returncode == other.returncode == 0, blocking.stderr + other.stderr
+    theirs, ours = calls(blocking.stdout), calls(other.stdout)
+    assert ours.keys() == theirs.keys() and len(ours) > 30
+    assert {k: h for k, (_, h) in ours.items()} == {k: h for k, (_, h) in theirs.items()}
+    assert all(ours[k][0] >= theirs[k][0] for k in ours)
+    assert any(ours[k][0] > theirs[k][0] for k in ours)
+
+
+def overlap(program: Path, out: Path, form: str, microseconds: int, mode: str | None = None):
+    res = run(
+        program, out, ("--machine", "h100-ib200", "--nodes", "16"), "overlap", form, "8", str(microseconds), mode=mode
+    )
+    assert res.returncode == 0, res.stderr
+    found = {
+        int(r): (float.fromhex(e), float.fromhex(ret), float.fromhex(th), ok)
+        for r, e, ret, th, ok in OVERLAP.findall(res.stdout)
+    }
+    assert len(found) == 64 and all(ok == "1" for *_, ok in found.values())
+    return found
+
+
+@pytest.mark.parametrize("microseconds", [0, 5, 100])
+def test_an_overlapped_allreduce_ends_at_the_later_of_its_blocking_end_and_the_work(nbc, tmp_path, microseconds):
+    """64 ranks, an 8-byte MPI_Iallreduce, a sleep of T, MPI_Wait: the rank returns at
+    max(where MPI_Allreduce returned, where it entered + T). The allreduce takes 14 to 16 us
+    here: T = 0 is the blocking time, 5 us is hidden in it, 100 us hides it."""
+    blocking = overlap(nbc, tmp_path / "b", "blocking", microseconds)
+    overlapped = overlap(nbc, tmp_path / "o", "overlapped", microseconds)
+    t = microseconds * 1e-6
+    for rank, (entered, returned, _, _) in blocking.items():
+        o_entered, o_returned, o_through, _ = overlapped[rank]
+        assert o_entered == entered
+        assert o_returned == o_through
+        assert o_returned == pytest.approx(max(returned, entered + t), rel=0, abs=1e-15)
+    spans = [returned - entered for entered, returned, _, _ in blocking.values()]
+    assert min(spans) > 5e-6 and max(spans) < 100e-6
+
+
+def test_smpi_s_linear_requests_took_another_time(nbc, tmp_path):
+    """ORRERY_SMPI_NBC=simgrid: SMPI's own non-blocking allreduce, waited for at once, returns at
+    another instant than the blocking call (here sooner: every rank's 8 bytes to every other at
+    once); the data are the same."""
+    blocking = overlap(nbc, tmp_path / "b", "blocking", 0)
+    linear = overlap(nbc, tmp_path / "s", "overlapped", 0, mode="simgrid")
+    assert all(linear[r][0] == blocking[r][0] for r in blocking)
+    assert all(linear[r][1] < blocking[r][1] for r in blocking)
+
+
+def test_a_freed_request_s_messages_still_run_and_the_next_call_gets_its_data(nbc, tmp_path):
+    """Every rank but the root frees its MPI_Ibcast's request at once (MPI_Request_free): the
+    broadcast's messages still run (the root waits for its own), and the next MPI_Ibcast, from
+    rank 1, gets rank 1's data everywhere."""
+    res = run(nbc, tmp_path / "f", ("--machine", "h100-ib200", "--nodes", "2"), "freed")
+    assert res.returncode == 0, res.stderr
+    assert sorted(re.findall(r"^rank (\d+) second (-?\d+) (-?\d+)$", res.stdout, re.M)) == sorted(
+        (str(r), "2000", "2063") for r in range(8)
+    )
+    assert counts(res.stderr)["Ibcast"] == (16, 0)
+
+
+def test_a_rank_missing_from_a_non_blocking_collective_is_a_deadlock_naming_every_call(nbc, tmp_path):
+    """Seven of 8 ranks wait for an MPI_Iallreduce (recursive doubling, in the kernel), the eighth
+    in an MPI_Recv nobody sends: the run is a deadlock naming each rank's call."""
+    out = tmp_path / "d"
+    res = run(nbc, out, ("--machine", "h100-ib200", "--nodes", "2"), "deadlock")
+    assert res.returncode != 0
+    found = json.loads((out / "results.json").read_text())
+    assert found["status"] == "deadlock"
+    assert [(b["rank"], b["call"]) for b in found["failure"]["blocked"]] == [(r, "MPI_Wait") for r in range(7)] + [
+        (7, "MPI_Recv")
+    ]
+    assert "after" not in res.stdout
+
+
+def test_what_smpi_s_code_would_run_goes_to_its_requests(nbc, tmp_path):
+    """An MPI_Iallreduce of 1 MiB (above the kernel's 64 KiB a rank): SMPI's requests, as before;
+    the sums are right (element i: the ranks' 0..7 plus 8 i)."""
+    res = run(nbc, tmp_path / "f", ("--machine", "h100-ib200", "--nodes", "2"), "fallback")
+    assert res.returncode == 0, res.stderr
+    assert sorted(re.findall(r"^rank (\d+) sum (\S+) (\S+)$", res.stdout, re.M)) == sorted(
+        (str(r), "28.0", f"{28 + 8 * 131071}.0") for r in range(8)
+    )
+    assert counts(res.stderr)["Iallreduce"] == (0, 8)
