@@ -121,6 +121,7 @@ struct Settings {
   long detached_below = 0;
   unsigned long long in_kernel[ALGORITHMS] = {}, by_requests[ALGORITHMS] = {};
   unsigned long long nonblocking[ALGORITHMS] = {};  // stages of non-blocking collectives run in the kernel
+  unsigned long long recorded = 0;                  // and stages of SMPI's code recorded (smpi_nbc.cpp)
 };
 
 // A piecewise setting of SMPI's overheads ("size:factor:..." segments) that charges nothing
@@ -194,6 +195,7 @@ struct Op {
   int peer = -1;             // Send, Recv: the other rank (in the communicator)
   std::vector<int> handles;  // Wait: the sends and receives (their indices in the program) it waits for
   double bytes = -1;         // Send: its payload, where not the collective's (-1)
+  int tag = 0;               // Send, Recv: what they match on besides their ranks (a recorded program's)
 };
 using Program = std::vector<Op>;
 
@@ -468,7 +470,7 @@ struct Instance {
   std::vector<std::vector<char>> done;         // per rank, per operation: a send or receive complete
   std::vector<void*> waiting;                  // per rank: its actor (ActorImpl), blocked until its part is done
   std::vector<std::function<void(Instance&)>> then;  // per rank, where no actor waits: what follows its part (nbc)
-  std::map<std::pair<int, int>, std::deque<int>> sends, recvs;  // (from, to): posted, unmatched (their operations)
+  std::map<std::tuple<int, int, int>, std::deque<int>> sends, recvs;  // (from, to, tag): posted, unmatched
   // the data: each rank's input as it entered, the result once one rank worked it out
   std::vector<std::vector<unsigned char>> inputs;
   std::vector<unsigned char> result;
@@ -506,18 +508,18 @@ void advance(Instance& in, int rank) {
     if (op.kind == Op::Send) {
       if (detached(in, op))
         in.done[rank][i] = 1;
-      std::deque<int>& waiting = in.recvs[{rank, op.peer}];
+      std::deque<int>& waiting = in.recvs[{rank, op.peer, op.tag}];
       if (waiting.empty()) {
-        in.sends[{rank, op.peer}].push_back(i);
+        in.sends[{rank, op.peer, op.tag}].push_back(i);
       } else {
         int r = waiting.front();
         waiting.pop_front();
         transfer(in, rank, i, op.peer, r);
       }
     } else if (op.kind == Op::Recv) {
-      std::deque<int>& waiting = in.sends[{op.peer, rank}];
+      std::deque<int>& waiting = in.sends[{op.peer, rank, op.tag}];
       if (waiting.empty()) {
-        in.recvs[{op.peer, rank}].push_back(i);
+        in.recvs[{op.peer, rank, op.tag}].push_back(i);
       } else {
         int s = waiting.front();
         waiting.pop_front();
@@ -631,6 +633,19 @@ void leave(Instance& in) {
 
 /* ---------------- the non-blocking collectives (smpi_nbc.cpp) ---------------- */
 
+// SMPI's own code's stage: its messages, recorded as its program
+constexpr Algorithm RECORDED = ALGORITHMS;
+
+/* A request SMPI's code holds while it is recorded (its stand-in below): its message, and the
+ * operation of the program that posted it last (-1: made by an _init call, not started). */
+struct Token {
+  bool send;
+  int peer, tag;
+  double bytes;
+  bool persistent;
+  int op = -1;
+};
+
 }  // namespace
 
 /* A rank's part of a non-blocking collective: the stages (the in-kernel algorithms, in the order
@@ -645,7 +660,10 @@ struct orrery_smpi::nbc::Schedule {
     Algorithm algorithm;
   };
   void* actor = nullptr;  // capturing, or posting
-  std::vector<Stage> stages;
+  MPI_Comm comm = MPI_COMM_NULL;  // the call's: what a recorded message's ranks are of
+  int id = 0, rank = 0, n = 0;
+  std::vector<Stage> stages;  // between two in-kernel algorithms' stages, SMPI's code recorded (RECORDED)
+  std::deque<Token> tokens;       // the requests SMPI's code holds while it is recorded
   std::vector<Key> keys;  // each stage's call on its communicator, drawn as the rank posts
   sg4::Host* host = nullptr;
   size_t current = 0;
@@ -672,6 +690,17 @@ Schedule* capturing() {
   return nullptr;
 }
 
+// What ends a capture where SMPI's code does what cannot be recorded: the call is not the kernel's to run
+struct NotInKernel {};
+
+/* SMPI's algorithms that size a message by what an earlier one brought (Status::get_count of a
+ * receive: allgather__rdb off a power of two, the scatter-allgather broadcasts) cannot be recorded,
+ * whose receives complete nothing: under a capture, the call is SMPI's to run. */
+void decline_recording() {
+  if (capturing())
+    throw NotInKernel();
+}
+
 /* In an in-kernel algorithm's stand-in, before it runs: under a capture, records the algorithm's
  * program for the calling rank as the schedule's next stage and returns true (the stand-in then
  * returns at once, without data: smpi_nbc.cpp forms the results). */
@@ -679,15 +708,17 @@ bool captured(Algorithm a, MPI_Comm comm, double bytes, const std::function<Prog
   Schedule* s = capturing();
   if (!s)
     return false;
+  for (const Token& t : s->tokens)
+    if (t.op >= 0)  // SMPI's code around it has a message pending, whose wait would be the next stage's
+      throw NotInKernel();
   int n, rank;
   PMPI_Comm_size(comm, &n);
   PMPI_Comm_rank(comm, &rank);
   s->stages.push_back({smpi_comm_id(comm), rank, n, bytes, program(rank, n), a});
+  s->stages.push_back({s->id, s->rank, s->n, 0, {}, RECORDED});  // what SMPI's code runs after it
   return true;
 }
 
-// What SMPI's own code posting a message under a capture throws: the call is not the kernel's to run
-struct NotInKernel {};
 
 /* In the kernel: the schedule's current stage is posted, or, past the last, it is finished and
  * its waiter answered. */
@@ -720,11 +751,16 @@ void forget_waiter(const void* gone) {
 
 namespace orrery_smpi::nbc {
 
-std::shared_ptr<Schedule> capture(const std::function<void()>& blocking_call) {
+std::shared_ptr<Schedule> capture(MPI_Comm comm, const std::function<void()>& blocking_call) {
   if (!settings().taken)
     return nullptr;
   auto s = std::make_shared<Schedule>();
   s->actor = sg4::Actor::self()->get_impl();
+  s->comm = comm;
+  s->id = smpi_comm_id(comm);
+  PMPI_Comm_rank(comm, &s->rank);
+  PMPI_Comm_size(comm, &s->n);
+  s->stages.push_back({s->id, s->rank, s->n, 0, {}, RECORDED});
   Settings& counts = settings();
   unsigned long long by_requests[ALGORITHMS];  // a stand-in declining under the capture counted a call not made
   std::copy(std::begin(counts.by_requests), std::end(counts.by_requests), by_requests);
@@ -737,17 +773,19 @@ std::shared_ptr<Schedule> capture(const std::function<void()>& blocking_call) {
   }
   g_capturing.erase(std::find(g_capturing.begin(), g_capturing.end(), s.get()));
   std::copy(std::begin(by_requests), std::end(by_requests), counts.by_requests);
-  if (!in_kernel || s->stages.empty())
-    return nullptr;
-  for (const Schedule::Stage& st : s->stages)
-    settings().nonblocking[st.algorithm]++;
-  return s;
+  s->tokens.clear();
+  return in_kernel ? s : nullptr;
 }
 
 void start(const std::shared_ptr<Schedule>& s) {
   watch_terminations();
-  for (const Schedule::Stage& st : s->stages)
+  for (const Schedule::Stage& st : s->stages) {
     s->keys.push_back({st.id, g_calls[{st.id, st.rank}]++});
+    if (st.algorithm != RECORDED)
+      settings().nonblocking[st.algorithm]++;
+    else if (!st.program.empty())
+      settings().recorded++;
+  }
   s->host = sg4::this_actor::get_host();
   simgrid::kernel::actor::simcall_answered([s] {
     g_schedules.insert(s);
@@ -762,7 +800,7 @@ std::string stages_report() {
   std::string line;
   for (int a = 0; a < ALGORITHMS; a++)
     line += std::string(a ? ", " : "") + kNames[a] + " " + std::to_string(s.nonblocking[a]);
-  return line;
+  return line + ", SMPI's code recorded " + std::to_string(s.recorded);
 }
 
 void wait(const std::shared_ptr<Schedule>& s) {
@@ -786,6 +824,273 @@ void wait(const std::shared_ptr<Schedule>& s) {
 void orrery_smpi::nbc::before_request() {
   if (capturing())
     throw NotInKernel();
+}
+
+/* ---- SMPI's own algorithms, recorded under a capture ----
+ * Where the blocking call runs SMPI's own code (an algorithm not transcribed above, or a stand-in
+ * above declining: a segmented reduce, Rabenseifner's allreduce, a ring allgather, ...), its
+ * point-to-point calls (Request::send, recv, sendrecv, isend, irecv, their _init forms with
+ * startall, wait, waitall) are recorded into the current stage's program instead of posted: each
+ * message to its rank in the call's communicator, of its bytes and its tag, each wait for what it
+ * names. Their requests are tokens of the capture's. SMPI's algorithms post and wait in a fixed
+ * order whatever arrives, so the program is the one its code runs, and the kernel runs it as it
+ * runs the transcribed ones (tests/native/test_nbc.py compares both with the blocking call, bit
+ * for bit). What cannot be recorded so ends the capture (NotInKernel): a message on another
+ * communicator (SMPI's node and leader communicators), from any source, a probe, a wait for any. */
+namespace {
+
+Schedule* recording(MPI_Comm comm) {
+  Schedule* s = capturing();
+  if (s && comm != s->comm)
+    throw NotInKernel();
+  return s;
+}
+
+double bytes_of(int count, MPI_Datatype type) {
+  int size = 0;
+  PMPI_Type_size(type, &size);
+  return (double)count * size;
+}
+
+Program& recorded(Schedule& s) { return s.stages.back().program; }  // a RECORDED stage (captured opens the next)
+
+// a message posted: its operation's index
+int record_post(Schedule& s, bool send, int peer, int tag, double bytes) {
+  if (!send && (peer == MPI_ANY_SOURCE || tag == MPI_ANY_TAG))
+    throw NotInKernel();
+  Program& p = recorded(s);
+  p.push_back({send ? Op::Send : Op::Recv, peer, {}, send ? bytes : -1, tag});
+  return (int)p.size() - 1;
+}
+
+MPI_Request token(Schedule& s, bool send, int peer, int tag, double bytes, bool persistent) {
+  s.tokens.push_back({send, peer, tag, bytes, persistent});
+  Token& t = s.tokens.back();
+  if (!persistent && peer != MPI_PROC_NULL)
+    t.op = record_post(s, send, peer, tag, bytes);
+  return reinterpret_cast<MPI_Request>(&t);
+}
+
+Token& token_of(MPI_Request r) { return *reinterpret_cast<Token*>(r); }
+
+void record_wait(Schedule& s, std::vector<int> handles) {
+  if (!handles.empty())
+    recorded(s).push_back({Op::Wait, -1, std::move(handles)});
+}
+
+void empty_status(MPI_Status* status) {
+  if (status && status != MPI_STATUS_IGNORE) {
+    status->MPI_SOURCE = MPI_ANY_SOURCE;
+    status->MPI_TAG = MPI_ANY_TAG;
+    status->MPI_ERROR = MPI_SUCCESS;
+  }
+}
+
+}  // namespace
+
+#define REQUEST_SEND "_ZN7simgrid4smpi7Request4sendEPKviPNS0_8DatatypeEiiPNS0_4CommE"
+#define REQUEST_RECV "_ZN7simgrid4smpi7Request4recvEPviPNS0_8DatatypeEiiPNS0_4CommEP10MPI_Status"
+#define REQUEST_SENDRECV \
+  "_ZN7simgrid4smpi7Request8sendrecvEPKviPNS0_8DatatypeEiiPviS5_iiPNS0_4CommEP10MPI_Status"
+#define REQUEST_ISEND "_ZN7simgrid4smpi7Request5isendEPKviPNS0_8DatatypeEiiPNS0_4CommE"
+#define REQUEST_IRECV "_ZN7simgrid4smpi7Request5irecvEPviPNS0_8DatatypeEiiPNS0_4CommE"
+#define REQUEST_ISEND_INIT "_ZN7simgrid4smpi7Request10isend_initEPKviPNS0_8DatatypeEiiPNS0_4CommE"
+#define REQUEST_IRECV_INIT "_ZN7simgrid4smpi7Request10irecv_initEPviPNS0_8DatatypeEiiPNS0_4CommE"
+#define REQUEST_STARTALL "_ZN7simgrid4smpi7Request8startallEiPPS1_"
+#define REQUEST_WAIT "_ZN7simgrid4smpi7Request4waitEPPS1_P10MPI_Status"
+#define REQUEST_WAITALL "_ZN7simgrid4smpi7Request7waitallEiPPS1_P10MPI_Status"
+#define REQUEST_WAITANY "_ZN7simgrid4smpi7Request7waitanyEiPPS1_P10MPI_Status"
+#define REQUEST_IPROBE "_ZN7simgrid4smpi7Request6iprobeEiiPNS0_4CommEPiP10MPI_Status"
+
+EXPORTED void request_send(const void* buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) __asm__(REQUEST_SEND);
+void request_send(const void* buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) {
+  using Real = void (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
+  static const Real real = next<Real>(REQUEST_SEND);
+  if (Schedule* s = recording(comm)) {
+    if (dst != MPI_PROC_NULL)
+      record_wait(*s, {record_post(*s, true, dst, tag, bytes_of(count, type))});
+    return;
+  }
+  real(buf, count, type, dst, tag, comm);
+}
+
+EXPORTED int request_recv(void* buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Status* status) __asm__(REQUEST_RECV);
+int request_recv(void* buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Status* status) {
+  using Real = int (*)(void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status*);
+  static const Real real = next<Real>(REQUEST_RECV);
+  if (Schedule* s = recording(comm)) {
+    empty_status(status);
+    if (src != MPI_PROC_NULL)
+      record_wait(*s, {record_post(*s, false, src, tag, 0)});
+    return MPI_SUCCESS;
+  }
+  return real(buf, count, type, src, tag, comm, status);
+}
+
+// Request::sendrecv: a copy where both ends are the rank itself, else isend_init, irecv_init, startall, waitall
+EXPORTED void request_sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf,
+                               int rcount, MPI_Datatype rtype, int src, int rtag, MPI_Comm comm,
+                               MPI_Status* status) __asm__(REQUEST_SENDRECV);
+void request_sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
+                      MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* status) {
+  using Real = void (*)(const void*, int, MPI_Datatype, int, int, void*, int, MPI_Datatype, int, int, MPI_Comm,
+                        MPI_Status*);
+  static const Real real = next<Real>(REQUEST_SENDRECV);
+  if (Schedule* s = recording(comm)) {
+    empty_status(status);
+    if (dst == s->rank && src == s->rank)
+      return;  // SMPI copies: no message
+    std::vector<int> handles;
+    if (dst != MPI_PROC_NULL)
+      handles.push_back(record_post(*s, true, dst, stag, bytes_of(scount, stype)));
+    if (src != MPI_PROC_NULL)
+      handles.push_back(record_post(*s, false, src, rtag, 0));
+    record_wait(*s, std::move(handles));
+    return;
+  }
+  real(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm, status);
+}
+
+EXPORTED MPI_Request request_isend(const void* buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) __asm__(REQUEST_ISEND);
+MPI_Request request_isend(const void* buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) {
+  using Real = MPI_Request (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
+  static const Real real = next<Real>(REQUEST_ISEND);
+  if (Schedule* s = recording(comm))
+    return token(*s, true, dst, tag, bytes_of(count, type), false);
+  return real(buf, count, type, dst, tag, comm);
+}
+
+EXPORTED MPI_Request request_irecv(void* buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm) __asm__(REQUEST_IRECV);
+MPI_Request request_irecv(void* buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm) {
+  using Real = MPI_Request (*)(void*, int, MPI_Datatype, int, int, MPI_Comm);
+  static const Real real = next<Real>(REQUEST_IRECV);
+  if (Schedule* s = recording(comm))
+    return token(*s, false, src, tag, 0, false);
+  return real(buf, count, type, src, tag, comm);
+}
+
+EXPORTED MPI_Request request_isend_init(const void* buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) __asm__(REQUEST_ISEND_INIT);
+MPI_Request request_isend_init(const void* buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) {
+  using Real = MPI_Request (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
+  static const Real real = next<Real>(REQUEST_ISEND_INIT);
+  if (Schedule* s = recording(comm))
+    return token(*s, true, dst, tag, bytes_of(count, type), true);
+  return real(buf, count, type, dst, tag, comm);
+}
+
+EXPORTED MPI_Request request_irecv_init(void* buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm) __asm__(REQUEST_IRECV_INIT);
+MPI_Request request_irecv_init(void* buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm) {
+  using Real = MPI_Request (*)(void*, int, MPI_Datatype, int, int, MPI_Comm);
+  static const Real real = next<Real>(REQUEST_IRECV_INIT);
+  if (Schedule* s = recording(comm))
+    return token(*s, false, src, tag, 0, true);
+  return real(buf, count, type, src, tag, comm);
+}
+
+EXPORTED void request_startall(int count, MPI_Request* requests) __asm__(REQUEST_STARTALL);
+void request_startall(int count, MPI_Request* requests) {
+  using Real = void (*)(int, MPI_Request*);
+  static const Real real = next<Real>(REQUEST_STARTALL);
+  if (Schedule* s = capturing()) {
+    for (int i = 0; i < count; i++)
+      if (requests[i] != MPI_REQUEST_NULL) {
+        Token& t = token_of(requests[i]);
+        if (t.peer != MPI_PROC_NULL)
+          t.op = record_post(*s, t.send, t.peer, t.tag, t.bytes);
+      }
+    return;
+  }
+  real(count, requests);
+}
+
+// A wait for recorded requests: on the operations they posted; a request not persistent is then freed
+namespace {
+int wait_recorded(Schedule& s, int count, MPI_Request* requests, MPI_Status* statuses) {
+  std::vector<int> handles;
+  for (int i = 0; i < count; i++) {
+    empty_status(statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i]);
+    if (requests[i] == MPI_REQUEST_NULL)
+      continue;
+    Token& t = token_of(requests[i]);
+    if (t.op >= 0)
+      handles.push_back(t.op);
+    t.op = -1;
+    if (!t.persistent)
+      requests[i] = MPI_REQUEST_NULL;
+  }
+  record_wait(s, std::move(handles));
+  return MPI_SUCCESS;
+}
+}  // namespace
+
+EXPORTED int request_wait(MPI_Request* request, MPI_Status* status) __asm__(REQUEST_WAIT);
+int request_wait(MPI_Request* request, MPI_Status* status) {
+  using Real = int (*)(MPI_Request*, MPI_Status*);
+  static const Real real = next<Real>(REQUEST_WAIT);
+  if (Schedule* s = capturing()) {
+    wait_recorded(*s, 1, request, MPI_STATUSES_IGNORE);
+    empty_status(status);
+    return MPI_SUCCESS;
+  }
+  return real(request, status);
+}
+
+EXPORTED int request_waitall(int count, MPI_Request* requests, MPI_Status* statuses) __asm__(REQUEST_WAITALL);
+int request_waitall(int count, MPI_Request* requests, MPI_Status* statuses) {
+  using Real = int (*)(int, MPI_Request*, MPI_Status*);
+  static const Real real = next<Real>(REQUEST_WAITALL);
+  if (Schedule* s = capturing())
+    return wait_recorded(*s, count, requests, statuses);
+  return real(count, requests, statuses);
+}
+
+EXPORTED int request_waitany(int count, MPI_Request* requests, MPI_Status* status) __asm__(REQUEST_WAITANY);
+int request_waitany(int count, MPI_Request* requests, MPI_Status* status) {
+  using Real = int (*)(int, MPI_Request*, MPI_Status*);
+  static const Real real = next<Real>(REQUEST_WAITANY);
+  if (capturing())
+    throw NotInKernel();  // which completes first is the kernel's to know
+  return real(count, requests, status);
+}
+
+EXPORTED void request_iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) __asm__(REQUEST_IPROBE);
+void request_iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  using Real = void (*)(int, int, MPI_Comm, int*, MPI_Status*);
+  static const Real real = next<Real>(REQUEST_IPROBE);
+  if (capturing())
+    throw NotInKernel();
+  real(source, tag, comm, flag, status);
+}
+
+bool orrery_smpi::nbc::recorded_unref(void** request) {
+  if (!capturing())
+    return false;
+  reinterpret_cast<Token*>(*request)->op = -1;  // not waited for: its message runs on
+  *request = nullptr;  // a token of the capture's (SMPI's own requests are not made under it)
+  return true;
+}
+
+// simgrid::smpi::bcast__scatter_LR_allgather and bcast__scatter_rdb_allgather(void*, int, Datatype*, int root, Comm*)
+#define BCAST_SCATTER_LR "_ZN7simgrid4smpi27bcast__scatter_LR_allgatherEPviPNS0_8DatatypeEiPNS0_4CommE"
+#define BCAST_SCATTER_RDB "_ZN7simgrid4smpi28bcast__scatter_rdb_allgatherEPviPNS0_8DatatypeEiPNS0_4CommE"
+namespace {
+template <const char* Symbol>
+int sized_by_arrivals(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  using Real = int (*)(void*, int, MPI_Datatype, int, MPI_Comm);
+  static const Real real = next<Real>(Symbol);
+  decline_recording();
+  return real(buf, count, type, root, comm);
+}
+constexpr char kBcastScatterLr[] = BCAST_SCATTER_LR;
+constexpr char kBcastScatterRdb[] = BCAST_SCATTER_RDB;
+}  // namespace
+EXPORTED int bcast_scatter_lr(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) __asm__(BCAST_SCATTER_LR);
+EXPORTED int bcast_scatter_rdb(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) __asm__(BCAST_SCATTER_RDB);
+int bcast_scatter_lr(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  return sized_by_arrivals<kBcastScatterLr>(buf, count, type, root, comm);
+}
+int bcast_scatter_rdb(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  return sized_by_arrivals<kBcastScatterRdb>(buf, count, type, root, comm);
 }
 
 /* A communicator's node and leader communicators (Comm::init_smp), made at the first collective
@@ -1076,6 +1381,7 @@ int allgather_rdb(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, 
   int n;
   PMPI_Comm_size(comm, &n);
   if (!s.taken || (n & (n - 1)) || scount != rcount || stype != rtype || !small(rcount, rtype) || !identified(comm)) {
+    decline_recording();  // SMPI's code sizes its messages by what arrived (below)
     s.by_requests[ALLGATHER_RDB]++;
     return real(sbuf, scount, stype, rbuf, rcount, rtype, comm);
   }

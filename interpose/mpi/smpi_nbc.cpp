@@ -56,6 +56,7 @@
 
 using orrery_smpi::DatatypeCopy;
 using orrery_smpi::extent_of;
+using orrery_smpi::Laid;
 using orrery_smpi::Mode;
 using orrery_smpi::next;
 using orrery_smpi::OpApply;
@@ -108,9 +109,10 @@ __attribute__((destructor)) void report_at_exit() {
 
 /* One call run in the kernel: each rank's input as it posted, until every rank has left. */
 struct Table {
-  std::vector<std::vector<unsigned char>> inputs;
+  std::vector<std::vector<unsigned char>> inputs;  // packed (a broadcast's, an allgather's)
+  std::vector<Laid> laid;                          // in the type's layout (a reduction's)
   std::vector<char> entered;
-  std::vector<unsigned char> result;  // a reduction's, once formed
+  Laid result;  // a reduction's, once formed
   bool formed = false;
   int left = 0;
 };
@@ -146,6 +148,19 @@ std::map<MPI_Request, Running> g_running;
 // Calls SMPI's own code would run, by their arguments: (call, communicator's id, size, count, type, op, root)
 std::set<std::tuple<int, int, int, int, MPI_Datatype, MPI_Op, int>> g_declined;
 
+/* Whether a call runs in the kernel, as the first of its ranks to finish its capture found: every
+ * rank follows (a call's ranks run it one way or the other; the captures of ranks that yield in
+ * one, making SMPI's node communicators, end in any order). A rank whose own capture fails where
+ * the call runs in the kernel cannot follow (SMPI's code did on it what cannot be recorded, and the
+ * others' messages are under way): the run stops, naming the call. */
+enum class Way { Unknown, Kernel, Requests };
+struct Decision {
+  Way way = Way::Unknown;
+  int done = 0;  // ranks through
+};
+std::map<Key, Decision> g_decisions;                // (communicator's id, the call's number among these)
+std::map<std::pair<int, int>, uint64_t> g_decided;  // (communicator's id, rank): its calls so far
+
 std::vector<unsigned char> packed(const void* buf, int count, MPI_Datatype type) {
   static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
   int size;
@@ -180,7 +195,7 @@ struct Scratch {
 /* Runs a call in the kernel where the blocking call's algorithms run there: the rank's input into
  * the call's table, its schedule started, its request made. False: SMPI's requests run it. */
 bool post(Kind kind, MPI_Comm comm, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Request* request,
-          const std::function<void()>& blocking_call, const std::function<std::vector<unsigned char>()>& input,
+          const std::function<void()>& blocking_call, const std::function<void(Table&, int rank)>& enter,
           std::function<void(Table&)> deliver) {
   if (mode() == Mode::Simgrid)
     return false;
@@ -189,50 +204,83 @@ bool post(Kind kind, MPI_Comm comm, int count, MPI_Datatype type, MPI_Op op, int
   PMPI_Comm_test_inter(comm, &inter);
   PMPI_Comm_size(comm, &n);
   const int id = nbc_comm_id(comm);
-  const auto arguments = std::make_tuple((int)kind, id, n, count, type, op, root);
-  if (inter || n < 2 || id == MPI_UNDEFINED || g_declined.count(arguments)) {
-    g_by_requests[kind]++;
-    return false;
-  }
-  std::shared_ptr<nbc::Schedule> schedule = nbc::capture(blocking_call);
-  if (!schedule) {
-    g_declined.insert(arguments);
+  if (inter || n < 2 || id == MPI_UNDEFINED) {
     g_by_requests[kind]++;
     return false;
   }
   PMPI_Comm_rank(comm, &rank);
+  const Key call{id, g_decided[{id, rank}]++};
+  const auto arguments = std::make_tuple((int)kind, id, n, count, type, op, root);
+  std::shared_ptr<nbc::Schedule> schedule;
+  if (g_decisions[call].way != Way::Requests && !g_declined.count(arguments))
+    schedule = nbc::capture(comm, blocking_call);  // may yield: the decision is looked up again after
+  Decision& d = g_decisions[call];
+  if (d.way == Way::Unknown)
+    d.way = schedule ? Way::Kernel : Way::Requests;
+  if (d.way == Way::Kernel && !schedule) {
+    fprintf(stderr,
+            "orrery: MPI_%s on rank %d: SMPI's algorithm could not be recorded on this rank, and was on another "
+            "(interpose/mpi/smpi_nbc.cpp); ORRERY_SMPI_NBC=simgrid leaves every non-blocking collective to SMPI\n",
+            kCalls[kind], rank);
+    abort();
+  }
+  const bool in_kernel = d.way == Way::Kernel;
+  if (++d.done == n)
+    g_decisions.erase(call);
+  if (!in_kernel) {
+    if (!schedule)
+      g_declined.insert(arguments);
+    g_by_requests[kind]++;
+    return false;
+  }
   const Key key{id, g_numbers[{id, rank}]++};
   Table& t = g_tables[key];
-  if (t.inputs.empty()) {
+  if (t.entered.empty()) {
     t.inputs.resize(n);
+    t.laid.resize(n);
     t.entered.assign(n, 0);
   }
-  t.inputs[rank] = input();
+  enter(t, rank);
   t.entered[rank] = 1;
+  /* As SMPI's own entry point does (SmpiBenchGuard): the rank's host time ahead of SimGrid's clock
+   * is waited out here (smpi_timers.cpp's hook), so that its messages start at its own time. */
+  smpi_bench_end();
   nbc::start(schedule);
   using Ibarrier = int (*)(MPI_Comm, MPI_Request*);
   static const Ibarrier make_request = next<Ibarrier>("PMPI_Ibarrier");
   make_request(MPI_COMM_SELF, request);
+  smpi_bench_begin();
   g_running[*request] = {std::move(schedule), key, std::move(deliver)};
   g_in_kernel[kind]++;
   return true;
 }
 
 /* A reduction's result, x(0) op x(1) op ... op x(n-1), formed once for all ranks. */
-const std::vector<unsigned char>& reduced(Table& t, int count, MPI_Datatype type, MPI_Op op, Kind kind, int rank) {
+const Laid& reduced(Table& t, int count, MPI_Datatype type, MPI_Op op, Kind kind, int rank) {
   static const OpApply apply = next<OpApply>(OP_APPLY);
   if (!t.formed) {
-    for (int k = 0; k < (int)t.inputs.size(); k++)
+    for (int k = 0; k < (int)t.laid.size(); k++)
       need(t, k, kind, rank);
-    t.result = t.inputs[0];
-    for (size_t k = 1; k < t.inputs.size(); k++) {  // apply's inout becomes in op inout: the prefix, then x(k)
-      std::vector<unsigned char> next_prefix = t.inputs[k];
-      apply(op, t.result.data(), next_prefix.data(), &count, type);
-      t.result.swap(next_prefix);
-    }
+    for (size_t k = 1; k < t.laid.size(); k++)  // apply's inout becomes in op inout: the prefix, then x(k)
+      apply(op, t.laid[k - 1].at, t.laid[k].at, &count, type);
+    t.result = std::move(t.laid.back());
     t.formed = true;
   }
   return t.result;
+}
+
+// The rank's data for a reduction, in its type's layout
+std::function<void(Table&, int)> enter_laid(const void* from, int count, MPI_Datatype type) {
+  return [=](Table& t, int rank) { t.laid[rank] = orrery_smpi::laid_out(from, count, type, count, type); };
+}
+std::function<void(Table&, int)> enter_packed(const void* from, int count, MPI_Datatype type) {
+  return [=](Table& t, int rank) { t.inputs[rank] = packed(from, count, type); };
+}
+
+void copy_out(const Laid& result, void* to, int count, MPI_Datatype type) {
+  static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
+  if (count > 0)
+    copy(result.at, count, type, to, count, type);
 }
 
 // The arguments SMPI would refuse (and report), and reductions whose operation does not commute
@@ -272,8 +320,8 @@ bool nbc::iallreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type,
         Scratch send(count, type), recv(count, type);
         selected<Allreduce>("_ZN7simgrid4smpi5colls9allreduceE")(send.at, recv.at, count, type, op, comm);
       },
-      [=] { return packed(sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, type); },
-      [=](Table& t) { unpack(reduced(t, count, type, op, IALLREDUCE, rank), rbuf, count, type); });
+      enter_laid(sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, type),
+      [=](Table& t) { copy_out(reduced(t, count, type, op, IALLREDUCE, rank), rbuf, count, type); });
 }
 
 bool nbc::ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
@@ -287,10 +335,9 @@ bool nbc::ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MP
         Scratch send(count, type), recv(count, type);
         selected<Reduce>("_ZN7simgrid4smpi5colls6reduceE")(send.at, recv.at, count, type, op, root, comm);
       },
-      [=] { return packed(sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, type); },
-      [=](Table& t) {
+      enter_laid(sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, type), [=](Table& t) {
         if (rank == root)
-          unpack(reduced(t, count, type, op, IREDUCE, rank), rbuf, count, type);
+          copy_out(reduced(t, count, type, op, IREDUCE, rank), rbuf, count, type);
       });
 }
 
@@ -308,7 +355,10 @@ int PMPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm
         Scratch data(count, type);
         selected<Bcast>("_ZN7simgrid4smpi5colls5bcastE")(data.at, count, type, root, comm);
       },
-      [=] { return rank == root ? packed(buf, count, type) : std::vector<unsigned char>(); },
+      [=](Table& t, int r) {
+        if (r == root)
+          t.inputs[r] = packed(buf, count, type);
+      },
       [=](Table& t) {
         if (rank != root) {
           need(t, root, IBCAST, rank);
@@ -327,7 +377,7 @@ int PMPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
   const bool taken = post(
       IBARRIER, comm, 0, MPI_BYTE, MPI_OP_NULL, -1, request,
       [=] { selected<Barrier>("_ZN7simgrid4smpi5colls7barrierE")(comm); },
-      [] { return std::vector<unsigned char>(); }, [](Table&) {});
+      [](Table&, int) {}, [](Table&) {});
   return taken ? MPI_SUCCESS : real(comm, request);
 }
 
@@ -361,8 +411,7 @@ int PMPI_Iallgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf
         selected<Allgather>("_ZN7simgrid4smpi5colls9allgatherE")(send.at, scount, stype, recv.at, rcount, rtype,
                                                                    comm);
       },
-      [=] { return packed(own, scount, stype); },
-      [=](Table& t) {
+      enter_packed(own, scount, stype), [=](Table& t) {
         for (int r = 0; r < n; r++) {
           need(t, r, IALLGATHER, rank);
           unpack(t.inputs[r], static_cast<char*>(rbuf) + (MPI_Aint)r * rcount * extent, rcount, rtype);

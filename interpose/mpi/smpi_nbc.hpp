@@ -19,13 +19,15 @@ struct Schedule;  // a rank's part of a non-blocking collective: its stages, run
 /* Runs `blocking_call` (the selector's blocking collective, on scratch buffers) with the kernel's
  * algorithms captured instead of run: the schedule, or nothing where SMPI's own code would post a
  * message (nothing has been posted then) or none of it runs in the kernel. */
-std::shared_ptr<Schedule> capture(const std::function<void()>& blocking_call);
+std::shared_ptr<Schedule> capture(MPI_Comm comm, const std::function<void()>& blocking_call);
 void start(const std::shared_ptr<Schedule>& schedule);  // posts the rank's part; returns at once
 bool finished(const Schedule& schedule);
 void wait(const std::shared_ptr<Schedule>& schedule);  // blocks the calling rank until it is finished
 std::string stages_report();                           // the stages run, by algorithm
 // Where SMPI constructs a request (smpi_pins.cpp): under a capture, throws (the call is SMPI's to run)
 void before_request();
+// Where SMPI frees a request (smpi_pins.cpp): true where it is one of a recording's (nulled here)
+bool recorded_unref(void** request);  // an MPI_Request*
 
 /* ---- smpi_nbc.cpp ---- */
 

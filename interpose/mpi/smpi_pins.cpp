@@ -92,8 +92,9 @@ void pin(const void* request, const Posted& p) {
 }
 }  // namespace
 
-namespace orrery_smpi::nbc {
+namespace orrery_smpi::nbc {  // smpi_colls.cpp, with SimGrid 3.32: a non-blocking collective's capture
 __attribute__((weak)) void before_request();
+__attribute__((weak)) bool recorded_unref(void** request);
 }
 
 // simgrid::smpi::Request::Request(const void* buf, int count, MPI_Datatype, aid_t src, aid_t dst, int tag,
@@ -132,6 +133,8 @@ EXPORTED void request_unref(void** request) __asm__(REQUEST_UNREF);
 void request_unref(void** request) {
   using Unref = void (*)(void**);
   static const Unref real = next<Unref>(REQUEST_UNREF);
+  if (orrery_smpi::nbc::recorded_unref && orrery_smpi::nbc::recorded_unref(request))
+    return;
   void* self = *request;
   real(request);
   if (*request == nullptr)

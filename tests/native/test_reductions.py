@@ -57,7 +57,9 @@ def run(program: Path, out: Path, selector: str, mode: str | None, *rounds: str)
         ",".join(map(str, SIZES)),
         ",".join(map(str, ELEMENTS)),
         *rounds,
-        env={"ORRERY_SMPI_REDUCTIONS": mode},
+        # the non-blocking reductions by SMPI's requests, whose data this file's mend forms (in the
+        # kernel, smpi_nbc.cpp forms those that commute: tests/native/test_nbc.py)
+        env={"ORRERY_SMPI_REDUCTIONS": mode, "ORRERY_SMPI_NBC": "simgrid"},
     )
 
 

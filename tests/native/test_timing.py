@@ -348,15 +348,17 @@ def test_copy_kinds_memset_and_launch_api_costs(run_program, programs, h100, cos
 # ---- the host's time (interpose/core/streams.cpp): overheads spent ahead of SimGrid's clock ----
 
 
-def test_an_mpi_call_the_shim_does_not_wrap_starts_at_the_rank_s_own_time(run_program, programs, h100, costs):
+@pytest.mark.parametrize("call", ["", "-ireduce"], ids=["igather", "ireduce"])
+def test_an_mpi_call_the_shim_does_not_wrap_starts_at_the_rank_s_own_time(run_program, programs, h100, costs, call):
     """Rank 0's launch overhead is host time it does not sleep at once: SMPI's MPI calls catch it
-    up as they enter, wrapped or not. Rank 1, the root of an MPI_Ireduce (no wrapper of the
-    shim's), waits for rank 0's message, which leaves L later after a launch; and right after a
+    up as they enter, wrapped or not. Rank 1, the root of an MPI_Igather (no wrapper of the
+    shim's), or of an MPI_Ireduce (which liborrery_smpi.so runs in the kernel, outside SMPI's entry
+    point), waits for rank 0's message, which leaves L later after a launch; and right after a
     launch both of rank 0's clocks read L."""
     L = h100.overheads.launch
     options = (*costs, "--gpus-per-node", "1")
-    plain = run_ok(run_program, programs, "ahead", options=options, nodes=2).values()
-    launched = run_ok(run_program, programs, "ahead-launch", options=options, nodes=2).values()
+    plain = run_ok(run_program, programs, f"ahead{call}", options=options, nodes=2).values()
+    launched = run_ok(run_program, programs, f"ahead{call}-launch", options=options, nodes=2).values()
     assert launched["reduced"] - plain["reduced"] == pytest.approx(L, abs=1e-15)
     assert launched["wtime"] == pytest.approx(L, rel=REL)
     assert launched["clock"] == pytest.approx(L, abs=0.5e-9)  # to the nearest nanosecond

@@ -22,7 +22,7 @@
  *          the second's first and last element;
  *   deadlock: every rank but the last calls MPI_Iallreduce (8 bytes) and waits for it; the last
  *          waits in MPI_Recv for a message from rank 0 that never comes;
- *   fallback: MPI_Iallreduce of 131072 doubles (1 MiB, above the kernel's 64 KiB), waited for; each
+ *   fallback: MPI_Iallreduce of 131072 doubles (1 MiB), waited for; each
  *          rank prints the sum's first and last element. */
 #include <mpi.h>
 #include <stdint.h>

@@ -757,15 +757,20 @@ int main(int argc, char** argv) {
       it++;
     }
     printf("iterations %d\n", it);
-  } else if (!strcmp(mode, "ahead") || !strcmp(mode, "ahead-launch")) {
-    // Rank 0's launch overhead (ahead-launch), then an MPI call the shim does not wrap: rank 1,
-    // the root, waits in it for rank 0's message, which leaves no sooner than the launch returned.
-    // Then rank 0's host clock and MPI_Wtime read right after a launch.
-    if (rank == 0 && !strcmp(mode, "ahead-launch"))
+  } else if (!strncmp(mode, "ahead", 5)) {
+    // Rank 0's launch overhead (ahead-launch, ahead-ireduce-launch), then an MPI call the shim does
+    // not wrap, MPI_Igather (ahead, ahead-launch), or MPI_Ireduce, which liborrery_smpi.so runs in
+    // the kernel (ahead-ireduce, ahead-ireduce-launch): rank 1, the root, waits in it for rank 0's
+    // message, which leaves no sooner than the launch returned. Then rank 0's host clock and
+    // MPI_Wtime read right after a launch.
+    if (rank == 0 && strstr(mode, "launch"))
       brief<<<1, 1, 0, s1>>>(d);
-    float v = 1, sum = 0;
+    float v = 1, sum = 0, all[2];
     MPI_Request rq;
-    MPI_Ireduce(&v, &sum, 1, MPI_FLOAT, MPI_SUM, 1, MPI_COMM_WORLD, &rq);
+    if (strstr(mode, "ireduce"))
+      MPI_Ireduce(&v, &sum, 1, MPI_FLOAT, MPI_SUM, 1, MPI_COMM_WORLD, &rq);
+    else
+      MPI_Igather(&v, 1, MPI_FLOAT, all, 1, MPI_FLOAT, 1, MPI_COMM_WORLD, &rq);
     MPI_Wait(&rq, MPI_STATUS_IGNORE);
     if (rank == 1)
       printf("reduced %.17g\n", MPI_Wtime() - t0);
