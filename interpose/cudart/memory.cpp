@@ -263,6 +263,18 @@ static void copy_message_data(smx_activity_t comm, void* buff, size_t size) {
 
 void install_message_copy() { smpi_comm_set_copy_data_callback(&copy_message_data); }
 
+}  // namespace orrery
+
+/* Whether `p` lies in folded memory, whose data nobody reads: liborrery_smpi.so's non-blocking
+ * collectives copy no rank's data from it (interpose/mpi/smpi_nbc.cpp), as messages from it carry
+ * none (copy_message_data above). */
+extern "C" __attribute__((visibility("default"))) int orrery_private_folded(const void* p) {
+  const orrery::Allocation* a = orrery::find_allocation(p);
+  return a && a->folded;
+}
+
+namespace orrery {
+
 void apply_d2h_fill(void* dst, uint64_t width, uint64_t pitch, uint64_t rows) {
   const RunDescription& c = run_description();
   if (c.d2h_fill == FillPolicy::Keep)

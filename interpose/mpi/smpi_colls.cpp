@@ -37,8 +37,8 @@
  *
  * A non-blocking collective (smpi_nbc.cpp) runs on the same programs: the rank makes the blocking
  * call on scratch buffers with the stand-ins below recording their programs instead of running
- * them (a capture; SMPI's own code reaching its first message ends it), and the programs then run
- * in the kernel one after the other while the rank goes on (nbc::start, nbc::wait).
+ * them, and SMPI's own code's point-to-point calls recorded as one (a capture), and the programs
+ * then run in the kernel one after the other while the rank goes on (nbc::start, nbc::wait).
  *
  * ORRERY_SMPI_COLLS=simgrid leaves every collective to SMPI's requests; =report writes at the
  * exit one line on standard error: how many calls (per rank) of each of the eleven algorithms ran in

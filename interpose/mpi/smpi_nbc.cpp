@@ -8,28 +8,31 @@
  * pipelined conjugate gradient's dot products, a halo exchange behind a barrier) got wrong overlap.
  *
  * Here MPI_Iallreduce, MPI_Ireduce, MPI_Ibcast, MPI_Ibarrier and MPI_Iallgather send the messages
- * of the algorithm the selector takes for the blocking call, wherever smpi_colls.cpp runs that
- * algorithm in the kernel:
- *   - the rank makes the blocking call on scratch buffers with the kernel's algorithms captured
- *     instead of run (nbc::capture): each records its program, the messages the rank would post
- *     and wait for, as one stage (a reduce then a broadcast are two);
+ * of the algorithm the selector takes for the blocking call:
+ *   - the rank makes the blocking call on scratch buffers under a capture (nbc::capture,
+ *     smpi_colls.cpp): smpi_colls.cpp's in-kernel algorithms record their program, the messages
+ *     the rank would post and wait for, and SMPI's own code has its point-to-point calls recorded
+ *     as one; each piece, in the order the blocking call runs them, is a stage (a reduce then a
+ *     broadcast are two);
  *   - the stages then run in the kernel one after the other, posted as the call is (nbc::start),
  *     while the rank goes on: a call waited for at once returns at the blocking call's instant,
  *     bit for bit, and one overlapped with other work progresses meanwhile, as SMPI's own requests
- *     do (an MPI library with asynchronous progress);
+ *     do (an MPI library with asynchronous progress). The rank's host time ahead of SimGrid's
+ *     clock is waited out first, as SMPI's entry points do (smpi_bench_end);
  *   - the request is SMPI's own kind for a non-blocking collective (an MPI_Ibarrier on
  *     MPI_COMM_SELF: no message), whose completion, Request::finish_nbc_requests, from MPI_Wait,
  *     MPI_Test and their forms for several requests, waits for or tests the schedule here;
  *   - the data: each rank's input is copied into a table the ranks share as it posts (they are
  *     actors of one process), and its result formed where its request completes: a reduction in
- *     rank order, x(0) op x(1) op ... with SMPI's own Op::apply, formed once for all ranks; a
- *     broadcast the root's data as it posted; an allgather every rank's block. Copying and
- *     combining take no simulated time, as SMPI's combining takes none.
- * Left to SMPI's requests, as before: what the blocking call would run by SMPI's own code (its
- * first message under the capture ends it, before anything is posted; the answer is kept for the
- * same call's arguments), a reduction whose operation does not commute (smpi_reductions.cpp forms
- * its data), a communicator of one rank, an intercommunicator, SMPI's node and leader
- * communicators (no id), and a call whose arguments SMPI refuses.
+ *     rank order, x(0) op x(1) op ..., in its datatype's layout, with SMPI's own Op::apply, formed
+ *     once for all ranks; a broadcast the root's data as it posted; an allgather every rank's
+ *     block. Copying and combining take no simulated time, as SMPI's combining takes none.
+ * Left to SMPI's requests, as before: what cannot be recorded (smpi_colls.cpp says what; the
+ * capture ends before anything is posted, and the answer is kept for the same call's arguments),
+ * a reduction whose operation does not commute (smpi_reductions.cpp forms its data), a
+ * communicator of one rank, an intercommunicator, SMPI's node and leader communicators (no id),
+ * and a call whose arguments SMPI refuses. Every rank of a call follows the answer of the first
+ * to find it (Decision).
  *
  * ORRERY_SMPI_NBC=simgrid leaves every non-blocking collective to SMPI's requests (to show their
  * times, never for a result); =report writes at the exit one line on standard error: per call,
@@ -38,8 +41,11 @@
 #include "mpi/smpi_nbc.hpp"
 #include "mpi/smpi_next.hpp"
 
+#include <dlfcn.h>
+
 #include <smpi/smpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -93,6 +99,7 @@ Mode mode() {
 }
 
 unsigned long long g_in_kernel[KINDS] = {}, g_by_requests[KINDS] = {};
+unsigned long long g_copied = 0;  // bytes of the ranks' inputs copied into the tables
 bool g_asked = false;  // a non-blocking collective was called: the stages' counts are there to read
 
 __attribute__((destructor)) void report_at_exit() {
@@ -103,7 +110,7 @@ __attribute__((destructor)) void report_at_exit() {
     line += std::string(k ? "; " : " ") + "MPI_" + kCalls[k] + " " + std::to_string(g_in_kernel[k]) +
             " in the kernel, " + std::to_string(g_by_requests[k]) + " by SMPI's requests";
   if (g_asked)
-    line += "; stages: " + nbc::stages_report();
+    line += "; stages: " + nbc::stages_report() + "; inputs copied: " + std::to_string(g_copied) + " bytes";
   fprintf(stderr, "%s\n", line.c_str());
 }
 
@@ -112,8 +119,9 @@ struct Table {
   std::vector<std::vector<unsigned char>> inputs;  // packed (a broadcast's, an allgather's)
   std::vector<Laid> laid;                          // in the type's layout (a reduction's)
   std::vector<char> entered;
+  std::vector<char> folded;  // a rank's input in folded memory (nothing to copy, nothing to form)
   Laid result;  // a reduction's, once formed
-  bool formed = false;
+  bool formed = false, absent = false;  // absent: an input was folded
   int left = 0;
 };
 using Key = std::pair<int, uint64_t>;  // (communicator's id, the call's number among these on it)
@@ -124,6 +132,15 @@ void leave(const Key& key) {
   auto it = g_tables.find(key);
   if (++it->second.left == (int)it->second.inputs.size())
     g_tables.erase(it);
+}
+
+/* Whether `p` lies in folded memory (the shim's large device and pinned allocations,
+ * interpose/cudart/memory.cpp), whose data nobody reads: no copy is made from it or into it, as
+ * SMPI's messages from it carry none. */
+bool folded(const void* p) {
+  using Folded = int (*)(const void*);
+  static const Folded query = reinterpret_cast<Folded>(dlsym(RTLD_DEFAULT, "orrery_private_folded"));
+  return query && p && p != MPI_IN_PLACE && query(p);
 }
 
 // A rank's result needs rank k's input: there, since its messages left after rank k posted
@@ -200,6 +217,13 @@ bool post(Kind kind, MPI_Comm comm, int count, MPI_Datatype type, MPI_Op op, int
   if (mode() == Mode::Simgrid)
     return false;
   g_asked = true;
+  /* As SMPI's own entry points (SmpiBenchGuard): the rank's host time ahead of SimGrid's clock is
+   * waited out here (smpi_timers.cpp's hook), so that what the call starts (its messages, SMPI's
+   * node communicators made under the capture) starts at the rank's own time. */
+  struct BenchGuard {
+    BenchGuard() { smpi_bench_end(); }
+    ~BenchGuard() { smpi_bench_begin(); }
+  } guard;
   int inter = 0, n, rank;
   PMPI_Comm_test_inter(comm, &inter);
   PMPI_Comm_size(comm, &n);
@@ -239,48 +263,63 @@ bool post(Kind kind, MPI_Comm comm, int count, MPI_Datatype type, MPI_Op op, int
     t.inputs.resize(n);
     t.laid.resize(n);
     t.entered.assign(n, 0);
+    t.folded.assign(n, 0);
   }
   enter(t, rank);
   t.entered[rank] = 1;
-  /* As SMPI's own entry point does (SmpiBenchGuard): the rank's host time ahead of SimGrid's clock
-   * is waited out here (smpi_timers.cpp's hook), so that its messages start at its own time. */
-  smpi_bench_end();
   nbc::start(schedule);
   using Ibarrier = int (*)(MPI_Comm, MPI_Request*);
   static const Ibarrier make_request = next<Ibarrier>("PMPI_Ibarrier");
   make_request(MPI_COMM_SELF, request);
-  smpi_bench_begin();
   g_running[*request] = {std::move(schedule), key, std::move(deliver)};
   g_in_kernel[kind]++;
   return true;
 }
 
 /* A reduction's result, x(0) op x(1) op ... op x(n-1), formed once for all ranks. */
-const Laid& reduced(Table& t, int count, MPI_Datatype type, MPI_Op op, Kind kind, int rank) {
+// (nothing where a rank's input is folded: the result is nobody's to read)
+const Laid* reduced(Table& t, int count, MPI_Datatype type, MPI_Op op, Kind kind, int rank) {
   static const OpApply apply = next<OpApply>(OP_APPLY);
   if (!t.formed) {
     for (int k = 0; k < (int)t.laid.size(); k++)
       need(t, k, kind, rank);
-    for (size_t k = 1; k < t.laid.size(); k++)  // apply's inout becomes in op inout: the prefix, then x(k)
-      apply(op, t.laid[k - 1].at, t.laid[k].at, &count, type);
-    t.result = std::move(t.laid.back());
     t.formed = true;
+    t.absent = std::find(t.folded.begin(), t.folded.end(), 1) != t.folded.end();
+    if (!t.absent) {
+      for (size_t k = 1; k < t.laid.size(); k++)  // apply's inout becomes in op inout: the prefix, then x(k)
+        apply(op, t.laid[k - 1].at, t.laid[k].at, &count, type);
+      t.result = std::move(t.laid.back());
+    }
   }
-  return t.result;
+  return t.absent ? nullptr : &t.result;
 }
 
 // The rank's data for a reduction, in its type's layout
 std::function<void(Table&, int)> enter_laid(const void* from, int count, MPI_Datatype type) {
-  return [=](Table& t, int rank) { t.laid[rank] = orrery_smpi::laid_out(from, count, type, count, type); };
+  return [=](Table& t, int rank) {
+    if (folded(from)) {
+      t.folded[rank] = 1;
+    } else {
+      t.laid[rank] = orrery_smpi::laid_out(from, count, type, count, type);
+      g_copied += t.laid[rank].room.size();
+    }
+  };
 }
 std::function<void(Table&, int)> enter_packed(const void* from, int count, MPI_Datatype type) {
-  return [=](Table& t, int rank) { t.inputs[rank] = packed(from, count, type); };
+  return [=](Table& t, int rank) {
+    if (folded(from)) {
+      t.folded[rank] = 1;
+    } else {
+      t.inputs[rank] = packed(from, count, type);
+      g_copied += t.inputs[rank].size();
+    }
+  };
 }
 
-void copy_out(const Laid& result, void* to, int count, MPI_Datatype type) {
+void copy_out(const Laid* result, void* to, int count, MPI_Datatype type) {
   static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
-  if (count > 0)
-    copy(result.at, count, type, to, count, type);
+  if (result && count > 0 && !folded(to))
+    copy(result->at, count, type, to, count, type);
 }
 
 // The arguments SMPI would refuse (and report), and reductions whose operation does not commute
@@ -357,12 +396,13 @@ int PMPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm
       },
       [=](Table& t, int r) {
         if (r == root)
-          t.inputs[r] = packed(buf, count, type);
+          enter_packed(buf, count, type)(t, r);
       },
       [=](Table& t) {
         if (rank != root) {
           need(t, root, IBCAST, rank);
-          unpack(t.inputs[root], buf, count, type);
+          if (!t.folded[root] && !folded(buf))
+            unpack(t.inputs[root], buf, count, type);
         }
       });
   return taken ? MPI_SUCCESS : real(buf, count, type, root, comm, request);
@@ -414,7 +454,8 @@ int PMPI_Iallgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf
       enter_packed(own, scount, stype), [=](Table& t) {
         for (int r = 0; r < n; r++) {
           need(t, r, IALLGATHER, rank);
-          unpack(t.inputs[r], static_cast<char*>(rbuf) + (MPI_Aint)r * rcount * extent, rcount, rtype);
+          if (!t.folded[r] && !folded(rbuf))
+            unpack(t.inputs[r], static_cast<char*>(rbuf) + (MPI_Aint)r * rcount * extent, rcount, rtype);
         }
       });
   return taken ? MPI_SUCCESS : real(sbuf, scount, stype, rbuf, rcount, rtype, comm, request);

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.native
 
 REPORT = re.compile(r"^orrery: non-blocking collectives: (.*)$", re.M)
 COUNT = re.compile(r"MPI_(\w+) (\d+) in the kernel, (\d+) by SMPI's requests")
-STAGES = re.compile(r"stages: (.*)$")
+STAGES = re.compile(r"stages: ([^;]*)")
 LINE = re.compile(r"^call (\d+) rank (\d+) t=(\S+) hash=(\S+)$", re.M)
 OVERLAP = re.compile(r"^rank (\d+) entered=(\S+) returned=(\S+) through=(\S+) right=(\d)$", re.M)
 
@@ -261,3 +261,26 @@ def test_non_blocking_reductions_of_a_derived_type_in_the_kernel_are_right(tmp_p
     assert sum(took["Iallreduce"]) == 47 * 5 and sum(took["Ireduce"]) == 2 * 47 * 5
     if selector in ("default", "ompi"):  # the others' reduce is two-level, on SMPI's node communicators
         assert took["Iallreduce"][0] > 0 and took["Ireduce"][0] > 0, took
+
+
+DEVICE = re.compile(r"^rank (\d+) entered=(\S+) returned=(\S+)$", re.M)
+
+
+@pytest.mark.parametrize("size, copied", [(1 << 18, 8 << 18), (64 << 20, 0)], ids=["256KiB", "64MiB-folded"])
+def test_device_buffers_are_copied_only_where_they_hold_data(programs, tmp_path, size, copied):
+    """MPI_Iallreduce between cudaMalloc'd buffers on 8 ranks, waited for at once, returns at the
+    blocking call's instant, every bit. Below the fold threshold (1 MiB) each rank's input is
+    copied into the call's table (8 x 256 KiB); from it on, device memory is folded (no data
+    anyone reads, and SMPI's messages from it carry none): nothing is copied, where 8 x 64 MiB
+    would have been."""
+    program = programs["nbc_device"]
+    options = ("--machine", "h100-ib200", "--nodes", "2")
+    found = {}
+    for form in ("blocking", "waited"):
+        res = run(program, tmp_path / form, options, form, str(size))
+        assert res.returncode == 0, res.stderr
+        found[form] = {int(r): (e, t) for r, e, t in DEVICE.findall(res.stdout)}
+        assert len(found[form]) == 8
+    assert found["waited"] == found["blocking"]
+    assert counts(res.stderr)["Iallreduce"] == (8, 0)
+    assert re.search(rf"inputs copied: {copied} bytes$", REPORT.search(res.stderr)[1])
