@@ -85,9 +85,9 @@ using Bcast = int (*)(void*, int, MPI_Datatype, int, MPI_Comm);
 using Barrier = int (*)(MPI_Comm);
 using Allgather = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
 template <typename F>
-F selected(const char* symbol) {
+F* selector(const char* symbol) {  // where SMPI keeps it (it sets it as it starts): read at each call
   static_assert(sizeof(F) == sizeof(void*));
-  return *next<F*>(symbol);  // read at the call: SMPI sets them as it starts
+  return next<F*>(symbol);
 }
 
 enum Kind { IALLREDUCE, IREDUCE, IBCAST, IBARRIER, IALLGATHER, KINDS };
@@ -352,12 +352,13 @@ bool nbc::iallreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type,
                      MPI_Request* request) {
   if (!reduction_taken(comm, count, type, op, request))
     return false;
+  static Allreduce* const allreduce = selector<Allreduce>("_ZN7simgrid4smpi5colls9allreduceE");
   const int rank = rank_in(comm);
   return post(
       IALLREDUCE, comm, count, type, op, -1, request,
       [=] {
         Scratch send(count, type), recv(count, type);
-        selected<Allreduce>("_ZN7simgrid4smpi5colls9allreduceE")(send.at, recv.at, count, type, op, comm);
+        (*allreduce)(send.at, recv.at, count, type, op, comm);
       },
       enter_laid(sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, type),
       [=](Table& t) { copy_out(reduced(t, count, type, op, IALLREDUCE, rank), rbuf, count, type); });
@@ -367,12 +368,13 @@ bool nbc::ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MP
                   MPI_Request* request) {
   if (!reduction_taken(comm, count, type, op, request) || !root_in(comm, root))
     return false;
+  static Reduce* const reduce = selector<Reduce>("_ZN7simgrid4smpi5colls6reduceE");
   const int rank = rank_in(comm);
   return post(
       IREDUCE, comm, count, type, op, root, request,
       [=] {
         Scratch send(count, type), recv(count, type);
-        selected<Reduce>("_ZN7simgrid4smpi5colls6reduceE")(send.at, recv.at, count, type, op, root, comm);
+        (*reduce)(send.at, recv.at, count, type, op, root, comm);
       },
       enter_laid(sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, type), [=](Table& t) {
         if (rank == root)
@@ -384,6 +386,7 @@ EXPORTED int PMPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_
 int PMPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* request) {
   using Real = int (*)(void*, int, MPI_Datatype, int, MPI_Comm, MPI_Request*);
   static const Real real = next<Real>("PMPI_Ibcast");
+  static Bcast* const bcast = selector<Bcast>("_ZN7simgrid4smpi5colls5bcastE");
   if (request == kRequestIgnored || !request || comm == MPI_COMM_NULL || count < 0 || type == MPI_DATATYPE_NULL ||
       !root_in(comm, root))
     return real(buf, count, type, root, comm, request);
@@ -392,7 +395,7 @@ int PMPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm
       IBCAST, comm, count, type, MPI_OP_NULL, root, request,
       [=] {
         Scratch data(count, type);
-        selected<Bcast>("_ZN7simgrid4smpi5colls5bcastE")(data.at, count, type, root, comm);
+        (*bcast)(data.at, count, type, root, comm);
       },
       [=](Table& t, int r) {
         if (r == root)
@@ -412,11 +415,12 @@ EXPORTED int PMPI_Ibarrier(MPI_Comm comm, MPI_Request* request);
 int PMPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
   using Real = int (*)(MPI_Comm, MPI_Request*);
   static const Real real = next<Real>("PMPI_Ibarrier");
+  static Barrier* const barrier = selector<Barrier>("_ZN7simgrid4smpi5colls7barrierE");
   if (request == kRequestIgnored || !request || comm == MPI_COMM_NULL)
     return real(comm, request);
   const bool taken = post(
       IBARRIER, comm, 0, MPI_BYTE, MPI_OP_NULL, -1, request,
-      [=] { selected<Barrier>("_ZN7simgrid4smpi5colls7barrierE")(comm); },
+      [=] { (*barrier)(comm); },
       [](Table&, int) {}, [](Table&) {});
   return taken ? MPI_SUCCESS : real(comm, request);
 }
@@ -427,6 +431,7 @@ int PMPI_Iallgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf
                     MPI_Comm comm, MPI_Request* request) {
   using Real = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm, MPI_Request*);
   static const Real real = next<Real>("PMPI_Iallgather");
+  static Allgather* const allgather = selector<Allgather>("_ZN7simgrid4smpi5colls9allgatherE");
   if (request == kRequestIgnored || !request || comm == MPI_COMM_NULL || rcount < 0 || rtype == MPI_DATATYPE_NULL ||
       !rbuf)
     return real(sbuf, scount, stype, rbuf, rcount, rtype, comm, request);
@@ -448,8 +453,7 @@ int PMPI_Iallgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf
       IALLGATHER, comm, rcount, rtype, MPI_OP_NULL, -1, request,
       [=] {
         Scratch send(scount, stype), recv(n * rcount, rtype);
-        selected<Allgather>("_ZN7simgrid4smpi5colls9allgatherE")(send.at, scount, stype, recv.at, rcount, rtype,
-                                                                   comm);
+        (*allgather)(send.at, scount, stype, recv.at, rcount, rtype, comm);
       },
       enter_packed(own, scount, stype), [=](Table& t) {
         for (int r = 0; r < n; r++) {
