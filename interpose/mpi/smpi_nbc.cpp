@@ -492,6 +492,57 @@ bool nbc::finish(MPI_Request* request, int test, int* done) {
   return true;
 }
 
+/* ---------------- MPI_Testany ----------------
+ * SMPI 3.32's Request::testany looks only at requests with a comm of their own: a non-blocking
+ * collective's request has none (its messages are its sub-requests, or the kernel's), so an
+ * MPI_Testany over one pending collective answered "no active request" (flag 1, MPI_UNDEFINED) at
+ * once, its own non-blocking collectives' as well as these, and the program went on as if it had
+ * completed. Here, where SMPI's finds none complete, each non-blocking collective's request is
+ * tested in turn (Request::test, one poll each, as SMPI's MPI_Testsome tests every request). */
+namespace {
+constexpr unsigned kRequestNbc = 0x10000;  // MPI_REQ_NBC, src/smpi/include/private.hpp
+std::set<const void*> g_collective_requests;  // SMPI's requests of non-blocking collectives, alive
+}  // namespace
+
+void nbc::request_made(void* request, unsigned flags) {
+  if (flags & kRequestNbc)
+    g_collective_requests.insert(request);
+}
+void nbc::request_freed(void* request) {
+  if (!g_collective_requests.empty())
+    g_collective_requests.erase(request);
+}
+
+#define REQUEST_TESTANY "_ZN7simgrid4smpi7Request7testanyEiPPS1_PiS4_P10MPI_Status"
+#define REQUEST_TEST "_ZN7simgrid4smpi7Request4testEPPS1_P10MPI_StatusPi"
+EXPORTED int request_testany(int count, MPI_Request* requests, int* index, int* flag, MPI_Status* status) __asm__(REQUEST_TESTANY);
+int request_testany(int count, MPI_Request* requests, int* index, int* flag, MPI_Status* status) {
+  using Real = int (*)(int, MPI_Request*, int*, int*, MPI_Status*);
+  using Test = int (*)(MPI_Request*, MPI_Status*, int*);
+  static const Real real = next<Real>(REQUEST_TESTANY);
+  static const Test test = next<Test>(REQUEST_TEST);
+  std::vector<int> collectives;
+  if (!g_collective_requests.empty())
+    for (int i = 0; i < count; i++)
+      if (requests[i] != MPI_REQUEST_NULL && g_collective_requests.count(requests[i]))
+        collectives.push_back(i);
+  const int ret = real(count, requests, index, flag, status);
+  if (collectives.empty() || (*flag && *index != MPI_UNDEFINED))
+    return ret;
+  for (int i : collectives) {
+    int done = 0;
+    const int tested = test(&requests[i], status, &done);
+    if (done) {
+      *index = i;
+      *flag = 1;
+      return tested;
+    }
+  }
+  *index = MPI_UNDEFINED;
+  *flag = 0;
+  return ret;
+}
+
 bool nbc::release(MPI_Request request) {
   auto it = g_running.find(request);
   if (it == g_running.end())

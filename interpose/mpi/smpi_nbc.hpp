@@ -40,5 +40,8 @@ bool ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op 
 bool finish(MPI_Request* request, int test, int* done);
 // true where `request` is one of these (the rank leaves the call: its messages go on)
 bool release(MPI_Request request);
+// Where SMPI constructs and frees a request (smpi_pins.cpp): the non-blocking collectives' are kept
+void request_made(void* request, unsigned flags);
+void request_freed(void* request);
 
 }  // namespace orrery_smpi::nbc

@@ -95,6 +95,8 @@ void pin(const void* request, const Posted& p) {
 namespace orrery_smpi::nbc {  // smpi_colls.cpp, with SimGrid 3.32: a non-blocking collective's capture
 __attribute__((weak)) void before_request();
 __attribute__((weak)) bool recorded_unref(void** request);
+__attribute__((weak)) void request_made(void* request, unsigned flags);  // smpi_nbc.cpp: which are collectives'
+__attribute__((weak)) void request_freed(void* request);
 }
 
 // simgrid::smpi::Request::Request(const void* buf, int count, MPI_Datatype, aid_t src, aid_t dst, int tag,
@@ -109,6 +111,8 @@ void request_made(void* self, const void* buf, int count, void* type, long src, 
   if (orrery_smpi::nbc::before_request)  // smpi_colls.cpp, with SimGrid 3.32: a non-blocking collective's capture
     orrery_smpi::nbc::before_request();
   real(self, buf, count, type, src, dst, tag, comm, flags, op);
+  if (orrery_smpi::nbc::request_made)
+    orrery_smpi::nbc::request_made(self, flags);
   if (flags & (REQ_SEND | REQ_RECV))
     g_requests[self] = Posted{dst, (flags & REQ_SEND) != 0, (flags & REQ_PERSISTENT) != 0};
 }
@@ -137,8 +141,11 @@ void request_unref(void** request) {
     return;
   void* self = *request;
   real(request);
-  if (*request == nullptr)
+  if (*request == nullptr) {
     g_requests.erase(self);
+    if (orrery_smpi::nbc::request_freed)
+      orrery_smpi::nbc::request_freed(self);
+  }
 }
 
 /* simgrid::smpi::Group::rank(aid_t) const: an actor's rank in a group, or, for an actor that is

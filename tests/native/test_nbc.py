@@ -202,6 +202,26 @@ def test_a_freed_request_s_messages_still_run_and_the_next_call_gets_its_data(nb
     assert counts(res.stderr)["Ibcast"] == (16, 0)
 
 
+@pytest.mark.parametrize("mode", [None, "simgrid"], ids=["kernel", "smpi"])
+def test_mpi_testany_sees_a_pending_collective(nbc, tmp_path, mode):
+    """SMPI's MPI_Testany answered "no active request" (flag 1, index MPI_UNDEFINED) at its first
+    poll over a pending non-blocking collective's request, its own as well as the kernel's. Now it
+    completes it: index 0, after as many polls as MPI_Testsome takes over the same (one poll a call
+    each), at the same simulated time from the post, with the sum (1 + ... + 8 = 36)."""
+    res = run(nbc, tmp_path / "t", ("--machine", "h100-ib200", "--nodes", "2"), "testany", mode=mode)
+    assert res.returncode == 0, res.stderr
+    found = re.findall(
+        r"^rank (\d+) testany (\S+) (\d+) (\S+) (\S+) testsome (\S+) (\d+) (\S+) (\S+)$", res.stdout, re.M
+    )
+    assert len(found) == 8
+    for _, index, polls, time, total, count, some_polls, some_time, some_total in found:
+        assert (index, total, count, some_total) == ("0", "36", "1", "36")
+        assert int(polls) == int(some_polls) > 1
+        # (times from the post, at two instants: equal but for the subtraction's rounding)
+        assert float.fromhex(time) == pytest.approx(float.fromhex(some_time), rel=0, abs=1e-15)
+        assert float.fromhex(time) > 0
+
+
 def test_a_rank_missing_from_a_non_blocking_collective_is_a_deadlock_naming_every_call(nbc, tmp_path):
     """Seven of 8 ranks wait for an MPI_Iallreduce (recursive doubling, in the kernel), the eighth
     in an MPI_Recv nobody sends: the run is a deadlock naming each rank's call."""

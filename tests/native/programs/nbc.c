@@ -20,6 +20,10 @@
  *   freed: MPI_Ibcast of 64 ints from rank 0 whose request every rank but the root frees at once,
  *          then MPI_Barrier, then MPI_Ibcast of 64 ints from rank 1, waited for; each rank prints
  *          the second's first and last element;
+ *   testany: an MPI_Iallreduce of one double completed by MPI_Testany over it and a null request,
+ *          polled in a loop, then another completed by MPI_Testsome over the same; each rank prints,
+ *          for each, the index or count it got, how many polls it took, the simulated time from the
+ *          post to the completion (hexadecimal floating point) and the sum;
  *   deadlock: every rank but the last calls MPI_Iallreduce (8 bytes) and waits for it; the last
  *          waits in MPI_Recv for a message from rank 0 that never comes;
  *   fallback: MPI_Iallreduce of 131072 doubles (1 MiB), waited for; each
@@ -187,6 +191,34 @@ static int freed(void) {
   return 0;
 }
 
+static int testany(void) {
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  double x = rank + 1, y = 0, z = 0;
+  MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  int index = -1, flag = 0, any_polls = 0, count = 0, some_polls = 0, indices[2];
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  MPI_Iallreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &rq[0]);
+  while (!flag) {
+    MPI_Testany(2, rq, &index, &flag, MPI_STATUS_IGNORE);
+    any_polls++;
+  }
+  const double any_time = MPI_Wtime() - t0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  t0 = MPI_Wtime();
+  MPI_Iallreduce(&x, &z, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &rq[0]);
+  while (count == 0) {
+    MPI_Testsome(2, rq, &count, indices, MPI_STATUSES_IGNORE);
+    some_polls++;
+  }
+  const double some_time = MPI_Wtime() - t0;
+  printf("rank %d testany %d %d %a %g testsome %d %d %a %g\n", rank, index, any_polls, any_time, y, count, some_polls,
+         some_time, z);
+  return 0;
+}
+
 static int deadlock(void) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -233,12 +265,14 @@ int main(int argc, char** argv) {
     rc = overlap(!strcmp(argv[2], "overlapped"), atoi(argv[3]), atoi(argv[4]));
   } else if (!strcmp(mode, "freed")) {
     rc = freed();
+  } else if (!strcmp(mode, "testany")) {
+    rc = testany();
   } else if (!strcmp(mode, "deadlock")) {
     rc = deadlock();
   } else if (!strcmp(mode, "fallback")) {
     rc = fallback();
   } else {
-    fprintf(stderr, "usage: nbc mix SEED CALLS blocking|wait|test|waitall [KINDS] | overlap blocking|overlapped BYTES T | freed | deadlock | fallback\n");
+    fprintf(stderr, "usage: nbc mix SEED CALLS blocking|wait|test|waitall [KINDS] | overlap blocking|overlapped BYTES T | freed | testany | deadlock | fallback\n");
   }
   MPI_Finalize();
   return rc;
