@@ -122,6 +122,7 @@ struct Settings {
   unsigned long long in_kernel[ALGORITHMS] = {}, by_requests[ALGORITHMS] = {};
   unsigned long long nonblocking[ALGORITHMS] = {};  // stages of non-blocking collectives run in the kernel
   unsigned long long recorded = 0;                  // and stages of SMPI's code recorded (smpi_nbc.cpp)
+  unsigned long long waitanys = 0;                  // waitany calls recorded
 };
 
 // A piecewise setting of SMPI's overheads ("size:factor:..." segments) that charges nothing
@@ -196,6 +197,7 @@ struct Op {
   std::vector<int> handles;  // Wait: the sends and receives (their indices in the program) it waits for
   double bytes = -1;         // Send: its payload, where not the collective's (-1)
   int tag = 0;               // Send, Recv: what they match on besides their ranks (a recorded program's)
+  int need = 0;              // Wait: how many of its handles (0: all; a recorded waitany's k-th call: k)
 };
 using Program = std::vector<Op>;
 
@@ -525,10 +527,16 @@ void advance(Instance& in, int rank) {
         waiting.pop_front();
         transfer(in, op.peer, s, rank, i);
       }
-    } else {
+    } else if (op.need == 0) {
       for (int h : op.handles)
         if (!in.done[rank][h])
           return;
+    } else {  // a waitany's k-th return: once k of its requests are done
+      int done = 0;
+      for (int h : op.handles)
+        done += in.done[rank][h];
+      if (done < op.need)
+        return;
     }
   }
   if (void* actor = in.waiting[rank]) {
@@ -663,7 +671,9 @@ struct orrery_smpi::nbc::Schedule {
   MPI_Comm comm = MPI_COMM_NULL;  // the call's: what a recorded message's ranks are of
   int id = 0, rank = 0, n = 0;
   std::vector<Stage> stages;  // between two in-kernel algorithms' stages, SMPI's code recorded (RECORDED)
-  std::deque<Token> tokens;       // the requests SMPI's code holds while it is recorded
+  std::deque<Token> tokens;  // the requests SMPI's code holds while it is recorded
+  // a recorded waitany's array: the operations of its requests at its first call, and the calls so far
+  std::map<const MPI_Request*, std::pair<std::vector<int>, int>> waitany_groups;
   std::vector<Key> keys;  // each stage's call on its communicator, drawn as the rank posts
   sg4::Host* host = nullptr;
   size_t current = 0;
@@ -774,6 +784,7 @@ std::shared_ptr<Schedule> capture(MPI_Comm comm, const std::function<void()>& bl
   g_capturing.erase(std::find(g_capturing.begin(), g_capturing.end(), s.get()));
   std::copy(std::begin(by_requests), std::end(by_requests), counts.by_requests);
   s->tokens.clear();
+  s->waitany_groups.clear();
   return in_kernel ? s : nullptr;
 }
 
@@ -800,7 +811,8 @@ std::string stages_report() {
   std::string line;
   for (int a = 0; a < ALGORITHMS; a++)
     line += std::string(a ? ", " : "") + kNames[a] + " " + std::to_string(s.nonblocking[a]);
-  return line + ", SMPI's code recorded " + std::to_string(s.recorded);
+  return line + ", SMPI's code recorded " + std::to_string(s.recorded) + ", waitany calls recorded " +
+         std::to_string(s.waitanys);
 }
 
 void wait(const std::shared_ptr<Schedule>& s) {
@@ -830,13 +842,13 @@ void orrery_smpi::nbc::before_request() {
  * Where the blocking call runs SMPI's own code (an algorithm not transcribed above, or a stand-in
  * above declining: a segmented reduce, Rabenseifner's allreduce, a ring allgather, ...), its
  * point-to-point calls (Request::send, recv, sendrecv, isend, irecv, their _init forms with
- * startall, wait, waitall) are recorded into the current stage's program instead of posted: each
+ * startall, wait, waitall, waitany) are recorded into the current stage's program instead of posted: each
  * message to its rank in the call's communicator, of its bytes and its tag, each wait for what it
  * names. Their requests are tokens of the capture's. SMPI's algorithms post and wait in a fixed
  * order whatever arrives, so the program is the one its code runs, and the kernel runs it as it
  * runs the transcribed ones (tests/native/test_nbc.py compares both with the blocking call, bit
  * for bit). What cannot be recorded so ends the capture (NotInKernel): a message on another
- * communicator (SMPI's node and leader communicators), from any source, a probe, a wait for any. */
+ * communicator (SMPI's node and leader communicators), from any source, a probe. */
 namespace {
 
 Schedule* recording(MPI_Comm comm) {
@@ -1044,13 +1056,46 @@ int request_waitall(int count, MPI_Request* requests, MPI_Status* statuses) {
   return real(count, requests, statuses);
 }
 
+/* A recorded waitany (MVAPICH2's k-nomial reduce combines each child's data as it arrives): SMPI's
+ * code calls it on one array of requests until each has returned, posting nothing in between that
+ * depends on which; its k-th call returns once k of the array's requests are done, whichever they
+ * are (an operation waiting for k of them). Here it returns the first still held, which the
+ * recording needs no more of. */
 EXPORTED int request_waitany(int count, MPI_Request* requests, MPI_Status* status) __asm__(REQUEST_WAITANY);
 int request_waitany(int count, MPI_Request* requests, MPI_Status* status) {
   using Real = int (*)(int, MPI_Request*, MPI_Status*);
   static const Real real = next<Real>(REQUEST_WAITANY);
-  if (capturing())
-    throw NotInKernel();  // which completes first is the kernel's to know
-  return real(count, requests, status);
+  Schedule* s = capturing();
+  if (!s)
+    return real(count, requests, status);
+  empty_status(status);
+  auto& [handles, calls] = s->waitany_groups[requests];
+  std::vector<int> held;  // the operations of the requests still held, and where the first is
+  int first = MPI_UNDEFINED;
+  for (int i = 0; i < count; i++)
+    if (requests[i] != MPI_REQUEST_NULL) {
+      const Token& t = token_of(requests[i]);
+      if (t.persistent || t.op < 0)
+        throw NotInKernel();  // not a request a waitany of this kind holds
+      held.push_back(t.op);
+      if (first == MPI_UNDEFINED)
+        first = i;
+    }
+  if (first == MPI_UNDEFINED)
+    return MPI_UNDEFINED;
+  if (calls == (int)handles.size()) {  // a new round on the array
+    handles = held;
+    calls = 0;
+  }
+  for (int op : held)
+    if (std::find(handles.begin(), handles.end(), op) == handles.end())
+      throw NotInKernel();  // a request posted into the array midway
+  calls++;
+  recorded(*s).push_back({Op::Wait, -1, handles, -1, 0, calls});
+  settings().waitanys++;
+  token_of(requests[first]).op = -1;
+  requests[first] = MPI_REQUEST_NULL;
+  return first;
 }
 
 EXPORTED void request_iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) __asm__(REQUEST_IPROBE);

@@ -20,6 +20,9 @@
  *   freed: MPI_Ibcast of 64 ints from rank 0 whose request every rank but the root frees at once,
  *          then MPI_Barrier, then MPI_Ibcast of 64 ints from rank 1, waited for; each rank prints
  *          the second's first and last element;
+ *   reduce FORM COUNT: after a barrier, MPI_Reduce (FORM "blocking") or MPI_Ireduce waited for at
+ *          once ("waited") of COUNT ints (rank + i) with MPI_SUM to rank 0; each rank prints the
+ *          simulated time it took (hexadecimal floating point), the root whether every sum is right;
  *   testany: an MPI_Iallreduce of one double completed by MPI_Testany over it and a null request,
  *          polled in a loop, then another completed by MPI_Testsome over the same; each rank prints,
  *          for each, the index or count it got, how many polls it took, the simulated time from the
@@ -191,6 +194,33 @@ static int freed(void) {
   return 0;
 }
 
+static int reduce(int waited, int count) {
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int* in = malloc(sizeof(int) * (size_t)count);
+  int* out = malloc(sizeof(int) * (size_t)count);
+  for (int i = 0; i < count; i++)
+    in[i] = rank + i;
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  if (waited) {
+    MPI_Request rq;
+    MPI_Ireduce(in, out, count, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD, &rq);
+    MPI_Wait(&rq, MPI_STATUS_IGNORE);
+  } else {
+    MPI_Reduce(in, out, count, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+  }
+  const double took = MPI_Wtime() - t0;
+  int right = 1;
+  for (int i = 0; rank == 0 && i < count; i++)
+    right &= out[i] == size * (size - 1) / 2 + size * i;
+  printf("rank %d took=%a right=%d\n", rank, took, right);
+  free(in);
+  free(out);
+  return 0;
+}
+
 static int testany(void) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -265,6 +295,8 @@ int main(int argc, char** argv) {
     rc = overlap(!strcmp(argv[2], "overlapped"), atoi(argv[3]), atoi(argv[4]));
   } else if (!strcmp(mode, "freed")) {
     rc = freed();
+  } else if (!strcmp(mode, "reduce") && argc == 4) {
+    rc = reduce(!strcmp(argv[2], "waited"), atoi(argv[3]));
   } else if (!strcmp(mode, "testany")) {
     rc = testany();
   } else if (!strcmp(mode, "deadlock")) {
@@ -272,7 +304,7 @@ int main(int argc, char** argv) {
   } else if (!strcmp(mode, "fallback")) {
     rc = fallback();
   } else {
-    fprintf(stderr, "usage: nbc mix SEED CALLS blocking|wait|test|waitall [KINDS] | overlap blocking|overlapped BYTES T | freed | testany | deadlock | fallback\n");
+    fprintf(stderr, "usage: nbc mix SEED CALLS blocking|wait|test|waitall [KINDS] | overlap blocking|overlapped BYTES T | reduce blocking|waited COUNT | freed | testany | deadlock | fallback\n");
   }
   MPI_Finalize();
   return rc;
