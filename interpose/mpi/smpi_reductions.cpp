@@ -288,6 +288,40 @@ Handed handed(const Due& d, const void* sbuf, void* rbuf, MPI_Datatype type, MPI
     return {s->send.data(), s->recv.data(), MPI_BYTE, doing_nothing(), s->size};
   return {sbuf, rbuf, type, op, 1};
 }
+
+/* SMPI 3.32's non-blocking reductions in place (MPI_Iallreduce, MPI_Iscan, MPI_Iexscan,
+ * MPI_Ireduce_scatter(_block)) copy the receive buffer into a vector of their entry point's
+ * (smpi_get_in_place_buf) and send from it, and the vector is freed as the entry point returns:
+ * a message sent after that (one at or above smpi/send-is-detached-thresh, or the rank's own data
+ * combined at the end) read freed memory, and the results came out wrong, silently (an in-place
+ * MPI_Iallreduce of MPI_MAX over 23 136 doubles on 8 ranks: element 0 wrong on every rank, and
+ * thousands once the freed memory was reused). Here SMPI is handed a copy of its own that lasts
+ * until the request completes (or, freed by the program, for the rest of the run). */
+std::map<MPI_Request, std::shared_ptr<Laid>> g_in_place;
+std::vector<std::shared_ptr<Laid>> g_in_place_freed;
+
+// A reduce-scatter's whole vector, in elements (its counts summed; none given: the communicator's size)
+int whole(const int* counts, MPI_Comm comm) {
+  int n = 0, total = 0;
+  if (comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &n) != MPI_SUCCESS)
+    return 0;
+  if (!counts)
+    return n;
+  for (int k = 0; k < n; k++)
+    total += counts[k];
+  return total;
+}
+
+template <typename Call>
+int lasting(MPI_Request* request, const void* sbuf, const void* rbuf, int count, MPI_Datatype type, Call call) {
+  if (request == kRequestIgnored || !request || sbuf != MPI_IN_PLACE || !rbuf || count <= 0)
+    return call(sbuf);
+  auto copy = std::make_shared<Laid>(laid_out(rbuf, count, type));
+  const int err = call(copy->at);
+  if (err == MPI_SUCCESS && *request != MPI_REQUEST_NULL)
+    g_in_place[*request] = std::move(copy);
+  return err;
+}
 }  // namespace
 
 EXPORTED int PMPI_Iallreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
@@ -300,10 +334,13 @@ int PMPI_Iallreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, 
     return MPI_SUCCESS;  // smpi_nbc.cpp runs it in the kernel
   int n;
   if (!taken(op, comm, type, ALLREDUCE, request, &n))
-    return real(sbuf, rbuf, count, type, op, comm, request);
+    return lasting(request, sbuf, rbuf, count, type,
+                   [&](const void* send) { return real(send, rbuf, count, type, op, comm, request); });
   Due d = due(comm, ALLREDUCE, sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, 0, count, type, op, rbuf, n, n, request);
   const Handed h = handed(d, sbuf, rbuf, type, op);
-  return after(real(h.send, h.recv, count * h.scale, h.type, h.op, comm, request), request, d);
+  return after(lasting(request, h.send, rbuf, count, type,
+                       [&](const void* send) { return real(send, h.recv, count * h.scale, h.type, h.op, comm, request); }),
+               request, d);
 }
 
 EXPORTED int PMPI_Ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
@@ -332,11 +369,14 @@ int PMPI_Iscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_O
   static const Real real = next<Real>("PMPI_Iscan");
   int n;
   if (!taken(op, comm, type, SCAN, request, &n))
-    return real(sbuf, rbuf, count, type, op, comm, request);
+    return lasting(request, sbuf, rbuf, count, type,
+                   [&](const void* send) { return real(send, rbuf, count, type, op, comm, request); });
   Due d = due(comm, SCAN, sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, 0, count, type, op, rbuf, n, rank_of(comm) + 1,
               request);
   const Handed h = handed(d, sbuf, rbuf, type, op);
-  return after(real(h.send, h.recv, count * h.scale, h.type, h.op, comm, request), request, d);
+  return after(lasting(request, h.send, rbuf, count, type,
+                       [&](const void* send) { return real(send, h.recv, count * h.scale, h.type, h.op, comm, request); }),
+               request, d);
 }
 
 EXPORTED int PMPI_Iexscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
@@ -347,12 +387,15 @@ int PMPI_Iexscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI
   static const Real real = next<Real>("PMPI_Iexscan");
   int n;
   if (!taken(op, comm, type, EXSCAN, request, &n))
-    return real(sbuf, rbuf, count, type, op, comm, request);
+    return lasting(request, sbuf, rbuf, count, type,
+                   [&](const void* send) { return real(send, rbuf, count, type, op, comm, request); });
   const int rank = rank_of(comm);
   Due d = due(comm, EXSCAN, sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, 0, count, type, op, rank ? rbuf : nullptr, n,
               rank, request);
   const Handed h = handed(d, sbuf, rbuf, type, op);
-  return after(real(h.send, h.recv, count * h.scale, h.type, h.op, comm, request), request, d);
+  return after(lasting(request, h.send, rbuf, count, type,
+                       [&](const void* send) { return real(send, h.recv, count * h.scale, h.type, h.op, comm, request); }),
+               request, d);
 }
 
 EXPORTED int PMPI_Ireduce_scatter(const void* sbuf, void* rbuf, const int* rcounts, MPI_Datatype type, MPI_Op op,
@@ -363,7 +406,8 @@ int PMPI_Ireduce_scatter(const void* sbuf, void* rbuf, const int* rcounts, MPI_D
   static const Real real = next<Real>("PMPI_Ireduce_scatter");
   int n;
   if (!rcounts || !taken(op, comm, type, REDUCE_SCATTER, request, &n))
-    return real(sbuf, rbuf, rcounts, type, op, comm, request);
+    return lasting(request, sbuf, rbuf, rcounts ? whole(rcounts, comm) : 0, type,
+                   [&](const void* send) { return real(send, rbuf, rcounts, type, op, comm, request); });
   const auto [first, count] = block_of(rcounts, rank_of(comm));
   const int total = block_of(rcounts, n - 1).first + rcounts[n - 1];
   Due d = due(comm, REDUCE_SCATTER, sbuf == MPI_IN_PLACE ? rbuf : sbuf, total, first, count, type, op, rbuf, n, n,
@@ -375,7 +419,9 @@ int PMPI_Ireduce_scatter(const void* sbuf, void* rbuf, const int* rcounts, MPI_D
       st->counts.push_back(rcounts[k] * h.scale);
     counts = st->counts.data();
   }
-  return after(real(h.send, h.recv, counts, h.type, h.op, comm, request), request, d);
+  return after(lasting(request, h.send, rbuf, total, type,
+                       [&](const void* send) { return real(send, h.recv, counts, h.type, h.op, comm, request); }),
+               request, d);
 }
 
 EXPORTED int PMPI_Ireduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op,
@@ -386,11 +432,14 @@ int PMPI_Ireduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Dat
   static const Real real = next<Real>("PMPI_Ireduce_scatter_block");
   int n;
   if (!taken(op, comm, type, REDUCE_SCATTER, request, &n))
-    return real(sbuf, rbuf, rcount, type, op, comm, request);
+    return lasting(request, sbuf, rbuf, rcount * whole(nullptr, comm), type,
+                   [&](const void* send) { return real(send, rbuf, rcount, type, op, comm, request); });
   Due d = due(comm, REDUCE_SCATTER, sbuf == MPI_IN_PLACE ? rbuf : sbuf, n * rcount, rank_of(comm) * rcount, rcount,
               type, op, rbuf, n, n, request);
   const Handed h = handed(d, sbuf, rbuf, type, op);
-  return after(real(h.send, h.recv, rcount * h.scale, h.type, h.op, comm, request), request, d);
+  return after(lasting(request, h.send, rbuf, n * rcount, type,
+                       [&](const void* send) { return real(send, h.recv, rcount * h.scale, h.type, h.op, comm, request); }),
+               request, d);
 }
 
 /* A pending reduction's request freed before it completes (MPI_Request_free: the program will not
@@ -406,6 +455,11 @@ int PMPI_Request_free(MPI_Request* request) {
   static const Real real = next<Real>("PMPI_Request_free");
   if (request && orrery_smpi::nbc::release(*request))
     return real(request);
+  if (request && !g_in_place.empty())
+    if (auto it = g_in_place.find(*request); it != g_in_place.end()) {  // its messages may still read it
+      g_in_place_freed.push_back(std::move(it->second));
+      g_in_place.erase(it);
+    }
   if (request && !g_pending.empty()) {
     auto it = g_pending.find(*request);
     if (it != g_pending.end()) {
@@ -429,6 +483,8 @@ int finish_nbc_requests(MPI_Request* request, int test) {
     return finished;  // one smpi_nbc.cpp runs in the kernel
   const MPI_Request r = *request;
   const int done = real(request, test);
+  if (done && !g_in_place.empty())
+    g_in_place.erase(r);
   if (done && !g_pending.empty()) {
     auto it = g_pending.find(r);
     if (it != g_pending.end()) {

@@ -23,6 +23,10 @@
  *   reduce FORM COUNT: after a barrier, MPI_Reduce (FORM "blocking") or MPI_Ireduce waited for at
  *          once ("waited") of COUNT ints (rank + i) with MPI_SUM to rank 0; each rank prints the
  *          simulated time it took (hexadecimal floating point), the root whether every sum is right;
+ *   inplace COUNT: in place, MPI_Iallreduce, MPI_Iscan and MPI_Iexscan of COUNT doubles and
+ *          MPI_Ireduce_scatter_block of COUNT a rank, with MPI_MAX, each waited for at once; rank r's
+ *          element i is (31 r + 7 i) mod 97 - 40; each rank prints, per call, how many elements
+ *          differ from the maximum over the ranks the call combines;
  *   testany: an MPI_Iallreduce of one double completed by MPI_Testany over it and a null request,
  *          polled in a loop, then another completed by MPI_Testsome over the same; each rank prints,
  *          for each, the index or count it got, how many polls it took, the simulated time from the
@@ -221,6 +225,55 @@ static int reduce(int waited, int count) {
   return 0;
 }
 
+static double element(int rank, long i) { return (double)((rank * 31 + i * 7) % 97) - 40; }
+
+// rank r's elements from `first` after a maximum over ranks lo..hi - 1: how many differ
+static long wrong(const double* x, long first, long count, int lo, int hi) {
+  long bad = 0;
+  for (long i = 0; i < count; i++) {
+    double m = -1e300;
+    for (int k = lo; k < hi; k++)
+      m = element(k, first + i) > m ? element(k, first + i) : m;
+    bad += x[i] != m;
+  }
+  return bad;
+}
+
+static int inplace(long count) {
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  double* x = malloc(sizeof(double) * (size_t)count * size);
+  MPI_Request rq;
+  const char* names[] = {"allreduce", "scan", "exscan", "reduce_scatter_block"};
+  for (int call = 0; call < 4; call++) {
+    const long n = call == 3 ? count * size : count;
+    for (long i = 0; i < n; i++)
+      x[i] = element(rank, i);
+    if (call == 0)
+      MPI_Iallreduce(MPI_IN_PLACE, x, (int)count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &rq);
+    else if (call == 1)
+      MPI_Iscan(MPI_IN_PLACE, x, (int)count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &rq);
+    else if (call == 2)
+      MPI_Iexscan(MPI_IN_PLACE, x, (int)count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &rq);
+    else
+      MPI_Ireduce_scatter_block(MPI_IN_PLACE, x, (int)count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &rq);
+    MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    long bad = 0;
+    if (call == 0)
+      bad = wrong(x, 0, count, 0, size);
+    else if (call == 1)
+      bad = wrong(x, 0, count, 0, rank + 1);
+    else if (call == 2)
+      bad = rank ? wrong(x, 0, count, 0, rank) : 0;  // rank 0's is undefined
+    else
+      bad = wrong(x, rank * count, count, 0, size);
+    printf("rank %d %s wrong %ld\n", rank, names[call], bad);
+  }
+  free(x);
+  return 0;
+}
+
 static int testany(void) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -297,6 +350,8 @@ int main(int argc, char** argv) {
     rc = freed();
   } else if (!strcmp(mode, "reduce") && argc == 4) {
     rc = reduce(!strcmp(argv[2], "waited"), atoi(argv[3]));
+  } else if (!strcmp(mode, "inplace") && argc == 3) {
+    rc = inplace(atol(argv[2]));
   } else if (!strcmp(mode, "testany")) {
     rc = testany();
   } else if (!strcmp(mode, "deadlock")) {
@@ -304,7 +359,7 @@ int main(int argc, char** argv) {
   } else if (!strcmp(mode, "fallback")) {
     rc = fallback();
   } else {
-    fprintf(stderr, "usage: nbc mix SEED CALLS blocking|wait|test|waitall [KINDS] | overlap blocking|overlapped BYTES T | reduce blocking|waited COUNT | freed | testany | deadlock | fallback\n");
+    fprintf(stderr, "usage: nbc mix SEED CALLS blocking|wait|test|waitall [KINDS] | overlap blocking|overlapped BYTES T | reduce blocking|waited COUNT | inplace COUNT | freed | testany | deadlock | fallback\n");
   }
   MPI_Finalize();
   return rc;
