@@ -35,6 +35,9 @@
  * smpi_colls.cpp, identified). Copying and combining take no simulated time, as SMPI's combining
  * inside a call takes none.
  *
+ * Whatever takes a non-blocking reduction in place, SMPI is handed a send buffer that lasts until
+ * its request completes (lasting, below): its own is freed as its entry point returns.
+ *
  * ORRERY_SMPI_REDUCTIONS=simgrid leaves SMPI's data as they are (to show its bug, never for a
  * result); =report writes at the exit one line on standard error: how many results (per rank) were
  * formed again, and how many of them ended a non-blocking call. */
