@@ -492,6 +492,51 @@ bool nbc::finish(MPI_Request* request, int test, int* done) {
   return true;
 }
 
+/* ---------------- in place: a send buffer that lasts ---------------- */
+
+namespace {
+std::map<MPI_Request, std::vector<std::shared_ptr<void>>> g_lasting;
+std::vector<std::shared_ptr<void>> g_lasting_freed;  // their requests freed: their messages may still read them
+}  // namespace
+
+void nbc::keep_until_done(MPI_Request request, std::shared_ptr<void> buffer) {
+  g_lasting[request].push_back(std::move(buffer));
+}
+void nbc::completed(MPI_Request request) {
+  if (!g_lasting.empty())
+    g_lasting.erase(request);
+}
+void nbc::freed(MPI_Request request) {
+  if (g_lasting.empty())
+    return;
+  if (auto it = g_lasting.find(request); it != g_lasting.end()) {
+    for (auto& b : it->second)
+      g_lasting_freed.push_back(std::move(b));
+    g_lasting.erase(it);
+  }
+}
+
+/* SMPI 3.32's MPI_Ialltoall in place sends from a copy of the receive buffer that its entry point
+ * frees as it returns (smpi_get_in_place_buf), as its reductions do (smpi_reductions.cpp): SMPI
+ * is handed a copy that lasts, and the receive side's count and type for the send side, as its
+ * entry point makes them. */
+EXPORTED int PMPI_Ialltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                            MPI_Datatype rtype, MPI_Comm comm, MPI_Request* request);
+int PMPI_Ialltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                   MPI_Comm comm, MPI_Request* request) {
+  using Real = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm, MPI_Request*);
+  static const Real real = next<Real>("PMPI_Ialltoall");
+  int n = 0;
+  if (request == kRequestIgnored || !request || sbuf != MPI_IN_PLACE || !rbuf || rcount <= 0 ||
+      rtype == MPI_DATATYPE_NULL || comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &n) != MPI_SUCCESS)
+    return real(sbuf, scount, stype, rbuf, rcount, rtype, comm, request);
+  auto copy = std::make_shared<Laid>(orrery_smpi::laid_out(rbuf, rcount * n, rtype, rcount * n, rtype));
+  const int err = real(copy->at, rcount, rtype, rbuf, rcount, rtype, comm, request);
+  if (err == MPI_SUCCESS && *request != MPI_REQUEST_NULL)
+    nbc::keep_until_done(*request, std::move(copy));
+  return err;
+}
+
 /* ---------------- MPI_Testany ----------------
  * SMPI 3.32's Request::testany looks only at requests with a comm of their own: a non-blocking
  * collective's request has none (its messages are its sub-requests, or the kernel's), so an

@@ -40,6 +40,12 @@ bool ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op 
 bool finish(MPI_Request* request, int test, int* done);
 // true where `request` is one of these (the rank leaves the call: its messages go on)
 bool release(MPI_Request request);
+/* A send buffer handed to SMPI for an in-place non-blocking call (its own is freed as its entry
+ * point returns), kept until `request` completes (completed) or, freed by the program, for the
+ * rest of the run (freed): smpi_reductions.cpp's reductions and MPI_Ialltoall here. */
+void keep_until_done(MPI_Request request, std::shared_ptr<void> buffer);
+void completed(MPI_Request request);
+void freed(MPI_Request request);
 // Where SMPI constructs and frees a request (smpi_pins.cpp): the non-blocking collectives' are kept
 void request_made(void* request, unsigned flags);
 void request_freed(void* request);

@@ -299,9 +299,8 @@ Handed handed(const Due& d, const void* sbuf, void* rbuf, MPI_Datatype type, MPI
  * combined at the end) read freed memory, and the results came out wrong, silently (an in-place
  * MPI_Iallreduce of MPI_MAX over 23 136 doubles on 8 ranks: element 0 wrong on every rank, and
  * thousands once the freed memory was reused). Here SMPI is handed a copy of its own that lasts
- * until the request completes (or, freed by the program, for the rest of the run). */
-std::map<MPI_Request, std::shared_ptr<Laid>> g_in_place;
-std::vector<std::shared_ptr<Laid>> g_in_place_freed;
+ * until the request completes (or, freed by the program, for the rest of the run: smpi_nbc.cpp keeps
+ * it, and MPI_Ialltoall's). */
 
 // A reduce-scatter's whole vector, in elements (its counts summed; none given: the communicator's size)
 int whole(const int* counts, MPI_Comm comm) {
@@ -322,7 +321,7 @@ int lasting(MPI_Request* request, const void* sbuf, const void* rbuf, int count,
   auto copy = std::make_shared<Laid>(laid_out(rbuf, count, type));
   const int err = call(copy->at);
   if (err == MPI_SUCCESS && *request != MPI_REQUEST_NULL)
-    g_in_place[*request] = std::move(copy);
+    orrery_smpi::nbc::keep_until_done(*request, std::move(copy));
   return err;
 }
 }  // namespace
@@ -458,11 +457,8 @@ int PMPI_Request_free(MPI_Request* request) {
   static const Real real = next<Real>("PMPI_Request_free");
   if (request && orrery_smpi::nbc::release(*request))
     return real(request);
-  if (request && !g_in_place.empty())
-    if (auto it = g_in_place.find(*request); it != g_in_place.end()) {  // its messages may still read it
-      g_in_place_freed.push_back(std::move(it->second));
-      g_in_place.erase(it);
-    }
+  if (request)
+    orrery_smpi::nbc::freed(*request);
   if (request && !g_pending.empty()) {
     auto it = g_pending.find(*request);
     if (it != g_pending.end()) {
@@ -486,8 +482,8 @@ int finish_nbc_requests(MPI_Request* request, int test) {
     return finished;  // one smpi_nbc.cpp runs in the kernel
   const MPI_Request r = *request;
   const int done = real(request, test);
-  if (done && !g_in_place.empty())
-    g_in_place.erase(r);
+  if (done)
+    orrery_smpi::nbc::completed(r);
   if (done && !g_pending.empty()) {
     auto it = g_pending.find(r);
     if (it != g_pending.end()) {

@@ -24,9 +24,10 @@
  *          once ("waited") of COUNT ints (rank + i) with MPI_SUM to rank 0; each rank prints the
  *          simulated time it took (hexadecimal floating point), the root whether every sum is right;
  *   inplace COUNT: in place, MPI_Iallreduce, MPI_Iscan and MPI_Iexscan of COUNT doubles and
- *          MPI_Ireduce_scatter_block of COUNT a rank, with MPI_MAX, each waited for at once; rank r's
- *          element i is (31 r + 7 i) mod 97 - 40; each rank prints, per call, how many elements
- *          differ from the maximum over the ranks the call combines;
+ *          MPI_Ireduce_scatter_block of COUNT a rank, with MPI_MAX, then MPI_Ialltoall of COUNT a
+ *          rank, each waited for at once; rank r's element i is (31 r + 7 i) mod 97 - 40; each rank
+ *          prints, per call, how many elements differ from the maximum over the ranks the call
+ *          combines (the alltoall's: from the element its sender had in its place);
  *   testany: an MPI_Iallreduce of one double completed by MPI_Testany over it and a null request,
  *          polled in a loop, then another completed by MPI_Testsome over the same; each rank prints,
  *          for each, the index or count it got, how many polls it took, the simulated time from the
@@ -235,9 +236,9 @@ static int inplace(long count) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   double* x = malloc(sizeof(double) * (size_t)count * size);
   MPI_Request rq;
-  const char* names[] = {"allreduce", "scan", "exscan", "reduce_scatter_block"};
-  for (int call = 0; call < 4; call++) {
-    const long n = call == 3 ? count * size : count;
+  const char* names[] = {"allreduce", "scan", "exscan", "reduce_scatter_block", "alltoall"};
+  for (int call = 0; call < 5; call++) {
+    const long n = call >= 3 ? count * size : count;
     for (long i = 0; i < n; i++)
       x[i] = element(rank, i);
     if (call == 0)
@@ -246,8 +247,10 @@ static int inplace(long count) {
       MPI_Iscan(MPI_IN_PLACE, x, (int)count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &rq);
     else if (call == 2)
       MPI_Iexscan(MPI_IN_PLACE, x, (int)count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &rq);
-    else
+    else if (call == 3)
       MPI_Ireduce_scatter_block(MPI_IN_PLACE, x, (int)count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &rq);
+    else
+      MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, (int)count, MPI_DOUBLE, MPI_COMM_WORLD, &rq);
     MPI_Wait(&rq, MPI_STATUS_IGNORE);
     long bad = 0;
     if (call == 0)
@@ -256,8 +259,11 @@ static int inplace(long count) {
       bad = wrong(x, 0, count, 0, rank + 1);
     else if (call == 2)
       bad = rank ? wrong(x, 0, count, 0, rank) : 0;  // rank 0's is undefined
-    else
+    else if (call == 3)
       bad = wrong(x, rank * count, count, 0, size);
+    else  // block j is rank j's block `rank`
+      for (int j = 0; j < size; j++)
+        bad += wrong(x + j * count, rank * count, count, j, j + 1);
     printf("rank %d %s wrong %ld\n", rank, names[call], bad);
   }
   free(x);
