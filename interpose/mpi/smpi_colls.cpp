@@ -84,6 +84,8 @@ using orrery_smpi::laid_out;
 using orrery_smpi::Mode;
 using orrery_smpi::next;
 using orrery_smpi::OpApply;
+using orrery_smpi::packed;
+using orrery_smpi::unpack;
 
 // simgrid::kernel::actor::ActorImpl::simcall_answer(): wakes an actor blocked in simcall_blocking
 void simcall_answer(void* actor) __asm__("_ZN7simgrid6kernel5actor9ActorImpl14simcall_answerEv");
@@ -587,8 +589,9 @@ void watch_terminations() {
 }
 
 /* In the kernel: rank `rank` (of `n`) posts its part of call `key`, standing at `here`, and goes
- * as far as it can; once its part is done, `waiting` (an actor) is answered, or `then` runs. */
-void post(const Key& key, int n, int rank, double bytes, sg4::Host* here, Program program,
+ * as far as it can; once its part is done, `waiting` (an actor) is answered, or `then` runs. The
+ * call's instance, which a `then` may have freed by the return. */
+Instance* post(const Key& key, int n, int rank, double bytes, sg4::Host* here, Program program,
           std::vector<unsigned char> input, void* waiting, std::function<void(Instance&)> then) {
   std::unique_ptr<Instance>& slot = g_instances[key];
   if (!slot) {
@@ -613,6 +616,7 @@ void post(const Key& key, int n, int rank, double bytes, sg4::Host* here, Progra
   in.waiting[rank] = waiting;
   in.then[rank] = std::move(then);
   advance(in, rank);
+  return &in;
 }
 
 /* Runs the calling rank's part of a collective in the kernel and returns, in its actor, once that
@@ -627,10 +631,11 @@ Instance& run(MPI_Comm comm, double bytes, std::vector<unsigned char> input,
   const Key key{id, g_calls[{id, rank}]++};
   sg4::Host* here = sg4::this_actor::get_host();
   void* self = sg4::Actor::self()->get_impl();
+  Instance* in = nullptr;
   // one simcall: the rank posts its part and blocks until advance answers it, at once if nothing is to arrive
   simgrid::kernel::actor::simcall_blocking(
-      [&] { post(key, n, rank, bytes, here, program(rank, n), std::move(input), self, nullptr); });
-  return *g_instances.at(key);
+      [&] { in = post(key, n, rank, bytes, here, program(rank, n), std::move(input), self, nullptr); });
+  return *in;  // its rank has not left it
 }
 
 // The rank's last use of its instance: the last rank out frees it
@@ -1156,21 +1161,6 @@ void comm_init_smp(void* self) {
 
 namespace {
 
-/* A rank's data, packed: its bytes in the order a message carries them, whatever the layout of the
- * datatype (a broadcast's ranks may each use their own, of the same signature), with SMPI's copy. */
-std::vector<unsigned char> packed(const void* buf, int count, MPI_Datatype type, size_t bytes) {
-  static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
-  std::vector<unsigned char> data(bytes);
-  if (bytes)
-    copy(buf, count, type, data.data(), (int)bytes, MPI_BYTE);
-  return data;
-}
-void unpack(const std::vector<unsigned char>& data, void* buf, int count, MPI_Datatype type) {
-  static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
-  if (!data.empty())
-    copy(data.data(), (int)data.size(), MPI_BYTE, buf, count, type);
-}
-
 // A broadcast in the kernel: the root's data as it entered, in every other rank's buffer at its end
 int bcast_in_kernel(Algorithm a, void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
                     const std::function<Program(int rank, int n)>& program) {
@@ -1182,7 +1172,7 @@ int bcast_in_kernel(Algorithm a, void* buf, int count, MPI_Datatype type, int ro
     return MPI_SUCCESS;
   settings().in_kernel[a]++;
   Instance& in =
-      run(comm, (double)bytes, rank == root ? packed(buf, count, type, bytes) : std::vector<unsigned char>(), program);
+      run(comm, (double)bytes, rank == root ? packed(buf, count, type) : std::vector<unsigned char>(), program);
   if (rank != root)
     unpack(in.inputs[root], buf, count, type);
   leave(in);
@@ -1211,7 +1201,7 @@ int allreduce_rdb(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MP
   if (captured(RDB, comm, (double)bytes, rdb_program))
     return MPI_SUCCESS;
   s.in_kernel[RDB]++;
-  Instance& in = run(comm, (double)bytes, packed(sbuf, count, type, bytes), rdb_program);
+  Instance& in = run(comm, (double)bytes, packed(sbuf, count, type), rdb_program);
   if (!in.has_result) {
     /* Every input is in (each rank's result needs them all): the butterfly's value. Each pair of
      * partners combines lower-ranked data into higher (apply's in, then inout) and both keep it;
@@ -1265,7 +1255,7 @@ int reduce_binomial(const void* sbuf, void* rbuf, int count, MPI_Datatype type, 
   s.in_kernel[BINOMIAL]++;
   const bool in_place_root = sbuf == MPI_IN_PLACE && rank == root;
   const void* own = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
-  Instance& in = run(comm, (double)message, packed(own, count, type, message),
+  Instance& in = run(comm, (double)message, packed(own, count, type),
                      [root](int r, int nr) { return binomial_reduce_program(r, nr, root); });
   if (rank == root) {
     /* A rank's value, as the generic reduction forms it: the first child's data, with the rank's
@@ -1348,7 +1338,7 @@ int reduce_default(const void* sbuf, void* rbuf, int count, MPI_Datatype type, M
   s.in_kernel[LINEAR]++;
   PMPI_Comm_rank(comm, &rank);
   const void* own = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
-  Instance& in = run(comm, (double)bytes, packed(own, count, type, bytes),
+  Instance& in = run(comm, (double)bytes, packed(own, count, type),
                      [root](int r, int n) { return linear_reduce_program(r, n, root); });
   if (rank == root) {
     /* the root's own data, then every other rank's combined into it in rank order, as
@@ -1438,7 +1428,7 @@ int allgather_rdb(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, 
                [bytes](int r, int nr) { return allgather_rdb_program(r, nr, (double)bytes); }))
     return MPI_SUCCESS;
   s.in_kernel[ALLGATHER_RDB]++;
-  Instance& in = run(comm, (double)bytes, packed(sbuf, scount, stype, bytes),
+  Instance& in = run(comm, (double)bytes, packed(sbuf, scount, stype),
                      [bytes](int r, int nr) { return allgather_rdb_program(r, nr, (double)bytes); });
   for (int r = 0; r < in.size; r++)
     unpack(in.inputs[r], static_cast<char*>(rbuf) + (ptrdiff_t)r * rcount * extent, rcount, rtype);

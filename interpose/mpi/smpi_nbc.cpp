@@ -66,6 +66,9 @@ using orrery_smpi::Laid;
 using orrery_smpi::Mode;
 using orrery_smpi::next;
 using orrery_smpi::OpApply;
+using orrery_smpi::packed;
+using orrery_smpi::unpack;
+using orrery_smpi::laid_room;
 namespace nbc = orrery_smpi::nbc;
 
 // simgrid::smpi::Comm::id() const: the same for all of a communicator's ranks (smpi_colls.cpp)
@@ -125,8 +128,7 @@ struct Table {
   int left = 0;
 };
 using Key = std::pair<int, uint64_t>;  // (communicator's id, the call's number among these on it)
-std::map<Key, Table> g_tables;
-std::map<std::pair<int, int>, uint64_t> g_numbers;  // (communicator's id, rank): its calls so far
+std::map<Key, Table> g_tables;           // by the call's Key (g_decided)
 
 void leave(const Key& key) {
   auto it = g_tables.find(key);
@@ -178,37 +180,6 @@ struct Decision {
 std::map<Key, Decision> g_decisions;                // (communicator's id, the call's number among these)
 std::map<std::pair<int, int>, uint64_t> g_decided;  // (communicator's id, rank): its calls so far
 
-std::vector<unsigned char> packed(const void* buf, int count, MPI_Datatype type) {
-  static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
-  int size;
-  PMPI_Type_size(type, &size);
-  std::vector<unsigned char> data((size_t)size * count);
-  if (!data.empty())
-    copy(buf, count, type, data.data(), (int)data.size(), MPI_BYTE);
-  return data;
-}
-void unpack(const std::vector<unsigned char>& data, void* buf, int count, MPI_Datatype type) {
-  static const DatatypeCopy copy = next<DatatypeCopy>(DATATYPE_COPY);
-  if (!data.empty())
-    copy(data.data(), (int)data.size(), MPI_BYTE, buf, count, type);
-}
-
-/* Room for `count` elements of `type` wherever its true extent lies: what the captured blocking
- * call is handed, so that SMPI's code, should it run before its first message, writes nothing of
- * the program's. */
-struct Scratch {
-  std::vector<unsigned char> store;
-  Scratch(int count, MPI_Datatype type) {
-    MPI_Aint lb, extent, true_lb, true_extent;
-    PMPI_Type_get_extent(type, &lb, &extent);
-    PMPI_Type_get_true_extent(type, &true_lb, &true_extent);
-    const MPI_Aint span = count > 0 ? true_extent + (MPI_Aint)(count - 1) * (extent > 0 ? extent : 0) : 0;
-    store.assign((size_t)(span > 0 ? span : 0) + 1, 0);
-    at = reinterpret_cast<char*>(store.data()) - true_lb;
-  }
-  char* at;
-};
-
 /* Runs a call in the kernel where the blocking call's algorithms run there: the rank's input into
  * the call's table, its schedule started, its request made. False: SMPI's requests run it. */
 bool post(Kind kind, MPI_Comm comm, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Request* request,
@@ -257,7 +228,7 @@ bool post(Kind kind, MPI_Comm comm, int count, MPI_Datatype type, MPI_Op op, int
     g_by_requests[kind]++;
     return false;
   }
-  const Key key{id, g_numbers[{id, rank}]++};
+  const Key& key = call;
   Table& t = g_tables[key];
   if (t.entered.empty()) {
     t.inputs.resize(n);
@@ -357,7 +328,7 @@ bool nbc::iallreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type,
   return post(
       IALLREDUCE, comm, count, type, op, -1, request,
       [=] {
-        Scratch send(count, type), recv(count, type);
+        Laid send = laid_room(count, type), recv = laid_room(count, type);  // scratch: nothing of the program's
         (*allreduce)(send.at, recv.at, count, type, op, comm);
       },
       enter_laid(sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, type),
@@ -373,7 +344,7 @@ bool nbc::ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MP
   return post(
       IREDUCE, comm, count, type, op, root, request,
       [=] {
-        Scratch send(count, type), recv(count, type);
+        Laid send = laid_room(count, type), recv = laid_room(count, type);  // scratch: nothing of the program's
         (*reduce)(send.at, recv.at, count, type, op, root, comm);
       },
       enter_laid(sbuf == MPI_IN_PLACE ? rbuf : sbuf, count, type), [=](Table& t) {
@@ -394,7 +365,7 @@ int PMPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm
   const bool taken = post(
       IBCAST, comm, count, type, MPI_OP_NULL, root, request,
       [=] {
-        Scratch data(count, type);
+        Laid data = laid_room(count, type);
         (*bcast)(data.at, count, type, root, comm);
       },
       [=](Table& t, int r) {
@@ -452,7 +423,7 @@ int PMPI_Iallgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf
   const bool taken = post(
       IALLGATHER, comm, rcount, rtype, MPI_OP_NULL, -1, request,
       [=] {
-        Scratch send(scount, stype), recv(n * rcount, rtype);
+        Laid send = laid_room(scount, stype), recv = laid_room(n * rcount, rtype);
         (*allgather)(send.at, scount, stype, recv.at, rcount, rtype, comm);
       },
       enter_packed(own, scount, stype), [=](Table& t) {
