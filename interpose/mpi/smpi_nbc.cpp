@@ -508,6 +508,81 @@ int PMPI_Ialltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf,
   return err;
 }
 
+namespace {
+/* The bytes of a receive buffer that blocks (displacement in bytes, count, type) cover, copied so
+ * that they last: SMPI's in-place MPI_Ialltoallv and MPI_Ialltoallw send from the copy. The copy
+ * holds [lo, hi) of the buffer, with what lies between the blocks; `at` addresses its byte 0. */
+struct Span {
+  std::shared_ptr<Laid> copy;
+  const unsigned char* at = nullptr;
+};
+Span lasting_span(const void* buf, int n, const std::function<std::tuple<MPI_Aint, int, MPI_Datatype>(int)>& block) {
+  MPI_Aint lo = 0, hi = 0;
+  bool any = false;
+  for (int i = 0; i < n; i++) {
+    auto [displ, count, type] = block(i);
+    if (count <= 0)
+      continue;
+    MPI_Aint true_lb, true_extent;
+    PMPI_Type_get_true_extent(type, &true_lb, &true_extent);
+    const MPI_Aint first = displ + true_lb, last = first + (count - 1) * extent_of(type) + true_extent;
+    lo = any ? std::min(lo, first) : first;
+    hi = any ? std::max(hi, last) : last;
+    any = true;
+  }
+  Span s;
+  const int bytes = (int)(hi - lo);
+  s.copy = std::make_shared<Laid>(orrery_smpi::laid_out(static_cast<const unsigned char*>(buf) + lo, bytes, MPI_BYTE,
+                                                        bytes, MPI_BYTE));
+  s.at = s.copy->at - lo;
+  return s;
+}
+}  // namespace
+
+/* SMPI 3.32's MPI_Ialltoallv and MPI_Ialltoallw in place: the same freed copy as MPI_Ialltoall's.
+ * SMPI is handed a copy of the blocks' span that lasts, with the receive side's counts,
+ * displacements and types for the send side, as its entry point makes them. */
+EXPORTED int PMPI_Ialltoallv(const void* sbuf, const int* scounts, const int* sdispls, MPI_Datatype stype, void* rbuf,
+                             const int* rcounts, const int* rdispls, MPI_Datatype rtype, MPI_Comm comm,
+                             MPI_Request* request);
+int PMPI_Ialltoallv(const void* sbuf, const int* scounts, const int* sdispls, MPI_Datatype stype, void* rbuf,
+                    const int* rcounts, const int* rdispls, MPI_Datatype rtype, MPI_Comm comm, MPI_Request* request) {
+  using Real = int (*)(const void*, const int*, const int*, MPI_Datatype, void*, const int*, const int*, MPI_Datatype,
+                       MPI_Comm, MPI_Request*);
+  static const Real real = next<Real>("PMPI_Ialltoallv");
+  int n = 0;
+  if (request == kRequestIgnored || !request || sbuf != MPI_IN_PLACE || !rbuf || !rcounts || !rdispls ||
+      rtype == MPI_DATATYPE_NULL || comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &n) != MPI_SUCCESS)
+    return real(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, request);
+  const MPI_Aint extent = extent_of(rtype);
+  Span s = lasting_span(rbuf, n, [&](int i) { return std::make_tuple(rdispls[i] * extent, rcounts[i], rtype); });
+  const int err = real(s.at, rcounts, rdispls, rtype, rbuf, rcounts, rdispls, rtype, comm, request);
+  if (err == MPI_SUCCESS && *request != MPI_REQUEST_NULL)
+    nbc::keep_until_done(*request, std::move(s.copy));
+  return err;
+}
+
+EXPORTED int PMPI_Ialltoallw(const void* sbuf, const int* scounts, const int* sdispls, const MPI_Datatype* stypes,
+                             void* rbuf, const int* rcounts, const int* rdispls, const MPI_Datatype* rtypes,
+                             MPI_Comm comm, MPI_Request* request);
+int PMPI_Ialltoallw(const void* sbuf, const int* scounts, const int* sdispls, const MPI_Datatype* stypes, void* rbuf,
+                    const int* rcounts, const int* rdispls, const MPI_Datatype* rtypes, MPI_Comm comm,
+                    MPI_Request* request) {
+  using Real = int (*)(const void*, const int*, const int*, const MPI_Datatype*, void*, const int*, const int*,
+                       const MPI_Datatype*, MPI_Comm, MPI_Request*);
+  static const Real real = next<Real>("PMPI_Ialltoallw");
+  int n = 0;
+  if (request == kRequestIgnored || !request || sbuf != MPI_IN_PLACE || !rbuf || !rcounts || !rdispls || !rtypes ||
+      comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &n) != MPI_SUCCESS ||
+      std::any_of(rtypes, rtypes + n, [](MPI_Datatype t) { return t == MPI_DATATYPE_NULL; }))
+    return real(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, request);
+  Span s = lasting_span(rbuf, n, [&](int i) { return std::make_tuple((MPI_Aint)rdispls[i], rcounts[i], rtypes[i]); });
+  const int err = real(s.at, rcounts, rdispls, rtypes, rbuf, rcounts, rdispls, rtypes, comm, request);
+  if (err == MPI_SUCCESS && *request != MPI_REQUEST_NULL)
+    nbc::keep_until_done(*request, std::move(s.copy));
+  return err;
+}
+
 /* ---------------- MPI_Testany ----------------
  * SMPI 3.32's Request::testany looks only at requests with a comm of their own: a non-blocking
  * collective's request has none (its messages are its sub-requests, or the kernel's), so an

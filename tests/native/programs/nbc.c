@@ -25,9 +25,10 @@
  *          simulated time it took (hexadecimal floating point), the root whether every sum is right;
  *   inplace COUNT: in place, MPI_Iallreduce, MPI_Iscan and MPI_Iexscan of COUNT doubles and
  *          MPI_Ireduce_scatter_block of COUNT a rank, with MPI_MAX, then MPI_Ialltoall of COUNT a
- *          rank, each waited for at once; rank r's element i is (31 r + 7 i) mod 97 - 40; each rank
- *          prints, per call, how many elements differ from the maximum over the ranks the call
- *          combines (the alltoall's: from the element its sender had in its place);
+ *          rank, then MPI_Ialltoallv and MPI_Ialltoallw of COUNT a rank with PAD doubles between
+ *          the blocks, each waited for at once; rank r's element i is (31 r + 7 i) mod 97 - 40; each
+ *          rank prints, per call, how many elements differ from the maximum over the ranks the call
+ *          combines (the alltoalls': from the element its sender had in its place);
  *   testany: an MPI_Iallreduce of one double completed by MPI_Testany over it and a null request,
  *          polled in a loop, then another completed by MPI_Testsome over the same; each rank prints,
  *          for each, the index or count it got, how many polls it took, the simulated time from the
@@ -231,14 +232,26 @@ static long wrong(const double* x, long first, long count, int lo, int hi) {
 }
 
 static int inplace(long count) {
+  enum { PAD = 3 };  // doubles between the blocks of the v and w forms
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  double* x = malloc(sizeof(double) * (size_t)count * size);
+  double* x = malloc(sizeof(double) * (size_t)(count + PAD) * size);
+  int* counts = malloc(sizeof(int) * (size_t)size);
+  int* displs = malloc(sizeof(int) * (size_t)size);
+  int* bytes = malloc(sizeof(int) * (size_t)size);
+  MPI_Datatype* types = malloc(sizeof(MPI_Datatype) * (size_t)size);
+  for (int j = 0; j < size; j++) {
+    counts[j] = (int)count;
+    displs[j] = j * (int)(count + PAD);
+    bytes[j] = displs[j] * (int)sizeof(double);
+    types[j] = MPI_DOUBLE;
+  }
   MPI_Request rq;
-  const char* names[] = {"allreduce", "scan", "exscan", "reduce_scatter_block", "alltoall"};
-  for (int call = 0; call < 5; call++) {
-    const long n = call >= 3 ? count * size : count;
+  const char* names[] = {"allreduce", "scan", "exscan", "reduce_scatter_block", "alltoall", "alltoallv", "alltoallw"};
+  for (int call = 0; call < 7; call++) {
+    const long stride = call >= 5 ? count + PAD : count;  // between the blocks of the alltoalls
+    const long n = call >= 3 ? stride * size : count;
     for (long i = 0; i < n; i++)
       x[i] = element(rank, i);
     if (call == 0)
@@ -249,8 +262,12 @@ static int inplace(long count) {
       MPI_Iexscan(MPI_IN_PLACE, x, (int)count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &rq);
     else if (call == 3)
       MPI_Ireduce_scatter_block(MPI_IN_PLACE, x, (int)count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &rq);
-    else
+    else if (call == 4)
       MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, (int)count, MPI_DOUBLE, MPI_COMM_WORLD, &rq);
+    else if (call == 5)
+      MPI_Ialltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, x, counts, displs, MPI_DOUBLE, MPI_COMM_WORLD, &rq);
+    else
+      MPI_Ialltoallw(MPI_IN_PLACE, NULL, NULL, NULL, x, counts, bytes, types, MPI_COMM_WORLD, &rq);
     MPI_Wait(&rq, MPI_STATUS_IGNORE);
     long bad = 0;
     if (call == 0)
@@ -261,11 +278,18 @@ static int inplace(long count) {
       bad = rank ? wrong(x, 0, count, 0, rank) : 0;  // rank 0's is undefined
     else if (call == 3)
       bad = wrong(x, rank * count, count, 0, size);
-    else  // block j is rank j's block `rank`
-      for (int j = 0; j < size; j++)
-        bad += wrong(x + j * count, rank * count, count, j, j + 1);
+    else  // block j is rank j's block `rank`; the pads between them are this rank's own
+      for (int j = 0; j < size; j++) {
+        bad += wrong(x + j * stride, rank * stride, count, j, j + 1);
+        for (long i = count; i < stride; i++)
+          bad += x[j * stride + i] != element(rank, j * stride + i);
+      }
     printf("rank %d %s wrong %ld\n", rank, names[call], bad);
   }
+  free(types);
+  free(bytes);
+  free(displs);
+  free(counts);
   free(x);
   return 0;
 }
