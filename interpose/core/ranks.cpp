@@ -49,9 +49,22 @@ Rank* calling_rank() {
 
 // As every MPI call of a rank enters SMPI (liborrery_smpi.so, smpi_timers.cpp): its messages and
 // its MPI_Wtime are at its own time.
+/* mpi.progress = in_calls: liborrery_smpi.so's progress points (smpi_colls.cpp), where an MPI call
+ * of the rank enters past its host time, and its end, where its outermost call returns. */
+static void (*g_progress_point)() = nullptr;
+static void (*g_progress_end)() = nullptr;
+
 static void catch_up_calling_rank() {
-  if (Rank* r = calling_rank())
+  if (Rank* r = calling_rank()) {
     catch_up(*r);
+    if (g_progress_point && r->in_mpi.name)  // (not SMPI's sleeps, nor MPI_Wtime, which the shim does not wrap)
+      g_progress_point();
+  }
+}
+
+void mpi_call_left(const Rank& r) {
+  if (g_progress_end && !r.in_mpi.name)
+    g_progress_end();
 }
 
 Rank& rank_self(const char* function) {
@@ -106,6 +119,15 @@ static Rank& rank_created(const char* function) {
       on_mpi_entry(catch_up_calling_rank);
     else
       fatal("liborrery_smpi.so has no orrery_smpi_on_mpi_entry: it is not this Orrery's");
+    if (run_description().mpi.progress == Progress::InCalls) {
+      using Mode = void (*)(int);
+      auto mode = reinterpret_cast<Mode>(dlsym(RTLD_DEFAULT, "orrery_smpi_progress"));
+      g_progress_point = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "orrery_smpi_progress_point"));
+      g_progress_end = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "orrery_smpi_progress_end"));
+      if (!mode || !g_progress_point || !g_progress_end)
+        fatal("liborrery_smpi.so has no orrery_smpi_progress: it is not this Orrery's");
+      mode(1);
+    }
   }
   auto r = std::make_unique<Rank>();
   r->id = (int)id;

@@ -384,6 +384,7 @@ Rank& rank_self(const char* function);
  * ends no sooner than host_now()), answer from the rank's state, or time things with host_now()
  * and reach SMPI only through its MPI calls (which catch up as they enter). */
 Rank& rank_deferring(const char* function);
+void mpi_call_left(const Rank& r);  // after an MPI call of the rank returned (mpi.progress, ranks.cpp)
 // The calling actor's rank, or nullptr for any other actor and the maestro.
 Rank* calling_rank();
 Gpu& current_gpu(Rank& r);

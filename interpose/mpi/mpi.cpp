@@ -61,6 +61,7 @@ class MpiScope {
     rank_.stats.comm.add(t0_, t1);
     rank_.in_mpi = outer_;
     host_leave(rank_);
+    mpi_call_left(rank_);
   }
   Rank& rank() { return rank_; }
   void add_bytes(double bytes) {  // a call whose bytes are known once it runs (MPI_Start)

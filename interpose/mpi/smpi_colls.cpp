@@ -474,6 +474,8 @@ struct Instance {
   std::vector<std::vector<char>> done;         // per rank, per operation: a send or receive complete
   std::vector<void*> waiting;                  // per rank: its actor (ActorImpl), blocked until its part is done
   std::vector<std::function<void(Instance&)>> then;  // per rank, where no actor waits: what follows its part (nbc)
+  std::vector<void*> owner;                    // per rank, where no actor waits: the actor whose call it is (nbc)
+  std::vector<char> held;                      // per rank: held until its actor's next MPI call (mpi.progress)
   std::map<std::tuple<int, int, int>, std::deque<int>> sends, recvs;  // (from, to, tag): posted, unmatched
   // the data: each rank's input as it entered, the result once one rank worked it out
   std::vector<std::vector<unsigned char>> inputs;
@@ -482,6 +484,28 @@ struct Instance {
 };
 
 void advance(Instance& in, int rank);
+
+/* ---- progress (the machine's mpi.progress) ----
+ * asynchronous (the default): a non-blocking collective's part goes on in the kernel whatever its
+ * rank does. in_calls: as Open MPI's libnbc or MPICH without MPICH_ASYNC_PROGRESS, only while its
+ * rank is inside an MPI call: what the call posts is posted, and once the rank has left the call, a
+ * part whose wait is over holds before it posts its next message (or ends) until the rank enters
+ * its next MPI call (the shim tells where: orrery_smpi_progress_point, past the rank's host time),
+ * or for as long as the rank waits in one. A blocking call's part is never held: its rank is in it. */
+bool g_in_calls = false;
+std::set<const void*> g_progressing;  // the actors inside an MPI call (in_calls)
+std::map<const void*, std::vector<std::pair<std::pair<int, uint64_t>, int>>> g_held;  // by actor: (call, rank)
+
+// Whether rank `rank`'s part of `in` holds here (and is noted to go on at its actor's next MPI call)
+bool holds(Instance& in, int rank) {
+  if (!g_in_calls || in.waiting[rank] || !in.owner[rank] || g_progressing.count(in.owner[rank]))
+    return false;
+  if (!in.held[rank]) {
+    in.held[rank] = 1;
+    g_held[in.owner[rank]].push_back({in.key, rank});
+  }
+  return true;
+}
 
 void complete(Instance& in, int rank, int op) {
   in.done[rank][op] = 1;
@@ -506,9 +530,13 @@ void transfer(Instance& in, int from, int send_op, int to, int recv_op) {
 void advance(Instance& in, int rank) {
   const Program& prog = in.programs[rank];
   size_t& pc = in.next[rank];
+  if (in.held[rank])
+    return;  // until its actor's next MPI call
   for (; pc < prog.size(); pc++) {
     const Op& op = prog[pc];
     const int i = (int)pc;
+    if (op.kind != Op::Wait && holds(in, rank))
+      return;
     if (op.kind == Op::Send) {
       if (detached(in, op))
         in.done[rank][i] = 1;
@@ -544,7 +572,7 @@ void advance(Instance& in, int rank) {
   if (void* actor = in.waiting[rank]) {
     in.waiting[rank] = nullptr;
     simcall_answer(actor);  // the rank's blocking simcall (run) returns
-  } else if (in.then[rank]) {  // a non-blocking collective's stage: the last use of `in` here (it may free it)
+  } else if (in.then[rank] && !holds(in, rank)) {  // a non-blocking collective's stage: the last use of `in` here (it may free it)
     std::function<void(Instance&)> then = std::move(in.then[rank]);
     in.then[rank] = nullptr;
     then(in);
@@ -578,6 +606,8 @@ void forget(const sg4::Actor& actor) {
       if (w == gone)
         w = nullptr;
   forget_waiter(gone);
+  g_progressing.erase(gone);
+  g_held.erase(gone);  // (its parts stay held: their messages never leave, as the rank's own would not)
 }
 
 void watch_terminations() {
@@ -589,10 +619,12 @@ void watch_terminations() {
 }
 
 /* In the kernel: rank `rank` (of `n`) posts its part of call `key`, standing at `here`, and goes
- * as far as it can; once its part is done, `waiting` (an actor) is answered, or `then` runs. The
- * call's instance, which a `then` may have freed by the return. */
+ * as far as it can; once its part is done, `waiting` (an actor) is answered, or `then` runs (the
+ * part of `owner`'s non-blocking call). The call's instance, which a `then` may have freed by the
+ * return. */
 Instance* post(const Key& key, int n, int rank, double bytes, sg4::Host* here, Program program,
-          std::vector<unsigned char> input, void* waiting, std::function<void(Instance&)> then) {
+               std::vector<unsigned char> input, void* waiting, std::function<void(Instance&)> then,
+               void* owner = nullptr) {
   std::unique_ptr<Instance>& slot = g_instances[key];
   if (!slot) {
     slot = std::make_unique<Instance>();
@@ -606,6 +638,8 @@ Instance* post(const Key& key, int n, int rank, double bytes, sg4::Host* here, P
     x.done.resize(n);
     x.waiting.assign(n, nullptr);
     x.then.resize(n);
+    x.owner.assign(n, nullptr);
+    x.held.assign(n, 0);
     x.inputs.resize(n);
   }
   Instance& in = *slot;
@@ -615,6 +649,7 @@ Instance* post(const Key& key, int n, int rank, double bytes, sg4::Host* here, P
   in.inputs[rank] = std::move(input);
   in.waiting[rank] = waiting;
   in.then[rank] = std::move(then);
+  in.owner[rank] = owner;
   advance(in, rank);
   return &in;
 }
@@ -643,6 +678,39 @@ void leave(Instance& in) {
   if (++in.left == in.size)
     g_instances.erase(in.key);
 }
+
+}  // namespace
+
+/* mpi.progress, from the shim (interpose/core/ranks.cpp): the mode as the first rank starts, then
+ * where each of the calling rank's MPI calls enters, past its host time (a progress point, from
+ * which on it is inside), and where its outermost call returns. */
+extern "C" __attribute__((visibility("default"))) void orrery_smpi_progress(int in_calls) { g_in_calls = in_calls; }
+
+extern "C" __attribute__((visibility("default"))) void orrery_smpi_progress_point() {
+  const void* self = sg4::Actor::self()->get_impl();
+  g_progressing.insert(self);
+  auto it = g_held.find(self);
+  if (it == g_held.end())
+    return;
+  simgrid::kernel::actor::simcall_answered([self] {
+    auto held = g_held.find(self);
+    if (held == g_held.end())
+      return;
+    std::vector<std::pair<Key, int>> parts = std::move(held->second);
+    g_held.erase(held);
+    for (auto& [key, rank] : parts)
+      if (auto in = g_instances.find(key); in != g_instances.end()) {
+        in->second->held[rank] = 0;
+        advance(*in->second, rank);  // (may free it)
+      }
+  });
+}
+
+extern "C" __attribute__((visibility("default"))) void orrery_smpi_progress_end() {
+  g_progressing.erase(sg4::Actor::self()->get_impl());
+}
+
+namespace {
 
 /* ---------------- the non-blocking collectives (smpi_nbc.cpp) ---------------- */
 
@@ -753,7 +821,8 @@ void post_stage(const std::shared_ptr<Schedule>& s) {
          leave(in);  // may free it
          s->current++;
          post_stage(s);
-       });
+       },
+       s->actor);
 }
 
 void forget_waiter(const void* gone) {

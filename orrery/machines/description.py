@@ -300,6 +300,16 @@ class Mpi(_Section):
             "as a cudaDeviceSynchronize). The wait is host time of the send call, with overheads.sync."
         ),
     )
+    progress: Literal["asynchronous", "in_calls"] = Field(
+        "asynchronous",
+        description=(
+            "When a non-blocking collective that runs on the blocking call's algorithm (MPI_Iallreduce, MPI_Ireduce, "
+            "MPI_Ibcast, MPI_Ibarrier, MPI_Iallgather: docs/simulation.md) advances: asynchronous (the default: on its "
+            "own while the rank computes, as with a progress thread or offload) or in_calls (only inside MPI calls, as "
+            "Open MPI's libnbc and MPICH without MPICH_ASYNC_PROGRESS: the call posts its first messages, and each next "
+            "step waits for the rank's next MPI call, MPI_Test included, or goes on while it waits in one)."
+        ),
+    )
     poll_time: Annotated[Time, Field(gt=0)] = Field(
         1e-7,
         description=(

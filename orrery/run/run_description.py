@@ -193,6 +193,7 @@ def describe(
             "poll_time_s": mpi.poll_time,
             "ipc_setup_s": mpi.ipc_setup or 0.0,
             "device_sync": mpi.device_sync or "none",
+            "progress": mpi.progress,
             **{
                 kind: {
                     f"{side}{'_intra' if intra else ''}_s": mpi.overhead(side, kind, intra)

@@ -118,12 +118,13 @@ def test_the_default_selector_s_allreduce_is_two_stages(nbc, tmp_path):
     assert sum(ran.values()) == 2 * allreduces + reduces
 
 
+@pytest.mark.parametrize("progress", ["asynchronous", "in_calls"])
 @pytest.mark.parametrize("form", ["test", "waitall"])
-def test_completed_by_polls_or_with_other_requests_the_data_are_the_blocking_form_s(nbc, tmp_path, form):
+def test_completed_by_polls_or_with_other_requests_the_data_are_the_blocking_form_s(nbc, tmp_path, form, progress):
     """MPI_Test in a loop (each poll costs the machine's poll time, so returns come later) and one
     MPI_Waitall with a ring exchange: every call's data are the blocking form's, and no rank returns
-    before its blocking form returned."""
-    options = ("--machine", "h100-ib200", "--nodes", "16")
+    before its blocking form returned; with either progress (mpi.progress)."""
+    options = ("--machine", "h100-ib200", "--nodes", "16", "--set", f"mpi.progress={progress}")
     blocking = run(nbc, tmp_path / "b", options, "mix", "11", "30", "blocking", "abBgW")
     other = run(nbc, tmp_path / "o", options, "mix", "11", "30", form, "abBgW")
     assert blocking.returncode == other.returncode == 0, blocking.stderr + other.stderr
@@ -134,11 +135,19 @@ def test_completed_by_polls_or_with_other_requests_the_data_are_the_blocking_for
     assert any(ours[k][0] > theirs[k][0] for k in ours)
 
 
-def overlap(program: Path, out: Path, form: str, microseconds: int, mode: str | None = None, size: int = 8):
+def overlap(
+    program: Path,
+    out: Path,
+    form: str,
+    microseconds: int,
+    mode: str | None = None,
+    size: int = 8,
+    progress: str = "asynchronous",
+):
     res = run(
         program,
         out,
-        ("--machine", "h100-ib200", "--nodes", "16"),
+        ("--machine", "h100-ib200", "--nodes", "16", "--set", f"mpi.progress={progress}"),
         "overlap",
         form,
         str(size),
@@ -178,6 +187,57 @@ def test_an_overlapped_allreduce_ends_at_the_later_of_its_blocking_end_and_the_w
     assert span[0] < min(spans) and max(spans) < span[1]
     assert counts(stderr)["Iallreduce"] == (64, 0)
     assert stages(stderr)["SMPI's code recorded"] == (64 if size > 8 else 0)
+
+
+@pytest.mark.parametrize("size, microseconds", [(8, 100), (1 << 20, 300)], ids=["8B", "1MiB"])
+def test_in_calls_progress_leaves_what_the_call_did_not_post_to_the_wait(nbc, tmp_path, size, microseconds):
+    """mpi.progress = in_calls (Open MPI's libnbc, MPICH without asynchronous progress): 64 ranks,
+    an MPI_Iallreduce, a sleep of T, MPI_Wait. Waited for at once (T = 0) it returns where
+    MPI_Allreduce does, every bit: the rank is inside MPI calls throughout. With T and 2T, both
+    longer than the blocking call, only the messages the call posted went during the sleep; the
+    rest runs in MPI_Wait: the rank returns at entered + T + a tail that is the same for T and 2T,
+    longer than 0 and shorter than the blocking call. With asynchronous progress the sleep hides it
+    all (entered + T)."""
+    blocking, _ = overlap(nbc, tmp_path / "b", "blocking", 0, size=size)
+    at_once, _ = overlap(nbc, tmp_path / "0", "overlapped", 0, size=size, progress="in_calls")
+    t = microseconds * 1e-6
+    tails = {}
+    for k in (1, 2):
+        held, _ = overlap(nbc, tmp_path / f"h{k}", "overlapped", k * microseconds, size=size, progress="in_calls")
+        hidden, _ = overlap(nbc, tmp_path / f"a{k}", "overlapped", k * microseconds, size=size)
+        for rank, (entered, returned, _, _) in blocking.items():
+            assert at_once[rank][:2] == (entered, returned)
+            assert hidden[rank][1] == pytest.approx(entered + k * t, rel=0, abs=1e-15)
+            tail = held[rank][1] - (entered + k * t)
+            assert 0 < tail < returned - entered
+            tails.setdefault(rank, []).append(tail)
+    assert all(once == pytest.approx(twice, rel=0, abs=1e-12) for once, twice in tails.values())
+
+
+@pytest.mark.parametrize("progress", ["asynchronous", "in_calls"])
+def test_each_mpi_test_is_a_progress_point(nbc, tmp_path, progress):
+    """64 ranks, a 1 MiB MPI_Iallreduce (Rabenseifner's: 6 rounds halving, 6 doubling), then a
+    sleep of 5 us and an MPI_Test, again until it completes: each pass takes the sleep and one poll
+    (mpi.poll_time). Asynchronous: it completes where MPI_Allreduce returns, and the next poll sees
+    it, less than a pass after the blocking end. In calls: each round starts at the poll after the
+    one before it ended, so it ends more than a pass after the blocking end, and less than a pass
+    per round."""
+    blocking, _ = overlap(nbc, tmp_path / "b", "blocking", 0, size=1 << 20)
+    options = ("--machine", "h100-ib200", "--nodes", "16", "--set", f"mpi.progress={progress}")
+    res = run(nbc, tmp_path / "p", options, "polled", str(1 << 20), "5", mode=None)
+    assert res.returncode == 0, res.stderr
+    found = re.findall(r"^rank (\d+) entered=(\S+) returned=(\S+) polls=(\d+) right=(\d)$", res.stdout, re.M)
+    assert len(found) == 64 and all(ok == "1" for *_, ok in found)
+    step = 5e-6 + 1e-7  # the sleep and one poll (mpi.poll_time)
+    for rank, entered, returned, polls, _ in found:
+        b_entered, b_returned, _, _ = blocking[int(rank)]
+        assert float.fromhex(entered) == b_entered
+        late = float.fromhex(returned) - b_returned
+        assert float.fromhex(returned) - b_entered == pytest.approx(int(polls) * step, rel=1e-9)
+        if progress == "asynchronous":
+            assert 0 <= late < step
+        else:
+            assert step < late < 12 * step
 
 
 def test_smpi_s_linear_requests_took_another_time(nbc, tmp_path):

@@ -17,6 +17,9 @@
  *          it enters an allreduce of BYTES bytes (doubles), the time it returns, and the time it
  *          is through; FORM "blocking": MPI_Allreduce, then a sleep of T microseconds; FORM
  *          "overlapped": MPI_Iallreduce, the sleep, then MPI_Wait (returning, through: the same);
+ *   polled BYTES STEP: after a barrier, MPI_Iallreduce of BYTES bytes (doubles), then a sleep of
+ *          STEP microseconds and an MPI_Test, again until it completes; each rank prints the time it
+ *          entered, the time the MPI_Test that completed it returned, and how many it made;
  *   freed: MPI_Ibcast of 64 ints from rank 0 whose request every rank but the root frees at once,
  *          then MPI_Barrier, then MPI_Ibcast of 64 ints from rank 1, waited for; each rank prints
  *          the second's first and last element;
@@ -166,6 +169,32 @@ static int overlap(int overlapped, int bytes, int microseconds) {
   const double first = (double)size * (size - 1) / 2; /* the sum of the ranks' first elements */
   printf("rank %d entered=%a returned=%a through=%a right=%d\n", rank, entered, returned, through,
          count == 0 || out[0] == first);
+  free(in);
+  free(out);
+  return 0;
+}
+
+static int polled(int bytes, int microseconds) {
+  int rank, size, flag = 0, polls = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int count = bytes / 8;
+  double* in = malloc(sizeof(double) * (size_t)(count ? count : 1));
+  double* out = malloc(sizeof(double) * (size_t)(count ? count : 1));
+  for (int i = 0; i < count; i++)
+    in[i] = rank + i;
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double entered = MPI_Wtime();
+  MPI_Request rq;
+  MPI_Iallreduce(in, out, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &rq);
+  while (!flag) {
+    usleep((useconds_t)microseconds);
+    MPI_Test(&rq, &flag, MPI_STATUS_IGNORE);
+    polls++;
+  }
+  const double returned = MPI_Wtime();
+  printf("rank %d entered=%a returned=%a polls=%d right=%d\n", rank, entered, returned, polls,
+         count == 0 || out[0] == (double)size * (size - 1) / 2);
   free(in);
   free(out);
   return 0;
@@ -366,6 +395,8 @@ int main(int argc, char** argv) {
     rc = mix((unsigned)atoi(argv[2]), atoi(argv[3]), form, argc == 6 ? argv[5] : "arbBg");
   } else if (!strcmp(mode, "overlap") && argc == 5) {
     rc = overlap(!strcmp(argv[2], "overlapped"), atoi(argv[3]), atoi(argv[4]));
+  } else if (!strcmp(mode, "polled") && argc == 4) {
+    rc = polled(atoi(argv[2]), atoi(argv[3]));
   } else if (!strcmp(mode, "freed")) {
     rc = freed();
   } else if (!strcmp(mode, "reduce") && argc == 4) {
@@ -379,7 +410,7 @@ int main(int argc, char** argv) {
   } else if (!strcmp(mode, "fallback")) {
     rc = fallback();
   } else {
-    fprintf(stderr, "usage: nbc mix SEED CALLS blocking|wait|test|waitall [KINDS] | overlap blocking|overlapped BYTES T | reduce blocking|waited COUNT | inplace COUNT | freed | testany | deadlock | fallback\n");
+    fprintf(stderr, "usage: nbc mix SEED CALLS blocking|wait|test|waitall [KINDS] | overlap blocking|overlapped BYTES T | polled BYTES STEP | reduce blocking|waited COUNT | inplace COUNT | freed | testany | deadlock | fallback\n");
   }
   MPI_Finalize();
   return rc;
