@@ -572,7 +572,7 @@ void advance(Instance& in, int rank) {
   if (void* actor = in.waiting[rank]) {
     in.waiting[rank] = nullptr;
     simcall_answer(actor);  // the rank's blocking simcall (run) returns
-  } else if (in.then[rank] && !holds(in, rank)) {  // a non-blocking collective's stage: the last use of `in` here (it may free it)
+  } else if (in.then[rank] && !holds(in, rank)) {  // an nbc stage: the last use of `in` (it may free it)
     std::function<void(Instance&)> then = std::move(in.then[rank]);
     in.then[rank] = nullptr;
     then(in);
