@@ -47,4 +47,22 @@ const GpuHost& gpu_place(const sg4::Host* host) {
   return *it->second;
 }
 
+/* Built once: each rank asks for its node's GPUs as it starts, and a scan of every GPU per rank
+ * (each a lookup by host name) was the square of the ranks (about a minute at 16 384 GPUs). */
+const std::vector<const GpuHost*>& gpus_of_node(int64_t node) {
+  static const std::map<int64_t, std::vector<const GpuHost*>> by_node = [] {
+    std::map<int64_t, std::map<int64_t, const GpuHost*>> m;  // node -> device number -> GPU
+    for (const GpuHost& g : run_description().gpus)
+      m[g.node][g.index] = &g;
+    std::map<int64_t, std::vector<const GpuHost*>> out;
+    for (auto& [n, gpus] : m)
+      for (auto& [index, g] : gpus)
+        out[n].push_back(g);
+    return out;
+  }();
+  static const std::vector<const GpuHost*> none;
+  auto it = by_node.find(node);
+  return it == by_node.end() ? none : it->second;
+}
+
 }  // namespace orrery

@@ -138,11 +138,7 @@ static Rank& rank_created(const char* function) {
   if (d.gpu_visibility == GpuVisibility::Bound) {
     r->gpus.push_back(gpu_of_host(r->host));
   } else {
-    std::map<int64_t, const GpuHost*> of_node;  // by device number
-    for (const GpuHost& g : d.gpus)
-      if (g.node == gpu_place(r->host).node)
-        of_node[g.index] = &g;
-    for (auto [index, g] : of_node)
+    for (const GpuHost* g : gpus_of_node(gpu_place(r->host).node))  // by device number
       r->gpus.push_back(gpu_of_host(host_by_name(g->host)));
   }
   r->device = 0;

@@ -51,6 +51,8 @@ const RunDescription& run_description();
 bool run_description_loaded();  // before it is, a fatal error cannot end the run by the report
 // The description of the GPU on a platform host (fatal if it has none).
 const GpuHost& gpu_place(const sg4::Host* host);
+// The GPUs of a node, by device number (none for a node number the run does not have).
+const std::vector<const GpuHost*>& gpus_of_node(int64_t node);
 
 /* ---- how the run ended (outcome.cpp): the report's status rows, read by orrery/results.py ----
  * Ends the simulation now, for a failure of the program found while it runs (MPI_Abort, a

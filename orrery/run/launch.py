@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes.util
+import gc
 import json
 import os
 import shutil
@@ -401,6 +402,20 @@ def map_count_warning(ranks: int, limit_file: Path = Path("/proc/sys/vm/max_map_
     )
 
 
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector off while a run's inputs and results are built: hundreds of
+    thousands of dicts, lists and dataclasses, none in a cycle, which set it off again and again
+    (a third of reading a 4096-GPU run's report, bench/README.md). It is put back as it was."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def run(opts: RunOptions) -> RunOutcome:
     env = {**os.environ, **opts.env}  # the program's environment beyond this process's
     exe, linked = _check(opts, env)
@@ -412,10 +427,11 @@ def run(opts: RunOptions) -> RunOutcome:
     stale = ("results.json", "report.tsv", "report.tsv.crash", "error.txt", "orrery.cfg", "link_series.tsv")
     for name in (*stale, "link_series.tsv.part", TRACE_FILE, TRACE_FILE + ".part", EVENTS_FILE):
         (out / name).unlink(missing_ok=True)
-    links = write_platform(opts.machine, opts.layout, out)
-    (out / "hostfile").write_text("\n".join(platform.rank_hosts(opts.layout)) + "\n")
-    (out / "run.json").write_text(_description(opts, out, exe))
-    (out / "machine.json").write_text(opts.machine.model_dump_json(indent=1) + "\n")
+    with _no_cycle_collection():
+        links = write_platform(opts.machine, opts.layout, out)
+        (out / "hostfile").write_text("\n".join(platform.rank_hosts(opts.layout)) + "\n")
+        (out / "run.json").write_text(_description(opts, out, exe))
+        (out / "machine.json").write_text(opts.machine.model_dump_json(indent=1) + "\n")
 
     platform_cmd, platform_env = platform_args(out)
     warning = map_count_warning(opts.layout.ranks)
@@ -475,10 +491,11 @@ def run(opts: RunOptions) -> RunOutcome:
     }
     # a run that ended without its report leaves its series unfinished: never left looking current
     (out / "link_series.tsv.part").unlink(missing_ok=True)
-    res = results.read_run(out, run_info, proc.returncode, links)
-    res.physics_violations = physics.violations(res, opts.machine, opts.layout)
-    tmp = out / "results.json.part"
-    tmp.write_text(res.to_json())
+    with _no_cycle_collection():
+        res = results.read_run(out, run_info, proc.returncode, links)
+        res.physics_violations = physics.violations(res, opts.machine, opts.layout)
+        tmp = out / "results.json.part"
+        tmp.write_text(res.to_json())
     tmp.replace(out / "results.json")
     if opts.trace:  # a run that failed too: its trace up to the failure
         write_trace(out, opts.trace)
