@@ -91,9 +91,12 @@ def test_a_non_blocking_collective_waited_for_at_once_is_its_blocking_form_bit_f
 ):
     blocking = run(nbc, tmp_path / "b", options, "mix", "7", str(n), "blocking", kinds)
     waited = run(nbc, tmp_path / "w", options, "mix", "7", str(n), "wait", kinds)
-    assert blocking.returncode == waited.returncode == 0, blocking.stderr + waited.stderr
+    # progress only inside MPI calls (mpi.progress): a rank that waits at once is inside one throughout
+    held = run(nbc, tmp_path / "h", (*options, "--set", "mpi.progress=in_calls"), "mix", "7", str(n), "wait", kinds)
+    assert blocking.returncode == waited.returncode == held.returncode == 0, blocking.stderr + waited.stderr
     theirs, ours = calls(blocking.stdout), calls(waited.stdout)
     assert len(theirs) > n and ours == theirs
+    assert calls(held.stdout) == theirs
     took = counts(waited.stderr)
     assert all(by_requests == 0 for _, by_requests in took.values()), took
     names = {"a": "Iallreduce", "r": "Ireduce", "b": "Ibcast", "B": "Ibarrier", "g": "Iallgather"}
