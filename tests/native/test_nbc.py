@@ -227,12 +227,14 @@ def test_each_mpi_test_is_a_progress_point(nbc, tmp_path, progress):
     per round."""
     blocking, _ = overlap(nbc, tmp_path / "b", "blocking", 0, size=1 << 20)
     options = ("--machine", "h100-ib200", "--nodes", "16", "--set", f"mpi.progress={progress}")
-    res = run(nbc, tmp_path / "p", options, "polled", str(1 << 20), "5", mode=None)
+    res = run(nbc, tmp_path / "p", options, "overlap", "polled", str(1 << 20), "5", mode=None)
     assert res.returncode == 0, res.stderr
-    found = re.findall(r"^rank (\d+) entered=(\S+) returned=(\S+) polls=(\d+) right=(\d)$", res.stdout, re.M)
-    assert len(found) == 64 and all(ok == "1" for *_, ok in found)
+    found = re.findall(
+        r"^rank (\d+) entered=(\S+) returned=(\S+) through=\S+ right=(\d) polls=(\d+)$", res.stdout, re.M
+    )
+    assert len(found) == 64 and all(ok == "1" for *_, ok, _ in found)
     step = 5e-6 + 1e-7  # the sleep and one poll (mpi.poll_time)
-    for rank, entered, returned, polls, _ in found:
+    for rank, entered, returned, _, polls in found:
         b_entered, b_returned, _, _ = blocking[int(rank)]
         assert float.fromhex(entered) == b_entered
         late = float.fromhex(returned) - b_returned

@@ -17,9 +17,8 @@
  *          it enters an allreduce of BYTES bytes (doubles), the time it returns, and the time it
  *          is through; FORM "blocking": MPI_Allreduce, then a sleep of T microseconds; FORM
  *          "overlapped": MPI_Iallreduce, the sleep, then MPI_Wait (returning, through: the same);
- *   polled BYTES STEP: after a barrier, MPI_Iallreduce of BYTES bytes (doubles), then a sleep of
- *          STEP microseconds and an MPI_Test, again until it completes; each rank prints the time it
- *          entered, the time the MPI_Test that completed it returned, and how many it made;
+ *          FORM "polled": MPI_Iallreduce, then the sleep and an MPI_Test, again until it completes
+ *          (returning, through: where the last returned), and the rank prints how many it made;
  *   freed: MPI_Ibcast of 64 ints from rank 0 whose request every rank but the root frees at once,
  *          then MPI_Barrier, then MPI_Ibcast of 64 ints from rank 1, waited for; each rank prints
  *          the second's first and last element;
@@ -141,8 +140,10 @@ static int mix(unsigned seed, int calls, enum Form form, const char* kinds) {
   return 0;
 }
 
-static int overlap(int overlapped, int bytes, int microseconds) {
-  int rank;
+enum OverlapForm { ALONE, OVERLAPPED, POLLED };
+
+static int overlap(enum OverlapForm form, int bytes, int microseconds) {
+  int rank, polls = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const int count = bytes / 8;
   double* in = malloc(sizeof(double) * (size_t)(count ? count : 1));
@@ -152,49 +153,33 @@ static int overlap(int overlapped, int bytes, int microseconds) {
   MPI_Barrier(MPI_COMM_WORLD);
   const double entered = MPI_Wtime();
   double returned;
-  if (overlapped) {
-    MPI_Request rq;
-    MPI_Iallreduce(in, out, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &rq);
-    usleep((useconds_t)microseconds);
-    MPI_Wait(&rq, MPI_STATUS_IGNORE);
-    returned = MPI_Wtime();
-  } else {
+  if (form == ALONE) {
     MPI_Allreduce(in, out, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     returned = MPI_Wtime();
     usleep((useconds_t)microseconds);
+  } else {
+    MPI_Request rq;
+    MPI_Iallreduce(in, out, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &rq);
+    if (form == OVERLAPPED) {
+      usleep((useconds_t)microseconds);
+      MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    } else {
+      for (int flag = 0; !flag; polls++) {
+        usleep((useconds_t)microseconds);
+        MPI_Test(&rq, &flag, MPI_STATUS_IGNORE);
+      }
+    }
+    returned = MPI_Wtime();
   }
   const double through = MPI_Wtime();
   int size;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const double first = (double)size * (size - 1) / 2; /* the sum of the ranks' first elements */
-  printf("rank %d entered=%a returned=%a through=%a right=%d\n", rank, entered, returned, through,
+  printf("rank %d entered=%a returned=%a through=%a right=%d", rank, entered, returned, through,
          count == 0 || out[0] == first);
-  free(in);
-  free(out);
-  return 0;
-}
-
-static int polled(int bytes, int microseconds) {
-  int rank, size, flag = 0, polls = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const int count = bytes / 8;
-  double* in = malloc(sizeof(double) * (size_t)(count ? count : 1));
-  double* out = malloc(sizeof(double) * (size_t)(count ? count : 1));
-  for (int i = 0; i < count; i++)
-    in[i] = rank + i;
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double entered = MPI_Wtime();
-  MPI_Request rq;
-  MPI_Iallreduce(in, out, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &rq);
-  while (!flag) {
-    usleep((useconds_t)microseconds);
-    MPI_Test(&rq, &flag, MPI_STATUS_IGNORE);
-    polls++;
-  }
-  const double returned = MPI_Wtime();
-  printf("rank %d entered=%a returned=%a polls=%d right=%d\n", rank, entered, returned, polls,
-         count == 0 || out[0] == (double)size * (size - 1) / 2);
+  if (form == POLLED)
+    printf(" polls=%d", polls);
+  printf("\n");
   free(in);
   free(out);
   return 0;
@@ -394,9 +379,9 @@ int main(int argc, char** argv) {
     enum Form form = !strcmp(f, "blocking") ? BLOCKING : !strcmp(f, "wait") ? WAIT : !strcmp(f, "test") ? TEST : WAITALL;
     rc = mix((unsigned)atoi(argv[2]), atoi(argv[3]), form, argc == 6 ? argv[5] : "arbBg");
   } else if (!strcmp(mode, "overlap") && argc == 5) {
-    rc = overlap(!strcmp(argv[2], "overlapped"), atoi(argv[3]), atoi(argv[4]));
-  } else if (!strcmp(mode, "polled") && argc == 4) {
-    rc = polled(atoi(argv[2]), atoi(argv[3]));
+    const char* f = argv[2];
+    rc = overlap(!strcmp(f, "blocking") ? ALONE : !strcmp(f, "overlapped") ? OVERLAPPED : POLLED, atoi(argv[3]),
+                 atoi(argv[4]));
   } else if (!strcmp(mode, "freed")) {
     rc = freed();
   } else if (!strcmp(mode, "reduce") && argc == 4) {
@@ -410,7 +395,7 @@ int main(int argc, char** argv) {
   } else if (!strcmp(mode, "fallback")) {
     rc = fallback();
   } else {
-    fprintf(stderr, "usage: nbc mix SEED CALLS blocking|wait|test|waitall [KINDS] | overlap blocking|overlapped BYTES T | polled BYTES STEP | reduce blocking|waited COUNT | inplace COUNT | freed | testany | deadlock | fallback\n");
+    fprintf(stderr, "usage: nbc mix SEED CALLS blocking|wait|test|waitall [KINDS] | overlap blocking|overlapped|polled BYTES T | reduce blocking|waited COUNT | inplace COUNT | freed | testany | deadlock | fallback\n");
   }
   MPI_Finalize();
   return rc;
