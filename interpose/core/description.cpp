@@ -3,6 +3,7 @@
  * of what it lists. */
 #include "core/runtime.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -47,18 +48,17 @@ const GpuHost& gpu_place(const sg4::Host* host) {
   return *it->second;
 }
 
-/* Built once: each rank asks for its node's GPUs as it starts, and a scan of every GPU per rank
- * (each a lookup by host name) was the square of the ranks (about a minute at 16 384 GPUs). */
+/* Built once: each rank asks for its node's GPUs as it starts, where a scan of every GPU per rank
+ * (each a lookup by host name) was the square of the ranks (about 10 s at 16 384 GPUs,
+ * bench/README.md). */
 const std::vector<const GpuHost*>& gpus_of_node(int64_t node) {
   static const std::map<int64_t, std::vector<const GpuHost*>> by_node = [] {
-    std::map<int64_t, std::map<int64_t, const GpuHost*>> m;  // node -> device number -> GPU
+    std::map<int64_t, std::vector<const GpuHost*>> m;
     for (const GpuHost& g : run_description().gpus)
-      m[g.node][g.index] = &g;
-    std::map<int64_t, std::vector<const GpuHost*>> out;
+      m[g.node].push_back(&g);
     for (auto& [n, gpus] : m)
-      for (auto& [index, g] : gpus)
-        out[n].push_back(g);
-    return out;
+      std::sort(gpus.begin(), gpus.end(), [](const GpuHost* a, const GpuHost* b) { return a->index < b->index; });
+    return m;
   }();
   static const std::vector<const GpuHost*> none;
   auto it = by_node.find(node);

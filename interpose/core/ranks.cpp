@@ -47,13 +47,13 @@ Rank* calling_rank() {
   return pid >= 0 && (size_t)pid < v.size() ? v[pid] : nullptr;
 }
 
-// As every MPI call of a rank enters SMPI (liborrery_smpi.so, smpi_timers.cpp): its messages and
-// its MPI_Wtime are at its own time.
 /* mpi.progress = in_calls: liborrery_smpi.so's progress points (smpi_colls.cpp), where an MPI call
  * of the rank enters past its host time, and its end, where its outermost call returns. */
 static void (*g_progress_point)() = nullptr;
 static void (*g_progress_end)() = nullptr;
 
+// As every MPI call of a rank enters SMPI (liborrery_smpi.so, smpi_timers.cpp): its messages and
+// its MPI_Wtime are at its own time, and, inside a call the shim wraps, it is a progress point.
 static void catch_up_calling_rank() {
   if (Rank* r = calling_rank()) {
     catch_up(*r);
