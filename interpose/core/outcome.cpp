@@ -86,10 +86,11 @@ void finish_rank(const Rank& r) {
 }
 
 /* A program that never called MPI_Init is no member of an MPI job, and mpirun takes its exit(0)
- * for its normal end: so is it here, as if it had returned from main. */
+ * for its normal end: so is it here, as if it had returned from main, at the rank's own time (its
+ * last overheads included, which the clock may not have reached: a cudaFree's synchronisation). */
 void end_outside_mpi(Rank& r, int status) {
   if (status == 0 && !r.mpi_initialized && r.stats.end_s < 0)
-    r.stats.end_s = now();
+    r.stats.end_s = host_now(r);
 }
 
 /* exit() called by a rank during the simulation ends the whole process (every rank is an actor

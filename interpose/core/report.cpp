@@ -63,14 +63,18 @@ void write_report() {
     return;
   }
   fputs(kReportHeader, f);  // the schema's report_columns (run_description.json)
-  // The run's end: a failing rank's own time may be ahead of the clock (outcome.cpp)
-  const double at = std::max(now(), outcome.time_s);
+  // The run's end: a failing rank's own time may be ahead of the clock (outcome.cpp), and so may a
+  // rank's end where it ended without an MPI call to catch it up (a program without MPI returning
+  // from main after its last overhead: ranks.cpp, outcome.cpp's end_outside_mpi).
+  double at = std::max(now(), outcome.time_s);
+  std::vector<Rank*> by_id;
+  for (auto& entry : ranks()) {
+    by_id.push_back(entry.second.get());
+    at = std::max(at, entry.second->stats.end_s);
+  }
   fprintf(f, "-1\trun\tmakespan\t0\t0\t%.17g\n", at);
   fprintf(f, "%d\tstatus\t%s\t%d\t0\t%.17g\n", outcome.rank, outcome.status.c_str(), outcome.code,
           outcome.time_s);
-  std::vector<Rank*> by_id;
-  for (auto& entry : ranks())
-    by_id.push_back(entry.second.get());
   std::sort(by_id.begin(), by_id.end(), [](const Rank* a, const Rank* b) { return a->id < b->id; });
   for (Rank* r : by_id) {
     if (outcome.status == "deadlock" && r->stats.end_s < 0) {

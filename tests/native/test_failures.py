@@ -11,6 +11,7 @@ L, S from the h100-ib200 description; the other ranks fail at once.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 
 import pytest
@@ -217,6 +218,31 @@ def test_exit_0_of_a_program_that_never_called_mpi_init_is_its_normal_end(run_pr
     assert r.returncode == 0, r.stderr
     assert r.results["status"] == "completed"
     assert [rank["finished"] for rank in r.results["ranks"]] == [True, True]
+
+
+def test_a_program_without_mpi_ends_after_its_last_overhead_however_it_ends(run_program, programs):
+    """NVIDIA's single_gpu Jacobi ends with cudaFree, whose synchronisation overhead is host time
+    the rank spends ahead of SimGrid's clock: no MPI_Finalize catches it up. Its end, returning
+    from main or calling exit(0), is after that overhead, and so is the makespan: once the rank
+    ended 1 us after the makespan (idle -1 us) returning, and 1 us before it calling exit(0) (its
+    terms then summed to 1 us more than the makespan)."""
+    ends = []
+    for how in ("return", "0"):
+        r = run_program(programs["no_mpi"], how, options=("--gpus-per-node", "1"))
+        assert r.returncode == 0, r.stderr
+        res = r.results
+        rank = res["ranks"][0]
+        assert res["status"] == "completed" and rank["finished"] is True
+        assert rank["end_s"] == res["makespan_s"]
+        assert rank["idle_s"] == 0 and res["terms"]["critical"]["idle_s"] == 0
+        assert math.fsum(res["terms"]["critical"].values()) == pytest.approx(res["makespan_s"], rel=1e-12)
+        gpu = json.loads((r.out / "run.json").read_text())["gpu"]
+        # the copy's overhead and its synchronisation's, then cudaFree's synchronisation
+        assert res["terms"]["critical"]["host_overheads_s"] == pytest.approx(
+            gpu["copy_overhead_s"] + 2 * gpu["sync_overhead_s"], rel=1e-9
+        )
+        ends.append(rank["end_s"])
+    assert ends[0] == ends[1]
 
 
 def test_a_non_zero_exit_of_a_program_without_mpi_is_its_status(run_program, programs):
