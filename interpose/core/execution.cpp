@@ -50,24 +50,51 @@ struct Transfer {
   double wait;     // before the transfer
   uint64_t bytes;  // what the transfer moves
 };
-static Transfer transfer_of(const Gpu& g, const Op& op) {
-  const Segment* seg = measured_segment(g, op.copy, op.bytes);
+static Transfer transfer_over(const Segment* seg, sg4::Host* from, sg4::Host* to, uint64_t bytes_) {
   if (!seg)
-    return {0, op.bytes};
+    return {0, bytes_};
   std::vector<sg4::Link*> links;
   double route_latency = 0;
-  op.from->route_to(op.to, links, &route_latency);
+  from->route_to(to, links, &route_latency);
   double route_bandwidth = INFINITY;
   for (const sg4::Link* l : links)
     route_bandwidth = std::min(route_bandwidth, l->get_bandwidth());
   // a negative latency (a segment whose time grows faster than the size) shortens the data term
-  double bytes = (double)op.bytes + std::min(seg->latency_s, 0.0) * seg->bandwidth;
+  double bytes = (double)bytes_ + std::min(seg->latency_s, 0.0) * seg->bandwidth;
   double moved = seg->bandwidth < route_bandwidth ? bytes * route_bandwidth / seg->bandwidth : bytes;
   double whole = std::floor(moved);  // comms move whole bytes: the fraction's time joins the latency
   double wait = std::max(seg->latency_s - route_latency, 0.0) + (moved - whole) / route_bandwidth;
   if (wait <= kClockPrecision)  // below the simulation's precision, a wait is nothing
     wait = 0;
   return {wait, (uint64_t)whole};
+}
+static Transfer transfer_of(const Gpu& g, const Op& op) {
+  return transfer_over(measured_segment(g, op.copy, op.bytes), op.from, op.to, op.bytes);
+}
+
+/* A peer copy staged through host memory (Op::staged): the driver's pipeline moves the data from
+ * the source GPU to host memory and from there to the destination GPU, each half sharing its
+ * route's links with other traffic and taking the staged model's time (copies.peer_staged) or its
+ * route's own. The inward half starts once the first data are in host memory, after the outward
+ * half's latency: a small copy pays both latencies, a large one the slower half's rate. The copy
+ * ends with the later half. */
+static void run_staged_peer(const Gpu& g, const Op& op) {
+  const Segment* seg = segment_for(g.staged_peer_model, (double)op.bytes);
+  Transfer out = transfer_over(seg, op.from, op.via, op.bytes);
+  Transfer in = transfer_over(seg, op.via, op.to, op.bytes);
+  std::vector<sg4::Link*> links;
+  double out_latency = 0;  // the outward half's: its route's, or its model's where that is longer
+  op.from->route_to(op.via, links, &out_latency);
+  if (seg)
+    out_latency = std::max(seg->latency_s, out_latency);
+  const double t0 = now();
+  if (out.wait > 0)
+    sg4::this_actor::sleep_for(out.wait);
+  sg4::CommPtr outward = sg4::Comm::sendto_async(op.from, op.via, out.bytes);
+  sg4::this_actor::sleep_until(t0 + out_latency + in.wait);
+  sg4::CommPtr inward = sg4::Comm::sendto_async(op.via, op.to, in.bytes);
+  outward->wait();
+  inward->wait();
 }
 
 /* A device-to-device copy's time, work of the GPU sharing it with kernels: its measured model's,
@@ -108,7 +135,7 @@ static void finish_copy(Stream* s, const Op& op, CopyEngines* engine, int unit, 
     st.h2d.add(t0, now());
   else if (op.copy == CopyKind::D2H || op.copy == CopyKind::Peer)
     st.d2h.add(t0, now());
-  Tally& t = st.copies[copy_kind_name(op.copy)];
+  Tally& t = st.copies[op.staged ? "peer_staged" : copy_kind_name(op.copy)];
   t.count++;
   t.bytes += op.bytes;
   t.time_s += now() - t0;
@@ -125,8 +152,8 @@ bool start_without_worker(Stream* s, const Op& op, void (*started)(Stream*, sg4:
     started(s, gpu_work(s, op.seconds)->start());
     return true;
   }
-  if (op.kind != Op::Copy || op.bytes == 0 || op.copy == CopyKind::H2H)
-    return false;  // a host function, a collective...; a copy that moves nothing or sleeps
+  if (op.kind != Op::Copy || op.bytes == 0 || op.copy == CopyKind::H2H || op.staged)
+    return false;  // a host function, a collective...; a copy that moves nothing, sleeps or is staged
   if (op.copy == CopyKind::D2D) {
     if (trace::on())
       trace::op_begin(s, op);
@@ -209,6 +236,8 @@ void execute(Stream* s, Op& op) {
         // nothing moves: the copy completes at once
       } else if (op.copy == CopyKind::D2D) {
         run_on_gpu(s, d2d_seconds(*s->gpu, op));
+      } else if (op.staged) {
+        run_staged_peer(*s->gpu, op);
       } else {
         Transfer x = transfer_of(*s->gpu, op);
         if (x.wait > 0)

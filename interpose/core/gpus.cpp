@@ -46,6 +46,7 @@ Gpu* gpu_of_host(sg4::Host* host) {
   g.copy_model[(int)CopyKind::D2H] = d.copies.D2H;
   g.copy_model[(int)CopyKind::D2D] = d.copies.D2D;
   g.copy_model[(int)CopyKind::Peer] = d.copies.peer;
+  g.staged_peer_model = d.copies.peer_staged;
   g.copy_engine = host_by_name(place.copy_engine);
   g.message_end = place.message_end ? host_by_name(*place.message_end) : host;
   g.staged_end = place.staged_end ? host_by_name(*place.staged_end) : nullptr;

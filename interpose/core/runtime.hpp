@@ -135,6 +135,7 @@ struct Gpu {
   CopyEngines* h2d_engine = nullptr;
   CopyEngines* d2h_engine = nullptr;
   Piecewise copy_model[5];  // by CopyKind
+  Piecewise staged_peer_model;  // each half of a peer copy staged through host memory (copies.peer_staged)
 };
 
 /* ---- device-side work ---- */
@@ -180,6 +181,11 @@ struct Op {
   void* fill_dst = nullptr;   // host destination to fill once a D2H copy completes
   uint64_t fill_width = 0, fill_pitch = 0, fill_rows = 0;
   const void* h2h_src = nullptr;
+  // A peer copy between two GPUs of a rank that has not enabled peer access between them: the
+  // driver stages it through host memory `via`, from `from` (the source GPU) to `to` (the
+  // destination's), both halves at once (execution.cpp).
+  bool staged = false;
+  sg4::Host* via = nullptr;
   Event* event = nullptr;
   cudaHostFn_t fn = nullptr;
   void* fn_data = nullptr;

@@ -185,9 +185,10 @@ ORR_EXPORT cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
   return cudaSuccess;
 }
 
-/* Peer access is bookkeeping: peer copies and kernels' peer accesses take the platform's routes
- * whether or not the program enabled it. Enabling twice, or disabling what is not enabled, fails
- * as in CUDA. */
+/* Peer access costs no time; it decides the path of the rank's peer copies (memory.cpp,
+ * peer_to_peer): GPU to GPU where enabled either way, else staged through host memory, as the
+ * driver does. Kernels' peer accesses are not simulated. Enabling twice, or disabling what is not
+ * enabled, fails as in CUDA. */
 ORR_EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
   Rank& r = rank_self("cudaDeviceEnablePeerAccess");
   if (peer < 0 || peer >= (int)r.gpus.size() || peer == r.device)

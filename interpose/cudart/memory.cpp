@@ -421,6 +421,30 @@ static bool pinned(const void* p) {
   return a && !a->device;
 }
 
+// What each rank opened of other ranks' memory by CUDA IPC (cudaIpcOpenMemHandle, below):
+// (rank, base) -> opens not yet closed.
+static std::map<std::pair<int, uintptr_t>, int>& ipc_opened() {
+  static std::map<std::pair<int, uintptr_t>, int> opened;
+  return opened;
+}
+
+/* Whether a peer copy between two device allocations of rank r goes GPU to GPU (NVLink, or PCIe
+ * peer to peer): the rank enabled peer access between their devices, either way
+ * (cudaDeviceEnablePeerAccess), or one side is memory it reaches as a peer already (opened by
+ * CUDA IPC, whose cudaIpcMemLazyEnablePeerAccess enables it; mapped by the driver with its
+ * access set). Otherwise the driver stages the copy through host memory: on an HGX H100,
+ * p2pBandwidthLatencyTest's "P2P=Disabled" pairs move 37 GB/s against 376 GB/s enabled
+ * (device_bandwidth.csv, NVIDIA/nccl#1264). */
+static bool peer_to_peer(const Rank& r, const void* dst, const void* src) {
+  const Allocation* d = find_allocation(dst);
+  const Allocation* s = find_allocation(src);
+  for (const Allocation* a : {d, s})
+    if (a->mapped || ipc_opened().count({r.id, a->base}))
+      return true;
+  int dd = ordinal_of(r, d->gpu), sd = ordinal_of(r, s->gpu);
+  return r.peer_access.count({dd, sd}) || r.peer_access.count({sd, dd});
+}
+
 /* Enqueue a (possibly 2D) copy on `stream`; with `sync` the host waits for it. The copy is
  * also serialised with the legacy-ordered work of the devices in `also` (cudaMemcpyPeer):
  * it waits for what is pending there, and what comes later there waits for it. */
@@ -468,7 +492,17 @@ static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* sr
     case CopyKind::H2D: op.from = d.gpu->cpu; op.to = d.gpu->host; break;
     case CopyKind::D2H: op.from = s.gpu->host; op.to = s.gpu->cpu; op.fill_dst = dst; break;
     case CopyKind::D2D: op.from = s.gpu->host; op.to = d.gpu->host; break;
-    case CopyKind::Peer: op.from = s.gpu->copy_engine; op.to = d.gpu->copy_engine; break;
+    case CopyKind::Peer:
+      if (width && height && !peer_to_peer(r, dst, src)) {
+        op.staged = true;  // through the source's host memory, as the driver stages it
+        op.from = s.gpu->host;
+        op.via = s.gpu->cpu;
+        op.to = d.gpu->host;
+      } else {
+        op.from = s.gpu->copy_engine;
+        op.to = d.gpu->copy_engine;
+      }
+      break;
     case CopyKind::H2H:
       op.fill_dst = dst;
       op.h2h_src = src;
@@ -965,10 +999,6 @@ struct IpcMemHandle {
 };
 static_assert(sizeof(IpcMemHandle) <= sizeof(cudaIpcMemHandle_t));
 
-std::map<std::pair<int, uintptr_t>, int>& ipc_opened() {  // (rank, base) -> opens not yet closed
-  static std::map<std::pair<int, uintptr_t>, int> opened;
-  return opened;
-}
 
 }  // namespace
 

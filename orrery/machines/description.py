@@ -418,6 +418,13 @@ class Copies(_Measured):
     D2H: Piecewise | None = Field(None, description="Device-to-host copies.")
     D2D: Piecewise | None = Field(None, description="Device-to-device copies within one GPU.")
     peer: Piecewise | None = Field(None, description="Peer copies between two GPUs.")
+    peer_staged: Piecewise | None = Field(
+        None,
+        description="Peer copies between two GPUs of a rank that has not enabled peer access between "
+        "them (cudaDeviceEnablePeerAccess, either way): the driver stages them through host memory, "
+        "each half (source GPU to host memory, host memory to destination GPU) taking "
+        "latency + size / bandwidth, the two at once; unset: each half at its route's own rate.",
+    )
 
 
 class Messages(_Measured):

@@ -6,8 +6,14 @@ Without a model, the route's own latency and bandwidth apply (test_timing.py).""
 
 from __future__ import annotations
 
+import csv
+import statistics
+
 import pytest
+from conftest import REPO
 from derivations import REL, run_ok
+
+from orrery import machines
 
 pytestmark = pytest.mark.native
 
@@ -91,3 +97,69 @@ def test_measured_copies_queue_for_their_engine(run_program, programs, h100, eng
     assert opposite["first"] == pytest.approx(M + h2d + S, rel=REL)
     second = M + h2d + d2h if engines == 1 else 2 * M + d2h  # queued behind the first, or on its own engine
     assert opposite["second"] == pytest.approx(max(M + h2d + S, second) + S, rel=REL)
+
+
+# ---- peer copies without peer access: staged through host memory by the driver ----
+
+
+def test_a_peer_copy_without_peer_access_is_staged_through_host_memory(run_program, programs, h100):
+    """A rank that never enabled peer access between two GPUs gets its cudaMemcpyPeer staged by
+    the driver through host memory: GPU 0 to host memory over its PCIe route (two hops), then on to
+    GPU 1 over GPU 1's, the inward half starting once the outward half's latency has passed.
+    Peer access enabled either way (from the destination's device too) takes NVLink."""
+    n = 4_000_000
+    M, S, p = h100.overheads.memcpy, h100.overheads.sync, h100.pcie
+    layout = ("--gpus-per-node", "2", "--ranks-per-node", "1")
+    staged = run_ok(run_program, programs, "peer-staged", str(n), options=layout)
+    assert staged.values()["peer"] == pytest.approx(M + 2 * p.latency + 2 * p.latency + n / p.bandwidth + S, rel=REL)
+    copies = staged.results["ranks"][0]["copies"]
+    assert copies["peer_staged"]["count"] == 1 and copies["peer_staged"]["bytes"] == n and "peer" not in copies
+    nvlink = M + h100.nvlink.latency + n / h100.nvlink_pair_bandwidth + S
+    for mode in ("peer", "peer-enabled-by-1"):
+        r = run_ok(run_program, programs, mode, str(n), options=layout)
+        assert r.values()["peer"] == pytest.approx(nvlink, rel=REL), mode
+        assert (
+            r.results["ranks"][0]["copies"]["peer"]["bytes"] == n
+            and "peer_staged" not in r.results["ranks"][0]["copies"]
+        )
+
+
+def test_a_staged_peer_copy_takes_its_model_on_each_half(run_program, programs, h100):
+    """copies.peer_staged: each half takes latency + s / bandwidth (the 3 us latency above the
+    route's 1 us), the inward one starting after the outward one's latency."""
+    n = 4_000_000
+    M, S = h100.overheads.memcpy, h100.overheads.sync
+    model = "copies.peer_staged=[{latency = '3us', bandwidth = '30GB/s'}]"
+    v = run_ok(
+        run_program,
+        programs,
+        "peer-staged",
+        str(n),
+        options=("--gpus-per-node", "2", "--ranks-per-node", "1", "--set", model),
+    ).values()
+    assert v["peer"] == pytest.approx(M + 3e-6 + 3e-6 + n / 30e9 + S, rel=REL)
+
+
+def test_dgx_h100_peer_copies_move_what_p2pBandwidthLatencyTest_measured(run_program, programs):
+    """The built-in dgx-h100's peer copies against the HGX H100 p2pBandwidthLatencyTest figures of
+    the measured data (unidirectional, P2P writes enabled and P2P disabled, the medians over the
+    GPU pairs), with its copy size (40 000 000 ints): each copy's rate within 1 % of the median."""
+    rows = [
+        r
+        for r in csv.DictReader((REPO / "calibration/data/measured/device_bandwidth.csv").open())
+        if r["benchmark"] == "CUDA samples p2pBandwidthLatencyTest" and r["system"].startswith("HGX H100")
+    ]
+
+    def measured(test: str) -> float:
+        return statistics.median(float(r["bandwidth_GBps"]) for r in rows if r["test"] == test) * 1e9
+
+    n = 160_000_000
+    h = machines.load("dgx-h100")
+    M, S = h.overheads.memcpy, h.overheads.sync
+    layout = ("--machine", "dgx-h100", "--gpus-per-node", "2", "--ranks-per-node", "1")
+    for mode, test in (
+        ("peer", "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s) - GPU-GPU"),
+        ("peer-staged", "Unidirectional P2P=Disabled Bandwidth Matrix (GB/s) - GPU-GPU"),
+    ):
+        t = run_ok(run_program, programs, mode, str(n), options=layout).values()["peer"] - M - S
+        assert n / t == pytest.approx(measured(test), rel=0.01), mode

@@ -74,6 +74,8 @@ int main(int argc, char** argv) {
         CHECK(cudaSetDevice(g));
         CHECK(cudaMalloc(&p[g], n));
         CHECK(cudaSetDevice(peer ? 0 : g));  // a peer copy is work of the source GPU's stream
+        if (peer)
+          CHECK(cudaDeviceEnablePeerAccess(g, 0));  // GPU to GPU, not staged through host memory
         CHECK(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking));
         CHECK(cudaEventCreate(&a[g]));
         CHECK(cudaEventCreate(&b[g]));

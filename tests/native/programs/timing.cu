@@ -77,11 +77,17 @@ int main(int argc, char** argv) {
     CHECK(cudaMemcpy(d2, d, n, cudaMemcpyDeviceToDevice));
     CHECK(cudaDeviceSynchronize());
     printf("d2d %.17g\n", MPI_Wtime() - t);
-  } else if (!strcmp(mode, "peer")) {  // one synchronous peer copy from GPU 0 to GPU 1
+  } else if (!strcmp(mode, "peer") || !strcmp(mode, "peer-staged") || !strcmp(mode, "peer-enabled-by-1")) {
+    // one synchronous peer copy from GPU 0 to GPU 1: with peer access enabled from GPU 0 (peer) or
+    // from GPU 1 (peer-enabled-by-1), or without (peer-staged: the driver stages it in host memory)
     float* p1;
     CHECK(cudaSetDevice(1));
     CHECK(cudaMalloc(&p1, n));
+    if (!strcmp(mode, "peer-enabled-by-1"))
+      CHECK(cudaDeviceEnablePeerAccess(0, 0));
     CHECK(cudaSetDevice(0));
+    if (!strcmp(mode, "peer"))
+      CHECK(cudaDeviceEnablePeerAccess(1, 0));
     const double t = MPI_Wtime();
     CHECK(cudaMemcpyPeer(p1, 1, d, 0, n));
     CHECK(cudaDeviceSynchronize());
@@ -92,6 +98,7 @@ int main(int argc, char** argv) {
     CHECK(cudaMalloc(&p1, n));
     busy<<<1, 1>>>(p1);
     CHECK(cudaSetDevice(0));
+    CHECK(cudaDeviceEnablePeerAccess(1, 0));
     CHECK(cudaMemcpyPeer(p1, 1, d, 0, n));
     printf("issued %.17g\n", MPI_Wtime() - t0);
     CHECK(cudaSetDevice(1));
@@ -637,6 +644,7 @@ int main(int argc, char** argv) {
     CHECK(cudaSetDevice(1));
     CHECK(cudaMalloc(&p2, n));
     CHECK(cudaSetDevice(0));
+    CHECK(cudaDeviceEnablePeerAccess(1, 0));
     double t = MPI_Wtime();
 #define SEGMENT(name)                                   \
   printf(name " %.17g\n", MPI_Wtime() - t);             \
