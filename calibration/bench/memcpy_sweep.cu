@@ -40,6 +40,11 @@ int main(int argc, char** argv) {
       CUDA_CHECK(cudaMalloc(&d2, max_size));
       CUDA_CHECK(cudaSetDevice(0));
     }
+    if (peer) {  // GPU to GPU where the two can: without peer access the driver stages the copies
+      int can = 0;  // through host memory (p2pBandwidthLatencyTest's P2P=Disabled)
+      CUDA_CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
+      if (can) CUDA_CHECK(cudaDeviceEnablePeerAccess(1, 0));
+    }
     printf("# memcpy %s sweep (Orrery calibration/bench/memcpy_sweep)\n# Size      Bandwidth (GB/s)\n", kind);
     for (size_t bytes : sizes) {
       CUDA_CHECK(cudaDeviceSynchronize());

@@ -140,26 +140,31 @@ def test_a_staged_peer_copy_takes_its_model_on_each_half(run_program, programs, 
     assert v["peer"] == pytest.approx(M + 3e-6 + 3e-6 + n / 30e9 + S, rel=REL)
 
 
-def test_dgx_h100_peer_copies_move_what_p2pBandwidthLatencyTest_measured(run_program, programs):
-    """The built-in dgx-h100's peer copies against the HGX H100 p2pBandwidthLatencyTest figures of
-    the measured data (unidirectional, P2P writes enabled and P2P disabled, the medians over the
-    GPU pairs), with its copy size (40 000 000 ints): each copy's rate within 1 % of the median."""
+ENABLED = "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s) - GPU-GPU"
+DISABLED = "Unidirectional P2P=Disabled Bandwidth Matrix (GB/s) - GPU-GPU"
+
+
+@pytest.mark.parametrize(
+    "machine, system, tests",
+    [
+        ("dgx-h100", "HGX H100", {"peer": ENABLED, "peer-staged": DISABLED}),
+        ("dgx-a100", "author's 8x A100", {"peer": ENABLED}),  # no P2P=Disabled figure in the data
+    ],
+)
+def test_built_in_peer_copies_move_what_p2pBandwidthLatencyTest_measured(run_program, programs, machine, system, tests):
+    """The DGX built-ins' peer copies against the p2pBandwidthLatencyTest figures of the measured
+    data (unidirectional, P2P writes enabled and P2P disabled, the medians over the GPU pairs),
+    with its copy size (40 000 000 ints): each copy's rate within 1 % of the median."""
     rows = [
         r
         for r in csv.DictReader((REPO / "calibration/data/measured/device_bandwidth.csv").open())
-        if r["benchmark"] == "CUDA samples p2pBandwidthLatencyTest" and r["system"].startswith("HGX H100")
+        if r["benchmark"] == "CUDA samples p2pBandwidthLatencyTest" and r["system"].startswith(system)
     ]
-
-    def measured(test: str) -> float:
-        return statistics.median(float(r["bandwidth_GBps"]) for r in rows if r["test"] == test) * 1e9
-
     n = 160_000_000
-    h = machines.load("dgx-h100")
-    M, S = h.overheads.memcpy, h.overheads.sync
-    layout = ("--machine", "dgx-h100", "--gpus-per-node", "2", "--ranks-per-node", "1")
-    for mode, test in (
-        ("peer", "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s) - GPU-GPU"),
-        ("peer-staged", "Unidirectional P2P=Disabled Bandwidth Matrix (GB/s) - GPU-GPU"),
-    ):
+    m = machines.load(machine)
+    M, S = m.overheads.memcpy, m.overheads.sync
+    layout = ("--machine", machine, "--gpus-per-node", "2", "--ranks-per-node", "1")
+    for mode, test in tests.items():
+        measured = statistics.median(float(r["bandwidth_GBps"]) for r in rows if r["test"] == test) * 1e9
         t = run_ok(run_program, programs, mode, str(n), options=layout).values()["peer"] - M - S
-        assert n / t == pytest.approx(measured(test), rel=0.01), mode
+        assert n / t == pytest.approx(measured, rel=0.01), mode

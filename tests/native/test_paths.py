@@ -36,15 +36,20 @@ def host_path(m):
 
 
 def peer_path(m):
-    """Latency and bandwidth between GPU 0 and GPU 1 of a node: NVLink, else PCIe through
-    their switch (or both switches' uplinks) and, on a machine that models its sockets (its
-    built-in puts one card on each), the link between the sockets."""
+    """Latency and bandwidth of a peer copy from GPU 0 to GPU 1 of a node, peer access enabled:
+    NVLink, else PCIe through their switch (or both switches' uplinks) and, on a machine that
+    models its sockets (its built-in puts one card on each), the link between the sockets; a
+    measured model (copies.peer, the DGX built-ins') instead, its latency raised to the route's."""
     if m.nvlink.topology != "none":
-        return m.nvlink.latency, m.nvlink_pair_bandwidth
-    same_switch = m.pcie.gpus_per_switch > 1
-    latency, bandwidth = (2 if same_switch else 4) * m.pcie.latency, m.pcie.bandwidth
-    if m.node.socket_link_bandwidth is not None:
-        latency, bandwidth = latency + m.node.socket_link_latency, min(bandwidth, m.node.socket_link_bandwidth)
+        latency, bandwidth = m.nvlink.latency, m.nvlink_pair_bandwidth
+    else:
+        same_switch = m.pcie.gpus_per_switch > 1
+        latency, bandwidth = (2 if same_switch else 4) * m.pcie.latency, m.pcie.bandwidth
+        if m.node.socket_link_bandwidth is not None:
+            latency, bandwidth = latency + m.node.socket_link_latency, min(bandwidth, m.node.socket_link_bandwidth)
+    if m.copies.peer:
+        (seg,) = m.copies.peer
+        return max(seg.latency, latency), seg.bandwidth
     return latency, bandwidth
 
 
