@@ -23,7 +23,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import InputError
-from .run.results import TERM_HEADINGS, TERMS, RankResult, Results, TermSummary, check_iterations, term_summary
+from .run.results import (
+    TERM_HEADINGS,
+    TERMS,
+    RankResult,
+    Results,
+    TermSummary,
+    check_iterations,
+    n_ranks,
+    ranks_on,
+    term_summary,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -406,8 +416,7 @@ def text(rep: Report, figures: Sequence[str] = ()) -> str:
     """The report as Markdown; ``figures``: the figure files (in the report's folder) it links to."""
     res = rep.results
     lines = [f"# Report of {rep.run_dir}" if rep.run_dir else "# Report of a run", ""]
-    machine = res.run.get("machine", "?")
-    where = f"{len(res.ranks)} ranks on {machine}"
+    where = ranks_on(res)
     if res.status != "completed":
         lines += ["## Failure", ""]
         failure = res.failure.message if res.failure else "no failure recorded"
@@ -479,7 +488,7 @@ def text(rep: Report, figures: Sequence[str] = ()) -> str:
             "(exposed p2p), in collectives (exposed coll.), waiting for copies or synchronisation "
             "(copies+sync), in CUDA API overheads, in the program's own host code; then idle until the "
             f"last rank finished (docs/running.md: the terms). Rank {s.critical_rank} finished last; "
-            f"the mean is over {len(res.ranks)} ranks."
+            f"the mean is over {n_ranks(len(res.ranks))}."
             + (f" Per iteration: divided by {s.iterations} iterations." if s.iterations else "")
         )
         lines.append("")

@@ -673,7 +673,7 @@ def term_table(terms: TermSummary | None, ranks: int) -> list[str]:
         if terms.iterations
         else "whole run (--iterations N: per iteration)"
     )
-    lines = [f"time by term, {per}: the critical rank (last to finish) and the mean over {ranks} ranks"]
+    lines = [f"time by term, {per}: the critical rank (last to finish) and the mean over {n_ranks(ranks)}"]
     heads = (*TERM_HEADINGS, "total")
     widths = [max(len(h), 11) for h in heads]
     lines.append("          " + "  ".join(h.rjust(w) for h, w in zip(heads, widths)))
@@ -683,12 +683,23 @@ def term_table(terms: TermSummary | None, ranks: int) -> list[str]:
     return lines
 
 
+def n_ranks(n: int) -> str:
+    """A count of ranks in words: 1 rank, 2 ranks."""
+    return f"{n} rank{'' if n == 1 else 's'}"
+
+
+def ranks_on(results: Results) -> str:
+    """The run's ranks (those of its layout, not only those that reported before a failure ended
+    it) and its machine: "2 ranks on h100-ib200"."""
+    return f"{n_ranks(results.run.get('ranks', len(results.ranks)))} on {results.run.get('machine', '?')}"
+
+
 def summary(results: Results) -> str:
     """A short table of where simulated time went, per rank (or min/mean/max beyond 16 ranks)."""
     cols = ("end_s", "kernel_s", "mpi_s", "gpu_wait_s", "host_s", "idle_s", "comm_exposed_s", "hidden_fraction")
     ended = "finished" if results.status == "completed" else "ended"
     heads = (ended, "GPU kernels", "MPI", "GPU wait", "host", "idle", "comm exposed", "comm hidden")
-    where = f"({len(results.ranks)} ranks on {results.run.get('machine', '?')})"
+    where = f"({ranks_on(results)})"
     if results.makespan_s is None:
         return f"orrery: the run ended ({results.status}) without a report of its ranks"
     if results.status == "completed":

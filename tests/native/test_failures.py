@@ -203,6 +203,20 @@ def test_exit_in_a_c_rank_is_passed_through(run_program, mpi_only):
     assert res["failure"]["code"] == 5
 
 
+def test_a_run_ended_before_its_other_ranks_started_still_names_all_of_them(run_program, mpi_only):
+    """OSU's one-sided benchmarks exit(1) on a usage error before MPI_Init: rank 0 ends the job
+    before rank 1 has made a call, so only rank 0 reports. The summary named the run "1 ranks on";
+    it names the run's ranks."""
+    r = run_program(mpi_only, "exit1-before-init", options=("--gpus-per-node", "2"))
+    assert r.returncode == 1, r.stderr
+    res = r.results
+    assert res["status"] == "exited" and [rank["rank"] for rank in res["ranks"]] == [0]
+    assert "orrery: the run ended (exited) at simulated time 0 (2 ranks on h100-ib200)" in r.stdout.splitlines()
+    report = orrery("report", str(r.out))
+    assert report.returncode == 0, report.stderr
+    assert "2 ranks on h100-ib200" in report.stdout and "the mean is over 1 rank." in report.stdout
+
+
 def test_exit_0_of_a_program_that_never_called_mpi_init_is_its_normal_end(run_program, programs, mpi_only):
     """Under mpirun a process that never joined the MPI job ends with its own status: a CUDA
     program without MPI (deviceQuery and the other CUDA samples call exit(EXIT_SUCCESS)) completes,

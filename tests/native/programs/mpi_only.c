@@ -47,6 +47,8 @@ static void* query_thread(void* unused) {
 int main(int argc, char** argv) {
   if (argc > 1 && !strcmp(argv[1], "exit0-before-init"))
     exit(0);  /* a rank that is no MPI job's member yet: its normal end */
+  if (argc > 1 && !strcmp(argv[1], "exit1-before-init"))
+    exit(1);  /* a usage error found before MPI_Init (OSU's option parsing): the job's end */
   int provided = -1;
   if (argc > 2 && !strcmp(argv[1], "thread"))
     MPI_Init_thread(&argc, &argv, atoi(argv[2]), &provided);
