@@ -43,6 +43,8 @@ MPI_GENERATED = {
     "ORR_MPI_DATA": "data",
     "ORR_MPI_COLL": "collective",
     "ORR_MPI_POST": "nonblocking",
+    "ORR_MPI_ONE_SIDED": "one_sided",
+    "ORR_MPI_ONE_SIDED_POST": "one_sided",
 }
 # answered: calls whose answer SMPI gets wrong on Orrery's platform, which the shim answers itself
 # extension: Open MPI's queries that SMPI lacks (mpi/mpi-ext.h), which the shim answers itself
@@ -55,7 +57,7 @@ MPI_FAMILIES = (
     "windows",
     "answered",
     "extension",
-    *MPI_GENERATED.values(),
+    *dict.fromkeys(MPI_GENERATED.values()),
 )
 DOC_COMMAND = "python interpose/gen_exports.py --doc docs/supported-calls.md"
 # The families of the NCCL calls the stand-in simulates (nccl/<family>.cpp).

@@ -39,6 +39,11 @@ static std::vector<Rank*>& by_pid() {
   return v;
 }
 
+Rank* rank_of_actor(long pid) {
+  const std::vector<Rank*>& v = by_pid();
+  return pid >= 0 && (size_t)pid < v.size() ? v[pid] : nullptr;
+}
+
 Rank* calling_rank() {
   if (sg4::Actor::is_maestro())
     return nullptr;
@@ -109,6 +114,7 @@ static Rank& rank_created(const char* function) {
     check_no_foreign_runtime();
     install_failure_handlers();
     install_message_copy();
+    install_rma_ends();
     install_link_accounting();
     install_message_factors();  // (its network-factor callback tells the accounting of each transfer)
     trace::install();

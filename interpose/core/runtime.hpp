@@ -395,6 +395,7 @@ Rank& rank_deferring(const char* function);
 void mpi_call_left(const Rank& r);  // after an MPI call of the rank returned (mpi.progress, ranks.cpp)
 // The calling actor's rank, or nullptr for any other actor and the maestro.
 Rank* calling_rank();
+Rank* rank_of_actor(long pid);  // the rank whose actor is `pid`, or nullptr (not started, not a rank)
 Gpu& current_gpu(Rank& r);
 
 /* Resolve a cudaStream_t of rank r (nullptr/legacy handles -> legacy stream). */
@@ -513,6 +514,7 @@ cudaError_t check_cooperative(Rank& r, Kernel& k, long blocks, int threads, size
 // *value is set, else why the attribute has no answer (cudart/device_attributes.cpp).
 const char* device_attribute(const Gpu& g, int attr, int* value);
 const char* device_attribute_name(int attr);  // cudaDevAttrClockRate, ...
+void install_rma_ends();     // where one-sided messages start and end (mpi.cpp, liborrery_smpi.so)
 void install_message_copy();  // skip the data of MPI messages sent from folded memory
 
 /* Fill a host destination after a device-to-host copy, per the fill policy. */

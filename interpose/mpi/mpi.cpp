@@ -24,6 +24,7 @@
 
 #include "mpi/mpi-ext.h"  // the extension rows' declarations, which SMPI's mpi.h lacks
 
+#include <dlfcn.h>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -113,6 +114,25 @@ static void stand(Rank& r, bool at_process, const Gpu* gpu) {
   if (sg4::this_actor::get_host() != where)
     sg4::this_actor::set_host(where);
 }
+/* Where a one-sided message (MPI_Put, MPI_Get, MPI_Accumulate...) starts or ends: at its buffer
+ * `b` of the rank whose actor is `pid`, as a call on that buffer would stand (liborrery_smpi.so
+ * pins both ends of each, smpi_pins.cpp). A window in host memory is reached at the rank's
+ * process, one in device memory next to its GPU. */
+static sg4::Host* rma_end(const void* b, long pid) {
+  Rank* r = rank_of_actor(pid);
+  if (!r)
+    return nullptr;
+  const Gpu* gpu = gpu_of(b);
+  return !gpu && r->cpu ? r->cpu : gpu ? gpu->message_end : r->device_end;
+}
+void orrery::install_rma_ends() {
+  using Where = sg4::Host* (*)(const void*, long);
+  auto on_rma_end = reinterpret_cast<void (*)(Where)>(dlsym(RTLD_DEFAULT, "orrery_smpi_on_rma_end"));
+  if (!on_rma_end)
+    fatal("liborrery_smpi.so has no orrery_smpi_on_rma_end: it is not this Orrery's");
+  on_rma_end(rma_end);
+}
+
 /* Stands a rank where one buffer is. */
 static void stand_at(Rank& r, const void* b) {
   const Gpu* gpu = gpu_of(b);
@@ -275,6 +295,18 @@ class Correction {
     if (*rq != MPI_REQUEST_NULL) scope.rank().collective_requests.insert((const void*)*rq); \
     return rc;                                 \
   }
+#define ORR_MPI_ONE_SIDED(name, params, args, bytes) \
+  ORR_EXPORT int MPI_##name params {           \
+    MpiScope scope("MPI_" #name, bytes, Rank::kNoPeer, Rank::kNoPeer, HostState::PointToPoint); \
+    return PMPI_##name args;                   \
+  }
+#define ORR_MPI_ONE_SIDED_POST(name, params, args, bytes) \
+  ORR_EXPORT int MPI_##name params {           \
+    MpiScope scope("MPI_" #name, bytes, Rank::kNoPeer, Rank::kNoPeer, HostState::PointToPoint); \
+    int rc = PMPI_##name args;                 \
+    posted(scope.rank(), *rq);                 \
+    return rc;                                 \
+  }
 // the rows written out below: declared here with the row's signature, checked against SMPI's mpi.h
 // (the extension rows against mpi-ext.h)
 #define ORR_MPI_OWN(symbol, ret, params, args, family, policy) extern "C" ret symbol params;
@@ -283,6 +315,8 @@ class Correction {
 #undef ORR_MPI_DATA
 #undef ORR_MPI_COLL
 #undef ORR_MPI_POST
+#undef ORR_MPI_ONE_SIDED
+#undef ORR_MPI_ONE_SIDED_POST
 #undef ORR_MPI_OWN
 
 /* ---- point-to-point, with the machine's protocol for the buffer's path ----

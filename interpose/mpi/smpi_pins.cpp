@@ -60,14 +60,34 @@ void* comm_set_destination(CommImpl* comm, sg4::Host* to) __asm__("_ZN7simgrid6k
 
 namespace {
 // SMPI's request flags (src/smpi/include/private.hpp)
-constexpr unsigned REQ_PERSISTENT = 0x1, REQ_SEND = 0x4, REQ_RECV = 0x8;
+constexpr unsigned REQ_PERSISTENT = 0x1, REQ_SEND = 0x4, REQ_RECV = 0x8, REQ_RMA = 0x200;
 
 struct Posted {
   long receiver;  // actor pid whose mailbox holds the comm while unmatched
   bool send;
   bool persistent;
+  // One-sided (MPI_Put, MPI_Get, MPI_Accumulate...): the side's buffer and the rank it belongs to
+  // (the send's source, the receive's destination), whose place its end takes
+  bool rma = false;
+  const void* buf = nullptr;
+  long src = -1, owner = -1;
 };
 std::unordered_map<const void*, Posted> g_requests;  // made, not yet started (or persistent)
+
+/* One-sided messages. SMPI's Win::put, get and accumulate post both sides from the origin rank
+ * (SimGrid 3.32, smpi_win.cpp): they make the send request and the receive request (the
+ * target's window or the origin's buffer), start the send, then the receive, which matches it at
+ * once, the receive as the target's actor for a put. Pinned where the posting rank stands, or
+ * left to the actors' hosts, a put from host memory would go from GPU to GPU over NVLink (the
+ * ranks stand next to their GPUs between wrapped calls). Each end is pinned instead where its
+ * buffer is, as the shim says (a rank's process for host memory, next to the GPU for device
+ * memory: mpi.cpp's rma_end): the send's source when it starts, and its destination then too,
+ * from the receive made just before it, the only thing made between the two (no simcall). */
+sg4::Host* (*g_rma_end)(const void* buf, long pid) = nullptr;
+struct RmaReceive {
+  const void* buf = nullptr;
+  long src = -1, dst = -1;
+} g_rma_receive;
 
 using orrery_smpi::next;
 
@@ -80,15 +100,52 @@ sg4::Mailbox* mailbox_of(long pid) {
   return boxes.emplace(pid, box).first->second;
 }
 
+sg4::Mailbox* small_mailbox_of(long pid) {  // SMPI's ActorExt: where one-sided messages queue
+  static std::unordered_map<long, sg4::Mailbox*> boxes;
+  auto it = boxes.find(pid);
+  if (it != boxes.end())
+    return it->second;
+  sg4::Mailbox* box = sg4::Mailbox::by_name("small-" + std::to_string(pid));
+  return boxes.emplace(pid, box).first->second;
+}
+
+/* SMPI gives each rank's small mailbox, where one-sided messages go, the rank as its permanent
+ * receiver (ActorExt::init), so that SimGrid starts a message sent there at once, from its
+ * actors' hosts, before anything can pin it. Without one the message waits there for the
+ * receive that Win posts right after it (the same instant), pinned meanwhile. Nothing else uses
+ * these mailboxes under orrery run (smpi/async-small-thresh is 0). */
+void no_permanent_receiver(long pid) {
+  static std::unordered_map<long, bool> done;
+  if (done.emplace(pid, true).second)
+    small_mailbox_of(pid)->set_receiver(nullptr);
+}
+
 void pin(const void* request, const Posted& p) {
   sg4::Host* here = sg4::this_actor::get_host();
+  sg4::Host* there = nullptr;  // a one-sided send's destination
+  if (p.rma && g_rma_end) {
+    if (sg4::Host* end = g_rma_end(p.buf, p.owner))
+      here = end;
+    if (p.send && g_rma_receive.buf && g_rma_receive.src == p.src && g_rma_receive.dst == p.receiver)
+      there = g_rma_end(g_rma_receive.buf, g_rma_receive.dst);
+    if (p.send)
+      g_rma_receive = RmaReceive{};
+  }
   // kernel MailboxImpl::iprobe: type 1 visits the queued receives, type 0 the queued sends;
   // the match function is shown each one's SMPI request and comm, and matches none
-  mailbox_of(p.receiver)->iprobe(p.send ? 0 : 1, [&](void*, void* queued, CommImpl* comm) {
-    if (queued == request)
-      p.send ? comm_set_source(comm, here) : comm_set_destination(comm, here);
-    return false;
-  }, nullptr);
+  auto visit = [&](sg4::Mailbox* box) {
+    box->iprobe(p.send ? 0 : 1, [&](void*, void* queued, CommImpl* comm) {
+      if (queued == request) {
+        p.send ? comm_set_source(comm, here) : comm_set_destination(comm, here);
+        if (there)
+          comm_set_destination(comm, there);
+      }
+      return false;
+    }, nullptr);
+  };
+  visit(mailbox_of(p.receiver));
+  if (p.rma)
+    visit(small_mailbox_of(p.receiver));
 }
 }  // namespace
 
@@ -113,15 +170,28 @@ void request_made(void* self, const void* buf, int count, void* type, long src, 
   real(self, buf, count, type, src, dst, tag, comm, flags, op);
   if (orrery_smpi::nbc::request_made)
     orrery_smpi::nbc::request_made(self, flags);
-  if (flags & (REQ_SEND | REQ_RECV))
-    g_requests[self] = Posted{dst, (flags & REQ_SEND) != 0, (flags & REQ_PERSISTENT) != 0};
+  if (flags & (REQ_SEND | REQ_RECV)) {
+    const bool send = (flags & REQ_SEND) != 0, rma = (flags & REQ_RMA) != 0;
+    g_requests[self] = Posted{dst, send, (flags & REQ_PERSISTENT) != 0, rma, buf, src, send ? src : dst};
+    if (rma && !send)
+      g_rma_receive = RmaReceive{buf, src, dst};
+  }
 }
+
+/* The shim (libcudart.so.13) says where a one-sided message's end stands: at `buf` of the rank
+ * whose actor is `pid` (null: where the posting rank stands). */
+extern "C" EXPORTED void orrery_smpi_on_rma_end(sg4::Host* (*where)(const void* buf, long pid)) { g_rma_end = where; }
 
 // void simgrid::smpi::Request::start()
 EXPORTED void request_start(void* self) __asm__(REQUEST_START);
 void request_start(void* self) {
   using Start = void (*)(void*);
   static const Start real = next<Start>(REQUEST_START);
+  if (g_rma_end) {
+    auto made = g_requests.find(self);
+    if (made != g_requests.end() && made->second.rma && made->second.send)
+      no_permanent_receiver(made->second.receiver);  // a simcall: before the real start reads anything
+  }
   real(self);
   auto it = g_requests.find(self);
   if (it == g_requests.end())
