@@ -259,6 +259,25 @@ def test_a_program_without_mpi_ends_after_its_last_overhead_however_it_ends(run_
     assert ends[0] == ends[1]
 
 
+@pytest.mark.parametrize("mode, last", [("spin-wtime", "an MPI call or MPI_Wtime"), ("spin-clock", "clock_gettime")])
+def test_a_loop_waiting_for_time_to_pass_in_host_code_stops_the_run_named(run_program, programs, mode, last):
+    """The program's host code costs no simulated time: a loop that waits on the clock for 1 ms
+    (OSU's non-blocking collectives time their dummy compute so) hung the run for ever; it now
+    stops, named, after ten million reads of one instant."""
+    r = run_program(programs["timing"], mode, options=("--gpus-per-node", "1"))
+    assert r.returncode == 3, r.stderr
+    assert r.results["status"] == "orrery_error"
+    assert (
+        r.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"orrery: error: rank 0 read the clock or entered an MPI call 10000000 times in a row (the last: {last}) "
+            "at simulated time "
+        )
+    )
+    assert "waits for time to pass in its own host code" in r.stderr
+
+
 def test_a_non_zero_exit_of_a_program_without_mpi_is_its_status(run_program, programs):
     r = run_program(programs["no_mpi"], "5", options=("--gpus-per-node", "1"))
     assert r.returncode == 5, r.stderr

@@ -107,6 +107,16 @@ int main(int argc, char** argv) {
     printf("elapsed %.17g\n", MPI_Wtime() - t0);
     if (cudaMemcpyPeer(p1, 7, d, 0, n) != cudaErrorInvalidDevice)
       return 2;
+  } else if (!strcmp(mode, "spin-wtime")) {  // waits for 1 ms to pass in its own host code
+    const double t = MPI_Wtime();
+    while (MPI_Wtime() - t < 1e-3) {
+    }
+  } else if (!strcmp(mode, "spin-clock")) {  // the same on the host's clock
+    timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do
+      clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec) < 1e-3);
   } else if (!strcmp(mode, "one-stream")) {  // busy then brief in one stream
     busy<<<1, 1, 0, s1>>>(d);
     brief<<<1, 1, 0, s1>>>(d);
