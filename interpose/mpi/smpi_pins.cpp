@@ -43,6 +43,7 @@
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace sg4 = simgrid::s4u;
@@ -70,7 +71,11 @@ struct Posted {
   // (the send's source, the receive's destination), whose place its end takes
   bool rma = false;
   const void* buf = nullptr;
-  long src = -1, owner = -1;
+  long owner = -1;
+  // a one-sided send's other end: the receive made with it (the target's window, the origin's
+  // buffer), taken as the send starts
+  const void* far_buf = nullptr;
+  long far_owner = -1;
 };
 std::unordered_map<const void*, Posted> g_requests;  // made, not yet started (or persistent)
 
@@ -82,7 +87,8 @@ std::unordered_map<const void*, Posted> g_requests;  // made, not yet started (o
  * ranks stand next to their GPUs between wrapped calls). Each end is pinned instead where its
  * buffer is, as the shim says (a rank's process for host memory, next to the GPU for device
  * memory: mpi.cpp's rma_end): the send's source when it starts, and its destination then too,
- * from the receive made just before it, the only thing made between the two (no simcall). */
+ * from the receive made just before it, the only thing made between the two (no simcall comes
+ * between them: the pairing is taken as the send's start enters, before its first). */
 sg4::Host* (*g_rma_end)(const void* buf, long pid) = nullptr;
 struct RmaReceive {
   const void* buf = nullptr;
@@ -126,10 +132,8 @@ void pin(const void* request, const Posted& p) {
   if (p.rma && g_rma_end) {
     if (sg4::Host* end = g_rma_end(p.buf, p.owner))
       here = end;
-    if (p.send && g_rma_receive.buf && g_rma_receive.src == p.src && g_rma_receive.dst == p.receiver)
-      there = g_rma_end(g_rma_receive.buf, g_rma_receive.dst);
-    if (p.send)
-      g_rma_receive = RmaReceive{};
+    if (p.far_buf)
+      there = g_rma_end(p.far_buf, p.far_owner);
   }
   // kernel MailboxImpl::iprobe: type 1 visits the queued receives, type 0 the queued sends;
   // the match function is shown each one's SMPI request and comm, and matches none
@@ -172,7 +176,7 @@ void request_made(void* self, const void* buf, int count, void* type, long src, 
     orrery_smpi::nbc::request_made(self, flags);
   if (flags & (REQ_SEND | REQ_RECV)) {
     const bool send = (flags & REQ_SEND) != 0, rma = (flags & REQ_RMA) != 0;
-    g_requests[self] = Posted{dst, send, (flags & REQ_PERSISTENT) != 0, rma, buf, src, send ? src : dst};
+    g_requests[self] = Posted{dst, send, (flags & REQ_PERSISTENT) != 0, rma, buf, send ? src : dst};
     if (rma && !send)
       g_rma_receive = RmaReceive{buf, src, dst};
   }
@@ -189,8 +193,15 @@ void request_start(void* self) {
   static const Start real = next<Start>(REQUEST_START);
   if (g_rma_end) {
     auto made = g_requests.find(self);
-    if (made != g_requests.end() && made->second.rma && made->second.send)
-      no_permanent_receiver(made->second.receiver);  // a simcall: before the real start reads anything
+    if (made != g_requests.end() && made->second.rma && made->second.send) {
+      Posted& send = made->second;
+      const RmaReceive pair = std::exchange(g_rma_receive, RmaReceive{});
+      if (pair.buf && pair.dst == send.receiver && pair.src == send.owner) {
+        send.far_buf = pair.buf;
+        send.far_owner = pair.dst;
+      }
+      no_permanent_receiver(send.receiver);  // a simcall (others run): after the pairing, before the start
+    }
   }
   real(self);
   auto it = g_requests.find(self);
