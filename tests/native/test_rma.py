@@ -63,3 +63,19 @@ def test_a_host_window_is_not_reached_over_nvlink(run_program, programs):
             assert sent < 1000, name
         else:
             assert math.isclose(sent, N + 16, rel_tol=1e-12), name  # payload and SMPI's envelope
+
+
+def test_puts_of_all_ranks_at_once_each_take_their_buffers_route(run_program, programs):
+    """Four ranks of a dgx-h100 node put into the next one's host window at the same instant:
+    each message still goes through host memory (the pairing of each put's two sides holds while
+    the other ranks post theirs), NVLink carrying only the barriers' control messages."""
+    r = run_program(programs["rma"], "ring", str(N), options=("--machine", "dgx-h100", "--gpus-per-node", "4"))
+    assert r.returncode == 0, r.stderr
+    v = r.values()
+    assert sorted(k for k in v if k.startswith("put.")) == [f"put.{i}" for i in range(4)]
+    for rank in r.results["ranks"]:
+        assert rank["mpi"]["MPI_Put"]["count"] == 1 and rank["mpi"]["MPI_Put"]["bytes"] == N
+    nvlink = sum(link["bytes"] for link in r.results["links"] if link["name"].startswith("n0-nvl"))
+    assert 0 < nvlink < 4000
+    memory = sum(link["bytes"] for link in r.results["links"] if "-mem_" in link["name"])
+    assert memory >= 4 * 2 * N  # each put leaves one rank's memory and enters another's
