@@ -66,11 +66,11 @@ bool simulated_caller() {
 
 // What a simulated caller's clock reads: its rank's own time (streams.cpp, "the host's time"), or
 // SimGrid's for a stream's host function.
-double simulated_now(const char* what) {
+double simulated_now() {
   Rank* r = calling_rank();
   if (!r)
     return sg4::Engine::get_clock();
-  note_still(*r, what);
+  note_still(*r, true);
   return host_now(*r);
 }
 
@@ -90,7 +90,7 @@ bool wall_clock(clockid_t id) {
 ORR_EXPORT int clock_gettime(clockid_t id, struct timespec* tp) noexcept {
   if (!tp || !orrery::wall_clock(id) || !orrery::simulated_caller())
     return orrery::libc_clock_gettime()(id, tp);
-  long long ns = std::llround(orrery::simulated_now("clock_gettime") * 1e9);  // to the nearest nanosecond
+  long long ns = std::llround(orrery::simulated_now() * 1e9);  // to the nearest nanosecond
   tp->tv_sec = (time_t)(ns / 1000000000);
   tp->tv_nsec = (long)(ns % 1000000000);
   return 0;
@@ -100,7 +100,7 @@ ORR_EXPORT int gettimeofday(struct timeval* __restrict tv, void* __restrict tz) 
   if (!tv || !orrery::simulated_caller())
     return orrery::libc_gettimeofday()(tv, tz);
   int rc = tz ? orrery::libc_gettimeofday()(nullptr, tz) : 0;  // the (obsolete) time zone stays libc's
-  long long us = std::llround(orrery::simulated_now("gettimeofday") * 1e6);
+  long long us = std::llround(orrery::simulated_now() * 1e6);
   tv->tv_sec = (time_t)(us / 1000000);
   tv->tv_usec = (suseconds_t)(us % 1000000);
   return rc;

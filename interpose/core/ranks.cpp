@@ -60,26 +60,28 @@ static void (*g_progress_end)() = nullptr;
 /* The program's own host code costs no simulated time, so a loop that waits for time to pass in
  * it (a busy-wait on MPI_Wtime or the host clock, a computation repeated until the clock says it
  * took long enough: the OSU Micro-Benchmarks' non-blocking tests time their dummy compute so)
- * would run for ever at one simulated instant, the run hanging with no error. Reading the clock
- * or entering an MPI call this many times in a row with the rank's time unchanged stops the run,
- * named: about 10 s of such a loop. (Every MPI call that waits, tests or probes advances the
- * time, by its message or the machine's poll time; those that post do not, but no program posts
- * ten million messages in one instant.) */
-constexpr uint64_t kStillReads = 10'000'000;
+ * would run for ever at one simulated instant, the run hanging with no error. Ten million MPI
+ * calls in a row with the rank's time unchanged (every MPI call that waits, tests or probes
+ * advances it, by its message or the machine's poll time; those that post do not, but no program
+ * posts ten million messages in one instant), or a hundred million reads of the host's clock
+ * (a program may time many small pieces of host code with it, between two CUDA or MPI calls), or
+ * as many of both together, stop the run, named: about 5 s of such a loop. */
+constexpr uint64_t kStillCalls = 10'000'000, kStillReads = 100'000'000;
 
-void note_still(Rank& r, const char* what) {
+void note_still(Rank& r, bool clock_read) {
   const double t = host_now(r);
   if (t != r.still_at) {
     r.still_at = t;
-    r.still_reads = 0;
-  } else if (++r.still_reads >= kStillReads) {
-    fatal("rank %d read the clock or entered an MPI call %llu times in a row (the last: %s) at simulated time "
-          "%.9g s with no simulated time passing: it waits for time to pass in its own host code (a busy-wait "
-          "on the clock, or a computation repeated until the clock says it took long enough, as the OSU "
-          "Micro-Benchmarks' non-blocking tests time their dummy compute), which costs no simulated time in "
-          "Orrery, so the loop would never end",
-          r.id, (unsigned long long)r.still_reads, what, t);
+    r.still_calls = r.still_reads = 0;
   }
+  (clock_read ? r.still_reads : r.still_calls)++;
+  if (r.still_calls * (kStillReads / kStillCalls) + r.still_reads >= kStillReads)
+    fatal("rank %d made %llu MPI calls (MPI_Wtime among them) and %llu reads of the host's clock in a row at "
+          "simulated time %.9g s with no simulated time passing: it waits for time to pass in its own host "
+          "code (a busy-wait on the clock, or a computation repeated until the clock says it took long enough, "
+          "as the OSU Micro-Benchmarks' non-blocking tests time their dummy compute), which costs no simulated "
+          "time in Orrery, so the loop would never end",
+          r.id, (unsigned long long)r.still_calls, (unsigned long long)r.still_reads, t);
 }
 
 // As every MPI call of a rank enters SMPI (liborrery_smpi.so, smpi_timers.cpp): its messages and
@@ -87,7 +89,7 @@ void note_still(Rank& r, const char* what) {
 static void catch_up_calling_rank() {
   if (Rank* r = calling_rank()) {
     catch_up(*r);
-    note_still(*r, "an MPI call or MPI_Wtime");
+    note_still(*r, false);
     if (g_progress_point && r->in_mpi.name)  // (not SMPI's sleeps, nor MPI_Wtime, which the shim does not wrap)
       g_progress_point();
   }

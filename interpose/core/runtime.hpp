@@ -380,10 +380,10 @@ struct Rank {
   // overheads and MPI software overheads, which it waits out only when something needs it
   // (streams.cpp, "the host's time"). Never behind: host_now() is the later of the two.
   double clock = 0;
-  // How many times in a row the rank read the clock or entered an MPI call at `still_at`, its
-  // own time then (note_still, ranks.cpp)
+  // How many times in a row the rank entered an MPI call and read the host's clock at `still_at`,
+  // its own time then (note_still, ranks.cpp)
   double still_at = -1;
-  uint64_t still_reads = 0;
+  uint64_t still_calls = 0, still_reads = 0;
   Stats stats;
 };
 
@@ -397,9 +397,9 @@ Rank& rank_self(const char* function);
  * and reach SMPI only through its MPI calls (which catch up as they enter). */
 Rank& rank_deferring(const char* function);
 void mpi_call_left(const Rank& r);  // after an MPI call of the rank returned (mpi.progress, ranks.cpp)
-// The rank reads the clock (`what`) or enters an MPI call: a run whose rank does so for ever at one
-// simulated instant stops, named (ranks.cpp).
-void note_still(Rank& r, const char* what);
+// The rank enters an MPI call (MPI_Wtime among them) or, with `clock_read`, reads the host's
+// clock: a run whose rank does so for ever at one simulated instant stops, named (ranks.cpp).
+void note_still(Rank& r, bool clock_read);
 // The calling actor's rank, or nullptr for any other actor and the maestro.
 Rank* calling_rank();
 Rank* rank_of_actor(long pid);  // the rank whose actor is `pid`, or nullptr (not started, not a rank)
