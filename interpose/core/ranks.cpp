@@ -44,13 +44,7 @@ Rank* rank_of_actor(long pid) {
   return pid >= 0 && (size_t)pid < v.size() ? v[pid] : nullptr;
 }
 
-Rank* calling_rank() {
-  if (sg4::Actor::is_maestro())
-    return nullptr;
-  aid_t pid = sg4::Actor::self()->get_pid();
-  const std::vector<Rank*>& v = by_pid();
-  return pid >= 0 && (size_t)pid < v.size() ? v[pid] : nullptr;
-}
+Rank* calling_rank() { return sg4::Actor::is_maestro() ? nullptr : rank_of_actor(sg4::Actor::self()->get_pid()); }
 
 /* mpi.progress = in_calls: liborrery_smpi.so's progress points (smpi_colls.cpp), where an MPI call
  * of the rank enters past its host time, and its end, where its outermost call returns. */

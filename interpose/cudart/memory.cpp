@@ -999,7 +999,6 @@ struct IpcMemHandle {
 };
 static_assert(sizeof(IpcMemHandle) <= sizeof(cudaIpcMemHandle_t));
 
-
 }  // namespace
 
 ORR_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* p) {

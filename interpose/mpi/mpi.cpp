@@ -106,24 +106,29 @@ static bool any_device(std::initializer_list<const void*> buffers) {
   return false;
 }
 
-/* `gpu`: the GPU whose memory the call's device data is in, which need not be the one the
- * rank runs next to (ranks that share a GPU, a rank that changed device): its messages
- * start and end there, so two ranks' buffers on one GPU meet in its memory. */
-static void stand(Rank& r, bool at_process, const Gpu* gpu) {
-  sg4::Host* where = at_process && r.cpu ? r.cpu : gpu ? gpu->message_end : r.device_end;
+/* Where rank r stands for a call: at its process (`at_process`, host data), else next to `gpu`, the
+ * GPU whose memory the call's device data is in, which need not be the one the rank runs next to
+ * (ranks that share a GPU, a rank that changed device): its messages start and end there, so two
+ * ranks' buffers on one GPU meet in its memory; without either, next to its own GPU. */
+static sg4::Host* place_of(const Rank& r, bool at_process, const Gpu* gpu) {
+  return at_process && r.cpu ? r.cpu : gpu ? gpu->message_end : r.device_end;
+}
+/* Where a call on buffer `b` of rank r stands. */
+static sg4::Host* place_of_buffer(const Rank& r, const void* b) {
+  const Gpu* gpu = gpu_of(b);
+  return place_of(r, !gpu, gpu);
+}
+static void stand_on(sg4::Host* where) {  // the calling rank
   if (sg4::this_actor::get_host() != where)
     sg4::this_actor::set_host(where);
 }
+static void stand(Rank& r, bool at_process, const Gpu* gpu) { stand_on(place_of(r, at_process, gpu)); }
 /* Where a one-sided message (MPI_Put, MPI_Get, MPI_Accumulate...) starts or ends: at its buffer
- * `b` of the rank whose actor is `pid`, as a call on that buffer would stand (liborrery_smpi.so
- * pins both ends of each, smpi_pins.cpp). A window in host memory is reached at the rank's
- * process, one in device memory next to its GPU. */
+ * `b` of the rank whose actor is `pid`, where a call on that buffer would stand (liborrery_smpi.so
+ * pins both ends of each, smpi_pins.cpp). */
 static sg4::Host* rma_end(const void* b, long pid) {
-  Rank* r = rank_of_actor(pid);
-  if (!r)
-    return nullptr;
-  const Gpu* gpu = gpu_of(b);
-  return !gpu && r->cpu ? r->cpu : gpu ? gpu->message_end : r->device_end;
+  const Rank* r = rank_of_actor(pid);
+  return r ? place_of_buffer(*r, b) : nullptr;
 }
 void orrery::install_rma_ends() {
   using Where = sg4::Host* (*)(const void*, long);
@@ -134,10 +139,7 @@ void orrery::install_rma_ends() {
 }
 
 /* Stands a rank where one buffer is. */
-static void stand_at(Rank& r, const void* b) {
-  const Gpu* gpu = gpu_of(b);
-  stand(r, !gpu, gpu);
-}
+static void stand_at(Rank& r, const void* b) { stand_on(place_of_buffer(r, b)); }
 
 /* Stands a rank for one MPI call. `per_buffer`: the call stands at each buffer as it posts
  * that buffer's message (point-to-point), so buffers of both kinds in it are not counted. */

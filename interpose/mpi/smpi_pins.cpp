@@ -43,6 +43,7 @@
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -121,8 +122,8 @@ sg4::Mailbox* small_mailbox_of(long pid) {  // SMPI's ActorExt: where one-sided 
  * receive that Win posts right after it (the same instant), pinned meanwhile. Nothing else uses
  * these mailboxes under orrery run (smpi/async-small-thresh is 0). */
 void no_permanent_receiver(long pid) {
-  static std::unordered_map<long, bool> done;
-  if (done.emplace(pid, true).second)
+  static std::unordered_set<long> done;
+  if (done.insert(pid).second)
     small_mailbox_of(pid)->set_receiver(nullptr);
 }
 
