@@ -15,47 +15,20 @@ import signal
 import sys
 from pathlib import Path
 
-from . import __version__, _paths, api, progress
+from . import __version__, _paths, api, interrupts, progress
 from . import machines as machine
 from .calibration import merge, sweeps
 from .errors import InputError, OrreryError
 from .machines import platform
 from .report import FORMATS as REPORT_FORMATS
 from .report import TOP as REPORT_TOP
-from .run import build, run_description
+from .run import build, launch, run_description
 from .run.launch import FILL_POLICIES, GPU_VISIBILITY
 from .run.results import check_iterations, summary
-from .run.trace import DEFAULT_LINKS, EVENTS_FILE, TRACE_FILE
+from .run.trace import DEFAULT_LINKS
 
 # --sweeps help: each machine's other sets of shared sweeps
 SWEEP_SETS = "; ".join(f"{m}: {', '.join(sets)}" for m, sets in sweeps.other_sets().items())
-
-
-#: What `orrery run` writes in --out (run.py): cleared before a run's inputs are checked, so that
-#: a rejected run leaves nothing of an earlier one looking current.
-RUN_OUTPUTS = (
-    "results.json",
-    "results.json.part",
-    "report.tsv",
-    "error.txt",
-    "platform.json",  # the platform (orrery/run/launch.py: PLATFORM_FILE, or FLAT_PLATFORM_FILE)
-    "platform.json.part",
-    "platform.xml",
-    "platform.xml.part",
-    "hostfile",
-    "run.json",
-    "machine.json",
-    TRACE_FILE,  # --trace (orrery/run/trace.py)
-    EVENTS_FILE,
-    "link_series.tsv",  # RunOptions.link_series, and a trace's link counters
-    "link_series.tsv.part",
-)
-
-
-def _clear_run_outputs(out: Path) -> None:
-    if out.is_dir():
-        for name in RUN_OUTPUTS:
-            (out / name).unlink(missing_ok=True)
 
 
 def writable_folder(path: str, flag: str = "--out") -> Path:
@@ -83,7 +56,7 @@ def _run_command(a: argparse.Namespace) -> int:
     program = list(a.program)
     if program and program[0] == "--":
         program = program[1:]
-    _clear_run_outputs(writable_folder(a.out))
+    launch.clear_outputs(writable_folder(a.out))
     res = api.simulate(
         program[0] if program else "",
         program[1:],
@@ -263,9 +236,9 @@ def _sweep_command(a: argparse.Namespace) -> int:
             retry_failed=a.retry_failed,
             plots=not a.no_plots,
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print(f"orrery: sweep interrupted; run the same command again to resume from {out}", file=sys.stderr)
-        return 130
+        return interrupts.exit_status(e)
     outcomes = result.outcomes
     failed = [(point, o) for point, o in zip(spec.points, outcomes) if o.status != "completed"]
     earlier = sum(not o.ran and o.status != execute.BAD_INPUT for o in outcomes)
@@ -301,6 +274,17 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise _UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+    def parse_args(self, args=None, namespace=None):
+        """The command line's options; one that no parser knows is refused by its command's
+        parser (`orrery run: unrecognized arguments: -m (see orrery run --help)`)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command: argparse.ArgumentParser = self
+            while sub := next((a for a in command._actions if isinstance(a, argparse._SubParsersAction)), None):
+                command = sub.choices[getattr(parsed, sub.dest)]  # `orrery machine show`'s parser
+            command.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
 
 def _out_of_run(argv: list[str]) -> Path | None:
@@ -548,11 +532,17 @@ def main(argv: list[str] | None = None) -> int:
     except _UsageError as e:
         out = _out_of_run(argv[1:]) if argv[:1] == ["run"] else None
         if out is not None:
-            _clear_run_outputs(out)
+            launch.clear_outputs(out)
         print(f"orrery: error: {e}", file=sys.stderr)
         return 2
     try:
-        return args.func(args)
+        with interrupts.raised():
+            return args.func(args)
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM, SIGHUP: what was stopped, no traceback
+        sys.stdout.flush()
+        what = f" before the run ended; {args.out} holds nothing of it" if args.command == "run" else ""
+        print(f"orrery: stopped by {signal.Signals(interrupts.signal_of(e)).name}{what}", file=sys.stderr)
+        return interrupts.exit_status(e)
     except InputError as e:
         print(f"orrery: error: {e}", file=sys.stderr)
         return 2

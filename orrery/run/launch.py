@@ -16,14 +16,16 @@ import gc
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
+from .. import __version__, interrupts
 from .._paths import lib_dir
 from ..errors import InputError, SimulationError
 from ..machines import platform
@@ -32,6 +34,33 @@ from . import build, physics, results, run_description
 from .costs import Costs
 from .trace import EVENTS_FILE, TRACE_FILE, TraceOptions
 from .trace import write as write_trace
+
+#: What a run writes in its output folder: cleared before a run's inputs are checked (cli.py), so
+#: that a rejected run leaves nothing of an earlier one looking current, and after a run stopped
+#: from outside, so that it leaves nothing half-written.
+RUN_OUTPUTS = (
+    "results.json",
+    "results.json.part",
+    "report.tsv",
+    "report.tsv.crash",
+    "orrery.cfg",
+    "error.txt",
+    "platform.json",  # the platform (PLATFORM_FILE, or FLAT_PLATFORM_FILE)
+    "platform.json.part",
+    "platform.xml",
+    "platform.xml.part",
+    "hostfile",
+    "run.json",
+    "machine.json",
+    TRACE_FILE,  # --trace (trace.py)
+    EVENTS_FILE,
+    "link_series.tsv",  # RunOptions.link_series, and a trace's link counters
+    "link_series.tsv.part",
+)
+
+#: Seconds a stopped simulation has to end on SIGTERM (SimGrid exits at once; smpirun's trap
+#: passes the signal on) before SIGKILL ends it.
+STOP_GRACE_S = 5.0
 
 FILL_POLICIES = run_description.choices("FillPolicy")
 GPU_VISIBILITY = run_description.choices("GpuVisibility")
@@ -416,6 +445,58 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
+def _simulate(cmd: list[str], env: Mapping[str, str], capture_output: bool) -> subprocess.CompletedProcess:
+    """smpirun's run of `cmd`, in a session of its own: SimGrid (smpimain, which the smpirun
+    script starts) and the program end with the command however it ends. Stopped from outside
+    (KeyboardInterrupt, interrupts.Interrupted), the whole session gets SIGTERM, then SIGKILL
+    after STOP_GRACE_S, and the interrupt goes on once none of it is left. Its own session also
+    keeps a terminal's Ctrl-C from SimGrid, which would print every actor's state."""
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE if capture_output else None,
+        text=True if capture_output else None,
+        start_new_session=True,
+    )
+    try:
+        stdout, _ = proc.communicate()
+    except BaseException:
+        with interrupts.held():
+            _stop_session(proc)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout)
+
+
+def _stop_session(proc: subprocess.Popen) -> None:
+    """Every process of `proc`'s session (its process group: smpirun, smpimain) ended."""
+    deadline = time.monotonic() + STOP_GRACE_S
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        while time.monotonic() < deadline:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(0.05)
+            if not _running_in_group(proc.pid):
+                return
+        deadline = time.monotonic() + STOP_GRACE_S
+    proc.wait()
+
+
+def _running_in_group(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs: a zombie does not (smpimain, orphaned when
+    smpirun ends first, waits for a reaper the container's init may never be)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()  # after the command's name
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
 def run(opts: RunOptions) -> RunOutcome:
     env = {**os.environ, **opts.env}  # the program's environment beyond this process's
     exe, linked = _check(opts, env)
@@ -423,10 +504,24 @@ def run(opts: RunOptions) -> RunOutcome:
     wrapper = _preload(lib, env, linked)  # before anything is written
     out = opts.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    # orrery.cfg: the shim's configuration before run.json, which a run must not leave looking current
-    stale = ("results.json", "report.tsv", "report.tsv.crash", "error.txt", "orrery.cfg", "link_series.tsv")
-    for name in (*stale, "link_series.tsv.part", TRACE_FILE, TRACE_FILE + ".part", EVENTS_FILE):
-        (out / name).unlink(missing_ok=True)
+    clear_outputs(out)  # an earlier run's, which this one must not leave looking current
+    try:
+        return _run_in(opts, out, exe, wrapper, lib)
+    except KeyboardInterrupt:  # stopped from outside (interrupts.py): nothing half-written stays
+        with interrupts.held():
+            clear_outputs(out)
+        raise
+
+
+def clear_outputs(out: Path) -> None:
+    """Every file a run writes in `out` removed (RUN_OUTPUTS; none where `out` is no folder)."""
+    if out.is_dir():
+        for name in (*RUN_OUTPUTS, TRACE_FILE + ".part"):
+            (out / name).unlink(missing_ok=True)
+
+
+def _run_in(opts: RunOptions, out: Path, exe: Path, wrapper: str, lib: Path) -> RunOutcome:
+    env = {**os.environ, **opts.env}
     with _no_cycle_collection():
         links = write_platform(opts.machine, opts.layout, out)
         (out / "hostfile").write_text("\n".join(platform.rank_hosts(opts.layout)) + "\n")
@@ -470,12 +565,7 @@ def run(opts: RunOptions) -> RunOutcome:
     env["ORRERY_ERROR_FILE"] = str(out / "error.txt")
     with program_copies(opts.layout.ranks, exe, env) as copies:
         env, launcher = smpirun_copies_to(copies, env, wrapper)
-        proc = subprocess.run(
-            [cmd[0], "-wrapper", launcher, *cmd[1:]],
-            env=env,
-            stdout=subprocess.PIPE if opts.capture_output else None,
-            text=True if opts.capture_output else None,
-        )
+        proc = _simulate([cmd[0], "-wrapper", launcher, *cmd[1:]], env, opts.capture_output)
 
     run_info = {
         "orrery_version": __version__,

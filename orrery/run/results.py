@@ -463,6 +463,8 @@ def read_run(out: Path, run: dict, returncode: int, links: Mapping[str, platform
     the row a crash wrote before anything else) and the launcher's exit status; `run["exit_code"]`
     becomes what `orrery run` exits with. ``links`` are the platform's link directions
     (platform.link_directions), which give the report's links their kinds and capacities."""
+    if returncode < 0:  # the launcher itself killed by signal -returncode (SIGPIPE: its reader gone)
+        returncode = 128 - returncode
     report = out / "report.tsv"
     rows = _read_rows(report)
     crash = _read_rows_plain(out / "report.tsv.crash")

@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from .. import interrupts
 from ..api import load, simulate
 from ..errors import InputError, OrreryError
 
@@ -61,7 +62,11 @@ def run(task: dict) -> dict:
 
 
 def main() -> int:
-    outcome = run(json.loads(sys.stdin.read()))
+    try:
+        with interrupts.raised():  # the sweep stopping (SIGTERM): the point's simulation ends too
+            outcome = run(json.loads(sys.stdin.read()))
+    except KeyboardInterrupt as e:
+        return interrupts.exit_status(e)
     sys.stdout.write(json.dumps(outcome) + "\n")
     return 0
 

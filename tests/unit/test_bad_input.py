@@ -515,7 +515,7 @@ RUN_VALUE_CASES = [
     run_case(
         "run-unknown-option",
         ["--colour=red", "--out", "{out}", "--", "{program}"],
-        ["orrery: unrecognized arguments: --colour=red (see orrery --help)"],
+        ["orrery run: unrecognized arguments: --colour=red (see orrery run --help)"],
     ),
     # refused by run() itself, after the earlier output was cleared
     run_case(

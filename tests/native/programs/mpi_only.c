@@ -18,6 +18,9 @@
  *   thread-other: rank 1 calls MPI_Query_thread from a thread of its own;
  *   processor: each rank prints its MPI_Get_processor_name and the local rank programs derive from
  *          it: how many lower ranks' gathered names are the same;
+ *   hold: each rank prints "rank R holding" and spins until its thread has used 120 s of CPU
+ *          time (a run that someone stops long before it ends);
+ *   chatter: each rank prints "rank R line I" for I from 0 to 99 999, a barrier after each line;
  *   shared-window: the ranks of each node allocate a shared window, local rank L its L + 1
  *          doubles, each set to 100 x its world rank + index; each rank prints, for every local
  *          rank, the size, displacement unit and sum of values MPI_Win_shared_query gives, its
@@ -186,6 +189,17 @@ int main(int argc, char** argv) {
         spun += 1;
     }
     printf("sampled %.9f\n", MPI_Wtime() - start);
+  } else if (!strcmp(mode, "chatter")) {
+    for (int i = 0; i < 100000; i++) {
+      printf("rank %d line %d\n", rank, i);
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+  } else if (!strcmp(mode, "hold")) {
+    static volatile double spun;
+    printf("rank %d holding\n", rank);
+    fflush(stdout);
+    while (thread_cpu_seconds() < 120)
+      spun += 1;
   } else {
     fprintf(stderr, "unknown mode '%s'\n", mode);
     return 2;
