@@ -10,12 +10,18 @@
  *
  * The wrappers link this library first into every program (orrery/run/build.py, link_args): in a
  * copy's scope it comes before glibc, and each entry point forwards to the process's own, which it
- * finds in the global scope when SMPI loads the first copy (its constructor; the scope of SMPI's
- * launcher, which the copies' libraries are not part of: mimalloc, an allocator the user preloads,
- * or glibc's). Before that it would call glibc's. `orrery run` preloads mimalloc only into
- * programs that link this library (launch.py). */
+ * finds in the global scope (the scope of SMPI's launcher, which the copies' libraries are not
+ * part of: mimalloc, an allocator the user preloads, or glibc's) at the first call of any of them
+ * or at its constructor, whichever comes first. A library loaded with the first copy may allocate
+ * in its own constructor before this library's runs: a rank's private copy of libgfortran
+ * (launch.py, smpi/privatize-libs) makes its standard units there and frees them at exit, which
+ * with glibc's malloc then and mimalloc's free at exit crashed the process as it ended. The
+ * lookups do not come back here: the dynamic loader's own allocations use the global scope's
+ * allocator. `orrery run` preloads mimalloc only into programs that link this library
+ * (launch.py). */
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstddef>
 
 extern "C" {
@@ -57,6 +63,7 @@ struct Allocator {
   size_t (*malloc_usable_size)(void*) = nullptr;  // glibc's, found at load
 };
 Allocator g;  // constant-initialised: usable before any constructor runs
+std::atomic<bool> bound{false};  // g holds the process's allocator
 
 // Whether `f` is defined in this library (not by address: taking the address of this library's
 // own `free` would give the global scope's, which may be another allocator's).
@@ -77,31 +84,10 @@ void bind(void* global, F& slot, const char* name) {
     slot = reinterpret_cast<F>(f);
 }
 
-}  // namespace
-
-extern "C" {
-__attribute__((visibility("default"))) void* malloc(size_t n) { return g.malloc(n); }
-__attribute__((visibility("default"))) void free(void* p) { g.free(p); }
-__attribute__((visibility("default"))) void* calloc(size_t n, size_t size) { return g.calloc(n, size); }
-__attribute__((visibility("default"))) void* realloc(void* p, size_t n) { return g.realloc(p, n); }
-__attribute__((visibility("default"))) void* reallocarray(void* p, size_t n, size_t size) {
-  return g.reallocarray(p, n, size);
-}
-__attribute__((visibility("default"))) void* memalign(size_t alignment, size_t n) { return g.memalign(alignment, n); }
-__attribute__((visibility("default"))) int posix_memalign(void** out, size_t alignment, size_t n) {
-  return g.posix_memalign(out, alignment, n);
-}
-__attribute__((visibility("default"))) void* aligned_alloc(size_t alignment, size_t n) {
-  return g.aligned_alloc(alignment, n);
-}
-__attribute__((visibility("default"))) void* valloc(size_t n) { return g.valloc(n); }
-__attribute__((visibility("default"))) void* pvalloc(size_t n) { return g.pvalloc(n); }
-__attribute__((visibility("default"))) size_t malloc_usable_size(void* p) {
-  return g.malloc_usable_size ? g.malloc_usable_size(p) : 0;
-}
-}
-
-__attribute__((constructor)) static void find_the_process_allocator() {
+// g bound to the process's allocator (once; two threads binding at once find the same one).
+void find_the_process_allocator() {
+  if (bound.load(std::memory_order_acquire))
+    return;
   Allocator found;
   void* global = dlopen(nullptr, RTLD_LAZY | RTLD_NOLOAD);  // the launcher's own scope
   bind(global, found.malloc, "malloc");
@@ -116,6 +102,41 @@ __attribute__((constructor)) static void find_the_process_allocator() {
   bind(global, found.pvalloc, "pvalloc");
   bind(global, found.malloc_usable_size, "malloc_usable_size");
   g = found;
+  bound.store(true, std::memory_order_release);
   if (global)
     dlclose(global);
+}
+
+const Allocator& process() {
+  find_the_process_allocator();
+  return g;
+}
+
+__attribute__((constructor)) void bind_at_load() { find_the_process_allocator(); }
+
+}  // namespace
+
+extern "C" {
+__attribute__((visibility("default"))) void* malloc(size_t n) { return process().malloc(n); }
+__attribute__((visibility("default"))) void free(void* p) { process().free(p); }
+__attribute__((visibility("default"))) void* calloc(size_t n, size_t size) { return process().calloc(n, size); }
+__attribute__((visibility("default"))) void* realloc(void* p, size_t n) { return process().realloc(p, n); }
+__attribute__((visibility("default"))) void* reallocarray(void* p, size_t n, size_t size) {
+  return process().reallocarray(p, n, size);
+}
+__attribute__((visibility("default"))) void* memalign(size_t alignment, size_t n) {
+  return process().memalign(alignment, n);
+}
+__attribute__((visibility("default"))) int posix_memalign(void** out, size_t alignment, size_t n) {
+  return process().posix_memalign(out, alignment, n);
+}
+__attribute__((visibility("default"))) void* aligned_alloc(size_t alignment, size_t n) {
+  return process().aligned_alloc(alignment, n);
+}
+__attribute__((visibility("default"))) void* valloc(size_t n) { return process().valloc(n); }
+__attribute__((visibility("default"))) void* pvalloc(size_t n) { return process().pvalloc(n); }
+__attribute__((visibility("default"))) size_t malloc_usable_size(void* p) {
+  const Allocator& a = process();
+  return a.malloc_usable_size ? a.malloc_usable_size(p) : 0;
+}
 }

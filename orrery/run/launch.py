@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes.util
+import functools
 import gc
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -199,8 +201,9 @@ SWITCHES = {
 }
 
 
-def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool]:
-    """The program to run, and whether it links liborrery_alloc.so (links_alloc), once checked."""
+def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool, tuple[str, ...]]:
+    """The program to run, whether it links liborrery_alloc.so (links_alloc) and the libraries
+    each rank gets a copy of (private_libraries), once checked."""
     for variable, values in SWITCHES.items():
         value = env.get(variable, "")
         if value not in ("", *values):
@@ -245,7 +248,7 @@ def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool]:
         )
     if shutil.which("smpirun") is None:
         raise SimulationError("SimGrid's smpirun is not on PATH: run the set-up command of the README")
-    return exe.resolve(), links_alloc(head)
+    return exe.resolve(), links_alloc(head), private_libraries(head)
 
 
 def _link_series(opts: RunOptions) -> bool:
@@ -294,6 +297,38 @@ STAND_INS = ("libcudart.so.13", "libnccl.so.2")
 #: copies of the program that SMPI's compilers did not build would free with glibc's free what the
 #: process's allocator gave (interpose/mpi/smpi_alloc.cpp).
 ALLOCATOR = "mimalloc"
+
+
+#: Libraries each rank gets a copy of, as it gets a copy of the program (SMPI's
+#: smpi/privatize-libs), where the program links them: their state is per process under a real
+#: MPI, one for every rank in SMPI's single process otherwise. libgfortran's table of open units:
+#: ranks opening the same unit number (CloverLeaf's input deck, read by every rank on one unit)
+#: shared one file position and the run stopped at its first MPI_Abort.
+PRIVATE_LIBRARIES = re.compile(rb"\0(libgfortran\.so\.[0-9]+)\0")
+
+
+def private_libraries(program: bytes) -> tuple[str, ...]:
+    """The libraries a program (its file's bytes: the names its dynamic section lists) links that
+    each rank gets a copy of (PRIVATE_LIBRARIES)."""
+    return tuple(sorted({m.decode() for m in PRIVATE_LIBRARIES.findall(program)}))
+
+
+@functools.cache
+def library_size(name: str) -> int:
+    """The size in bytes of the library soname `name` in the dynamic loader's cache (`ldconfig
+    -p`), the largest where it lists several (architectures); 0 where it is not there."""
+    ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
+    try:
+        listing = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        return 0
+    sizes = [0]
+    for line in listing.splitlines():
+        entry, _, path = line.strip().partition(" => ")
+        if entry.split(" (")[0] == name:
+            with contextlib.suppress(OSError):
+                sizes.append(Path(path).stat().st_size)
+    return max(sizes)
 
 
 def links_alloc(program: bytes) -> bool:
@@ -384,11 +419,12 @@ SHM_HEADROOM = 4
 
 
 @contextlib.contextmanager
-def program_copies(ranks: int, exe: Path, env: Mapping[str, str], shm: Path = SHM) -> Iterator[str | None]:
-    """The folder where SMPI writes its `ranks` copies of `exe`: a private one on the tmpfs `shm`,
-    removed after the run, when the user has not chosen one (TMPDIR) and `shm` has room
-    (SHM_HEADROOM times the copies); else None (smpirun's default)."""
-    need = ranks * exe.stat().st_size
+def program_copies(ranks: int, size: int, env: Mapping[str, str], shm: Path = SHM) -> Iterator[str | None]:
+    """The folder where SMPI writes its `ranks` copies of the program and its private libraries,
+    `size` bytes a rank: a private one on the tmpfs `shm`, removed after the run, when the user has
+    not chosen one (TMPDIR) and `shm` has room (SHM_HEADROOM times the copies); else None
+    (smpirun's default)."""
+    need = ranks * size
     try:
         room = os.statvfs(shm)
         fits = os.access(shm, os.W_OK) and room.f_bavail * room.f_frsize >= SHM_HEADROOM * need
@@ -499,14 +535,14 @@ def _running_in_group(pgid: int) -> bool:
 
 def run(opts: RunOptions) -> RunOutcome:
     env = {**os.environ, **opts.env}  # the program's environment beyond this process's
-    exe, linked = _check(opts, env)
+    exe, linked, private = _check(opts, env)
     lib = lib_dir()
     wrapper = _preload(lib, env, linked)  # before anything is written
     out = opts.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     clear_outputs(out)  # an earlier run's, which this one must not leave looking current
     try:
-        return _run_in(opts, out, exe, wrapper, lib)
+        return _run_in(opts, out, exe, private, wrapper, lib)
     except KeyboardInterrupt:  # stopped from outside (interrupts.py): nothing half-written stays
         with interrupts.held():
             clear_outputs(out)
@@ -520,7 +556,7 @@ def clear_outputs(out: Path) -> None:
             (out / name).unlink(missing_ok=True)
 
 
-def _run_in(opts: RunOptions, out: Path, exe: Path, wrapper: str, lib: Path) -> RunOutcome:
+def _run_in(opts: RunOptions, out: Path, exe: Path, private: tuple[str, ...], wrapper: str, lib: Path) -> RunOutcome:
     env = {**os.environ, **opts.env}
     with _no_cycle_collection():
         links = write_platform(opts.machine, opts.layout, out)
@@ -557,13 +593,16 @@ def _run_in(opts: RunOptions, out: Path, exe: Path, wrapper: str, lib: Path) -> 
         f"--cfg=network/loopback-bw:{opts.machine.gpu.d2d_bandwidth!r}",
         f"--cfg=network/loopback-lat:{opts.machine.gpu.d2d_latency!r}",
     ]
+    if private:
+        cmd.append(f"--cfg=smpi/privatize-libs:{';'.join(private)}")
     cmd += [f"--log={c}" for c in SMPI_LOG]
     cmd += [str(exe), *opts.program[1:]]
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(lib), env.get("LD_LIBRARY_PATH")) if p)
     env.update(platform_env)
     env["ORRERY_RUN"] = str(out / "run.json")
     env["ORRERY_ERROR_FILE"] = str(out / "error.txt")
-    with program_copies(opts.layout.ranks, exe, env) as copies:
+    size = exe.stat().st_size + sum(library_size(name) for name in private)
+    with program_copies(opts.layout.ranks, size, env) as copies:
         env, launcher = smpirun_copies_to(copies, env, wrapper)
         proc = _simulate([cmd[0], "-wrapper", launcher, *cmd[1:]], env, opts.capture_output)
 

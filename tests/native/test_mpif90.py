@@ -6,13 +6,14 @@ request tracking included (docs/building.md#fortran)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import HERE, ORRERY
+from conftest import HERE, ORRERY, orrery
 from derivations import REL, wire
 
 from orrery.machines import platform
@@ -35,13 +36,15 @@ PAIR_CALLS = {"MPI_Irecv", "MPI_Isend", "MPI_Waitall", "MPI_Sendrecv_replace", "
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[str, Path]:
-    """ring.f90, pair.f90, abort.f90 and answered.f90 built by orrery-mpif90, pair.c by orrery-mpicc."""
+    """ring.f90, pair.f90, abort.f90, answered.f90 and units.f90 built by orrery-mpif90, pair.c by
+    orrery-mpicc."""
     d = tmp_path_factory.mktemp("fortran")
     programs = {
         "ring": "ring.f90",
         "pair_f": "pair.f90",
         "abort": "abort.f90",
         "answered": "answered.f90",
+        "units": "units.f90",
         "pair_c": "pair.c",
     }
     for exe, src in programs.items():
@@ -129,6 +132,24 @@ def test_the_calls_orrery_answers_answer_fortran_too(built, run_program):
     assert sorted(line for line in r.stdout.splitlines() if " provided " in line) == [
         f"rank {i} provided 1 queried 1 main T name n{i // 2}" for i in range(4)
     ]
+
+
+@pytest.mark.parametrize("malloc", ["mimalloc", "system"])
+def test_each_rank_has_its_own_fortran_units(built, tmp_path, malloc):
+    """units.f90 on 4 ranks, in a folder of its own: every rank reads the whole deck on unit 11
+    (sum 1 + ... + 100 = 5050) and writes its own file on unit 12, as separate processes would.
+    With one libgfortran for all the ranks, they shared the unit's file position. Each rank's copy
+    of libgfortran frees its units at the process's exit with the allocator it made them with:
+    mimalloc (orrery run's) or glibc's (ORRERY_MALLOC=system)."""
+    env = {"ORRERY_MALLOC": "system" if malloc == "system" else None}
+    r = orrery("run", "--gpus-per-node", "4", "--out", "out", "--", str(built["units"]), cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    assert sorted(line for line in r.stdout.splitlines() if " read " in line) == [
+        f"rank {i} read 5050" for i in range(4)
+    ]
+    for i in range(4):
+        assert (tmp_path / f"rank{i}.txt").read_text() == f"rank {i} sum 5050\n"
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["status"] == "completed"
 
 
 def test_mpi_abort_from_fortran_ends_the_job_with_its_error_code(built, run_program):

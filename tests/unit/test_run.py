@@ -92,20 +92,21 @@ def test_without_the_platform_plugin_a_run_gives_simgrid_the_flat_platform(monke
 def test_smpi_s_copies_of_the_program_go_to_a_private_folder_on_the_tmpfs_that_has_room(tmp_path):
     """A folder of the run's own under the tmpfs, gone after the run; none (smpirun's default)
     where the user chose one (TMPDIR) or the tmpfs lacks room for SHM_HEADROOM times the copies."""
-    exe = tmp_path / "program"
-    exe.write_bytes(b"x" * 1000)
+    size = 1000  # a rank's copies: the program's and its private libraries'
     shm = tmp_path / "shm"
     shm.mkdir()
-    with running.program_copies(8, exe, {}, shm) as folder:
+    with running.program_copies(8, size, {}, shm) as folder:
         assert folder is not None and Path(folder).parent == shm and Path(folder).is_dir()
     assert not Path(folder).exists()
-    with running.program_copies(8, exe, {"TMPDIR": "/scratch"}, shm) as folder:
+    with running.program_copies(8, size, {"TMPDIR": "/scratch"}, shm) as folder:
         assert folder is None
     room = os.statvfs(shm)
-    too_many = room.f_bavail * room.f_frsize // (running.SHM_HEADROOM * 1000) + 1
-    with running.program_copies(too_many, exe, {}, shm) as folder:
+    too_many = room.f_bavail * room.f_frsize // (running.SHM_HEADROOM * size) + 1
+    with running.program_copies(too_many, size, {}, shm) as folder:
         assert folder is None
-    with running.program_copies(8, exe, {}, tmp_path / "absent") as folder:
+    with running.program_copies(too_many - 1, size, {}, shm) as folder:
+        assert folder is not None
+    with running.program_copies(8, size, {}, tmp_path / "absent") as folder:
         assert folder is None
     assert sorted(p.name for p in shm.iterdir()) == []
 
