@@ -1,5 +1,6 @@
 """Where Orrery's installed pieces are: the shim built by the package's build, the headers the
-wrappers add to a program's include path, the CMake toolchain file."""
+wrappers add to a program's include path, the CMake toolchain file, the folder of compilers
+named as the real ones."""
 
 from __future__ import annotations
 
@@ -38,3 +39,10 @@ def include_dir() -> Path:
 def cmake_toolchain() -> Path:
     """The CMake toolchain file that builds a project for Orrery (installed with the package)."""
     return Path(str(resources.files("orrery") / "cmake" / "orrery.cmake"))
+
+
+def compiler_dir() -> Path:
+    """The folder of Orrery's wrappers under the real compilers' names (nvcc, mpicc, mpicxx,
+    mpic++, mpiCC, mpif90, mpifort: small scripts that run orrery-nvcc, ...), for a build whose
+    recipes run the compilers by name: put first on PATH (installed with the package)."""
+    return Path(str(resources.files("orrery") / "compilers"))

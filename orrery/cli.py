@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -298,8 +299,21 @@ def _out_of_run(argv: list[str]) -> Path | None:
 
 
 def _toolchain_command(a: argparse.Namespace) -> int:
-    # for `cmake -DCMAKE_TOOLCHAIN_FILE=$(orrery toolchain cmake)`: the path alone
-    print(_paths.cmake_toolchain())
+    # the path alone: `cmake -DCMAKE_TOOLCHAIN_FILE=$(orrery toolchain cmake)`,
+    # `PATH=$(orrery toolchain path):$PATH make`
+    if a.build_system == "cmake":
+        print(_paths.cmake_toolchain())
+        return 0
+    folder = _paths.compiler_dir()
+    if not all(os.access(c, os.X_OK) for c in folder.iterdir()):
+        raise OrreryError(f"the compilers in {folder} are not executable: reinstall orrery (pip install .)")
+    missing = [f"orrery-{w}" for w in build.WRAPPERS if shutil.which(f"orrery-{w}") is None]
+    if missing:  # the folder's scripts run the wrappers from PATH
+        raise OrreryError(
+            f"{', '.join(missing)} not on PATH, which the compilers in {folder} run: put the folder holding "
+            "them (where pip installed orrery) on PATH"
+        )
+    print(folder)
     return 0
 
 
@@ -511,7 +525,15 @@ def parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=_report_command)
 
     tc = sub.add_parser("toolchain", help="the path of a build system's settings for Orrery's wrappers")
-    tc.add_argument("build_system", choices=["cmake"], help="cmake: the toolchain file (-DCMAKE_TOOLCHAIN_FILE=...)")
+    tc.add_argument(
+        "build_system",
+        choices=["cmake", "path"],
+        help=(
+            "cmake: the toolchain file (-DCMAKE_TOOLCHAIN_FILE=...); path: a folder of the wrappers under the "
+            "compilers' own names (nvcc, mpicc, mpicxx, mpif90, ...), to put first on PATH for a build that runs "
+            "them by name (PATH=$(orrery toolchain path):$PATH make)"
+        ),
+    )
     tc.set_defaults(func=_toolchain_command)
 
     for name in build.WRAPPERS:

@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .._paths import include_dir, lib_dir
+from .._paths import compiler_dir, include_dir, lib_dir
 from ..errors import BuildError, OrreryError
 
 #: Each rank's copy of the program keeps its own static variables of inline functions and templates
@@ -64,12 +64,23 @@ _PIE_LINK = {"-pie", "--pie"}
 
 
 def _tool(name: str, hint: str) -> str:
-    path = shutil.which(name)
+    """The real `name` on PATH: never Orrery's own under that name (`orrery toolchain path`'s
+    folder, which a build puts first on PATH), which would run the wrapper again."""
+    ours = compiler_dir().resolve()
+    search = os.pathsep.join(d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if not _is(d, ours))
+    path = shutil.which(name, path=search)
     if path is None and name == "nvcc" and Path("/usr/local/cuda/bin/nvcc").is_file():
         path = "/usr/local/cuda/bin/nvcc"
     if path is None:
         raise BuildError(f"{name} not found on PATH: {hint}")
     return path
+
+
+def _is(folder: str, resolved: Path) -> bool:
+    try:
+        return Path(folder or ".").resolve() == resolved
+    except OSError:
+        return False
 
 
 @functools.cache

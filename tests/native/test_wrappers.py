@@ -4,6 +4,7 @@ options that do not link, -x cu), read from the installed nvcc's --help."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -111,6 +112,41 @@ def test_separate_compile_and_link_with_single_word_wrappers(tmp_path, run_progr
         p = subprocess.run(cmd, capture_output=True, text=True)
         assert p.returncode == 0, (cmd, p.stderr)
     assert _query(run_program, exe)["name"] == h100.gpu.model
+
+
+def test_a_makefile_that_runs_the_compilers_by_name_builds_with_the_toolchain_path(tmp_path, run_program, h100):
+    """CloverLeaf's and OSU's recipes run `nvcc` itself, not $(NVCC): with `orrery toolchain
+    path` first on PATH, the Makefile builds unchanged through Orrery's wrappers (a program the
+    real nvcc and MPICH's mpicxx built would not run: orrery run refuses a static CUDA runtime),
+    and orrery-nvcc still finds the real nvcc behind the folder's own `nvcc`."""
+    folder = orrery(
+        "toolchain", "path", check=True, env={"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    ).stdout.strip()
+    assert sorted(p.name for p in Path(folder).iterdir()) == [
+        "mpiCC", "mpic++", "mpicc", "mpicxx", "mpif90", "mpifort", "nvcc"
+    ]  # fmt: skip
+    shutil.copy(DEVICE_QUERY, tmp_path / "query.cu")
+    (tmp_path / "twice.c").write_text("int twice(int x) { return 2 * x; }\n")
+    (tmp_path / "Makefile").write_text(
+        "query: query.o twice.o\n\tmpicxx -o query query.o twice.o\n"
+        "query.o: query.cu\n\tnvcc -arch=sm_90 -c query.cu -o query.o\n"
+        "twice.o: twice.c\n\tmpicc -c twice.c -o twice.o\n"
+    )
+    path = os.pathsep.join([folder, str(BIN), os.environ["PATH"]])  # as a user's: `orrery` found on it
+    p = subprocess.run(["make"], cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PATH": path})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines()[0] == "nvcc -arch=sm_90 -c query.cu -o query.o"
+    assert _query(run_program, tmp_path / "query")["name"] == h100.gpu.model
+    version = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, env={**os.environ, "PATH": path})
+    assert version.stdout.splitlines()[-1].startswith("Build cuda_"), version.stderr
+
+
+def test_the_toolchain_path_needs_the_wrappers_on_path(tmp_path):
+    """The folder's scripts run orrery-nvcc, ... from PATH: without them there, the command says so
+    rather than give a folder whose compilers fail with 'not found'."""
+    p = orrery("toolchain", "path", env={"PATH": "/usr/bin:/bin"})
+    assert p.returncode == 3 and p.stdout == ""
+    assert p.stderr.startswith("orrery: error: orrery-nvcc, orrery-mpicc, orrery-mpicxx, orrery-mpif90 not on PATH")
 
 
 def test_a_phase_option_that_does_not_link_goes_to_nvcc_as_it_is(tmp_path):
