@@ -352,6 +352,7 @@ struct Rank {
   std::vector<Gpu*> gpus;            // the devices of its node, by device number
   int device = 0;                    // current device
   std::set<std::pair<int, int>> peer_access;  // (device, peer) pairs cudaDeviceEnablePeerAccess enabled
+  std::map<const Gpu*, int> cache_config;     // cudaDeviceSetCacheConfig per device (none: PreferNone)
   std::vector<Stream*> legacy;       // legacy default stream per device (lazily)
   std::vector<Stream*> per_thread;   // per-thread default stream per device (lazily): the rank's thread's
   std::vector<Stream*> streams;      // every stream it created, for ordering and sync
@@ -493,6 +494,9 @@ void register_allocation(const Allocation& a);
 // and its device (cudart/memory.cpp).
 void free_in_stream_order(uintptr_t base);
 void unregister_allocation(uintptr_t base);
+// A __device__ or __constant__ variable the program registered (__cudaRegisterVar, per rank's copy
+// of the program: `host_var` is its host shadow), which the symbol calls name (cudart/memory.cpp).
+void register_symbol(const void* host_var, const char* name, size_t size);
 struct KernelResources;  // core/cubin.hpp
 // A kernel the program registered (__cudaRegisterFunction, per rank's copy of the program): its
 // names, the fat binary holding its code, and what cudaFuncSetAttribute and

@@ -21,6 +21,7 @@ enum {
   cudaErrorInitializationError = 3,
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidPitchValue = 12,
+  cudaErrorInvalidSymbol = 13,
   cudaErrorInvalidDevicePointer = 17,
   cudaErrorInvalidMemcpyDirection = 21,
   cudaErrorInvalidDeviceFunction = 98,

@@ -127,6 +127,44 @@ ORR_EXPORT cudaError_t cudaDeviceGetLimit(size_t* value, int limit) {
   return cudaSuccess;
 }
 
+/* The device's cache preference (cudaFuncCache: PreferNone 0, Shared 1, L1 2, Equal 3), which
+ * kernels without one of their own take: it matters to the occupancy Orrery answers (a kernel's
+ * time comes from its cost). */
+ORR_EXPORT cudaError_t cudaDeviceSetCacheConfig(int config) {
+  Rank& r = rank_self("cudaDeviceSetCacheConfig");
+  if (config < 0 || config > 3)
+    return r.last_error = cudaErrorInvalidValue;
+  r.cache_config[&current_gpu(r)] = config;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaDeviceGetCacheConfig(int* config) {
+  Rank& r = rank_self("cudaDeviceGetCacheConfig");
+  if (!config)
+    return r.last_error = cudaErrorInvalidValue;
+  auto it = r.cache_config.find(&current_gpu(r));
+  *config = it == r.cache_config.end() ? 0 : it->second;
+  return cudaSuccess;
+}
+
+/* Shared memory bank size (cudaSharedMemConfig: Default 0, FourByte 1, EightByte 2): only Kepler
+ * could change it. On later GPUs, as CUDA documents, setting it has no effect and the answer is
+ * four bytes. */
+ORR_EXPORT cudaError_t cudaDeviceSetSharedMemConfig(int config) {
+  Rank& r = rank_self("cudaDeviceSetSharedMemConfig");
+  if (config < 0 || config > 2)
+    return r.last_error = cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaDeviceGetSharedMemConfig(int* config) {
+  Rank& r = rank_self("cudaDeviceGetSharedMemConfig");
+  if (!config)
+    return r.last_error = cudaErrorInvalidValue;
+  *config = 1;
+  return cudaSuccess;
+}
+
 /* The PCI address as the driver stand-in writes it (cuDeviceGetPCIBusId): domain:bus:device.0. */
 ORR_EXPORT cudaError_t cudaDeviceGetPCIBusId(char* bus, int len, int device) {
   Rank& r = rank_self("cudaDeviceGetPCIBusId");

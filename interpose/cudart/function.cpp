@@ -116,15 +116,20 @@ int active_blocks(const cudaDeviceProp& p, const Kernel& k, const KernelResource
   return blocks;
 }
 
-// Occupancy with another carveout or cache preference needs the architecture's carveout steps.
-void refuse_carveout(const Kernel& k, const char* fn) {
+// Occupancy with another carveout or cache preference needs the architecture's carveout steps. A
+// kernel without a preference of its own (cudaFuncCachePreferNone) takes its device's
+// (cudaDeviceSetCacheConfig).
+void refuse_carveout(const Rank& r, const Kernel& k, const char* fn) {
   if (k.carveout != -1 && k.carveout != 100)
     fatal("%s: kernel '%s' has a preferred shared memory carveout of %d %%, which Orrery's occupancy does not "
           "model (the default, or 100, it does)",
           fn, k.name.c_str(), k.carveout);
-  if (k.cache_config == 2 || k.cache_config == 3)
-    fatal("%s: kernel '%s' prefers %s (cudaFuncSetCacheConfig), which Orrery's occupancy does not model", fn,
-          k.name.c_str(), k.cache_config == 2 ? "a larger L1 cache" : "equal L1 cache and shared memory");
+  auto device = r.cache_config.find(r.gpus[r.device]);
+  int config = k.cache_config ? k.cache_config : device != r.cache_config.end() ? device->second : 0;
+  if (config == 2 || config == 3)
+    fatal("%s: kernel '%s' prefers %s (%s), which Orrery's occupancy does not model", fn, k.name.c_str(),
+          config == 2 ? "a larger L1 cache" : "equal L1 cache and shared memory",
+          k.cache_config ? "cudaFuncSetCacheConfig" : "cudaDeviceSetCacheConfig");
 }
 
 }  // namespace
@@ -148,7 +153,7 @@ cudaError_t check_cooperative(Rank& r, Kernel& k, long blocks, int threads, size
   if (!res)
     return cudaSuccess;
   const cudaDeviceProp& p = current_gpu(r).prop;
-  refuse_carveout(k, "cudaLaunchCooperativeKernel");
+  refuse_carveout(r, k, "cudaLaunchCooperativeKernel");
   long resident = (long)active_blocks(p, k, *res, threads, dynamic_shared) * p.multiProcessorCount;
   return blocks > resident ? cudaErrorCooperativeLaunchTooLarge : cudaSuccess;
 }
@@ -232,7 +237,7 @@ ORR_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(in
     return r.last_error = cudaErrorInvalidValue;
   if (!k)
     return r.last_error = cudaErrorInvalidDeviceFunction;
-  refuse_carveout(*k, fn);
+  refuse_carveout(r, *k, fn);
   *blocks = active_blocks(current_gpu(r).prop, *k, resources(r, *k, fn), block_size, dynamic);
   return cudaSuccess;
 }
@@ -255,7 +260,7 @@ ORR_EXPORT cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, 
     return r.last_error = cudaErrorInvalidValue;
   if (!k)
     return r.last_error = cudaErrorInvalidDeviceFunction;
-  refuse_carveout(*k, fn);
+  refuse_carveout(r, *k, fn);
   const cudaDeviceProp& p = current_gpu(r).prop;
   const KernelResources& res = resources(r, *k, fn);
   if (active_blocks(p, *k, res, block_size, 0) < blocks)

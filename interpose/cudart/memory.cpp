@@ -18,6 +18,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
 
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -825,6 +827,129 @@ ORR_EXPORT cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const vo
                                               size_t height, int kind, cudaStream_t s) {
   return copy("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, per_thread(s), false);
 }
+/* ---- __device__ and __constant__ variables ----
+ * A variable lives in the module CUDA loads on each device a process uses: its instance on a
+ * device is made there, device memory of the variable's size counted in the device's memory in
+ * use, at the first call that names it on that device (the real runtime loads the module when
+ * the context starts; the instances are never freed, as a module's are not before the process
+ * ends). Each rank's copy of the program registers its own variables (its own host shadows), so
+ * ranks sharing a GPU have an instance each, as processes do. The copies to and from a variable
+ * are copies to and from its instance: the same paths, times and synchronisation as cudaMemcpy's
+ * and cudaMemcpyAsync's. */
+namespace {
+struct Symbol {
+  std::string name;
+  size_t size = 0;
+  std::map<const Gpu*, void*> instances;
+};
+std::map<const void*, Symbol>& symbols() {
+  static std::map<const void*, Symbol> s;
+  return s;
+}
+}  // namespace
+
+void orrery::register_symbol(const void* host_var, const char* name, size_t size) {
+  Symbol& s = symbols()[host_var];
+  s.name = name ? name : "";
+  s.size = size;
+  s.instances.clear();
+}
+
+/* The instance of `symbol` on the rank's current device, and its size: cudaErrorInvalidSymbol for
+ * a pointer that is no registered variable (a device pointer, a plain host variable). */
+static cudaError_t symbol_instance(Rank& r, const void* symbol, const char* fn, char*& instance, size_t& size) {
+  auto it = symbols().find(symbol);
+  if (it == symbols().end())
+    return cudaErrorInvalidSymbol;
+  Gpu& g = current_gpu(r);
+  void*& mem = it->second.instances[&g];
+  if (!mem && !(mem = allocate_device(g, it->second.size, nullptr, fn, r.id)))
+    return cudaErrorMemoryAllocation;
+  instance = (char*)mem;
+  size = it->second.size;
+  return cudaSuccess;
+}
+
+/* A copy of `count` bytes between host or device memory `other` and a variable's instance, at
+ * `offset` into it (to_symbol: into the variable). Its direction must name the variable's side as
+ * device memory: HostToDevice or DeviceToDevice into it, DeviceToHost or DeviceToDevice out of
+ * it, or Default. */
+static cudaError_t copy_symbol(const char* fn, bool to_symbol, const void* symbol, void* other, size_t count,
+                               size_t offset, int kind, cudaStream_t stream, bool sync) {
+  Rank& r = rank_self(fn);
+  char* instance;
+  size_t size;
+  if (cudaError_t e = symbol_instance(r, symbol, fn, instance, size))
+    return r.last_error = e;
+  bool direction = kind == cudaMemcpyDeviceToDevice || kind == cudaMemcpyDefault ||
+                   kind == (to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+  if (!direction)
+    return r.last_error = cudaErrorInvalidMemcpyDirection;
+  if (offset > size || count > size - offset)
+    return r.last_error = cudaErrorInvalidValue;
+  if (to_symbol)
+    return copy(fn, instance + offset, count, other, count, count, 1, kind, stream, sync);
+  return copy(fn, other, count, instance + offset, count, count, 1, kind, stream, sync);
+}
+
+ORR_EXPORT cudaError_t cudaGetSymbolAddress(void** dev_ptr, const void* symbol) {
+  Rank& r = rank_self("cudaGetSymbolAddress");
+  char* instance;
+  size_t size;
+  if (!dev_ptr)
+    return r.last_error = cudaErrorInvalidValue;
+  if (cudaError_t e = symbol_instance(r, symbol, "cudaGetSymbolAddress", instance, size))
+    return r.last_error = e;
+  *dev_ptr = instance;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaGetSymbolSize(size_t* size, const void* symbol) {
+  Rank& r = rank_self("cudaGetSymbolSize");
+  auto it = symbols().find(symbol);
+  if (!size)
+    return r.last_error = cudaErrorInvalidValue;
+  if (it == symbols().end())
+    return r.last_error = cudaErrorInvalidSymbol;
+  *size = it->second.size;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                                          int kind) {
+  return copy_symbol("cudaMemcpyToSymbol", true, symbol, (void*)src, count, offset, kind, nullptr, true);
+}
+ORR_EXPORT cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset, int kind) {
+  return copy_symbol("cudaMemcpyFromSymbol", false, symbol, dst, count, offset, kind, nullptr, true);
+}
+ORR_EXPORT cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count, size_t offset,
+                                               int kind, cudaStream_t stream) {
+  return copy_symbol("cudaMemcpyToSymbolAsync", true, symbol, (void*)src, count, offset, kind, stream, false);
+}
+ORR_EXPORT cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
+                                                 int kind, cudaStream_t stream) {
+  return copy_symbol("cudaMemcpyFromSymbolAsync", false, symbol, dst, count, offset, kind, stream, false);
+}
+// nvcc --default-stream per-thread: on the per-thread default stream, under the calls' own names
+ORR_EXPORT cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count, size_t offset,
+                                               int kind) {
+  return copy_symbol("cudaMemcpyToSymbol", true, symbol, (void*)src, count, offset, kind, cudaStreamPerThread, true);
+}
+ORR_EXPORT cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count, size_t offset,
+                                                 int kind) {
+  return copy_symbol("cudaMemcpyFromSymbol", false, symbol, dst, count, offset, kind, cudaStreamPerThread, true);
+}
+ORR_EXPORT cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src, size_t count,
+                                                    size_t offset, int kind, cudaStream_t stream) {
+  return copy_symbol("cudaMemcpyToSymbolAsync", true, symbol, (void*)src, count, offset, kind, per_thread(stream),
+                     false);
+}
+ORR_EXPORT cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol, size_t count, size_t offset,
+                                                      int kind, cudaStream_t stream) {
+  return copy_symbol("cudaMemcpyFromSymbolAsync", false, symbol, dst, count, offset, kind, per_thread(stream),
+                     false);
+}
+
 ORR_EXPORT cudaError_t cudaMemcpyPeer(void* dst, int dst_dev, const void* src, int src_dev, size_t n) {
   // CUDA: serialised with all pending and future work of the current, source and
   // destination devices (cudaMemcpyPeerAsync is not)
