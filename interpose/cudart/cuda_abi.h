@@ -88,6 +88,30 @@ typedef struct cudaGraphEdgeData_st {  // driver_types.h: an edge's ports and ty
 typedef void (*cudaHostFn_t)(void* userData);
 typedef void (*cudaStreamCallback_t)(cudaStream_t stream, cudaError_t status, void* userData);
 
+/* cudaLaunchKernelEx's configuration (driver_types.h): an attribute is its id, padded to 8 bytes,
+ * then a 64-byte union of values, of which the shim reads the ints and the cluster dimensions. */
+typedef struct cudaLaunchAttribute_st {
+  int id;
+  char pad[4];
+  union {
+    char pad[64];
+    int cooperative;
+    int programmaticStreamSerializationAllowed;
+    int priority;
+    struct {
+      unsigned int x, y, z;
+    } clusterDim;
+  } val;
+} cudaLaunchAttribute;
+typedef struct cudaLaunchConfig_st {
+  dim3 gridDim;
+  dim3 blockDim;
+  size_t dynamicSmemBytes;
+  cudaStream_t stream;
+  cudaLaunchAttribute* attrs;
+  unsigned int numAttrs;
+} cudaLaunchConfig_t;
+
 #define cudaStreamLegacy ((cudaStream_t)0x1)
 #define cudaStreamPerThread ((cudaStream_t)0x2)
 #define cudaStreamNonBlocking 0x01u

@@ -176,6 +176,62 @@ ORR_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block,
   return launch("cudaLaunchKernel", func, grid, block, shmem, stream);
 }
 
+/* cudaLaunchKernelEx (cuda_runtime.h's template calls cudaLaunchKernelExC): a launch with its
+ * configuration and attributes in one struct. Attributes that change what runs or when are taken
+ * (cooperative), those without an effect on the kernel's time from its cost are accepted (a
+ * priority, as a stream's; cluster dimensions and scheduling preference, as cudaFuncSetAttribute's;
+ * memory synchronisation domains); the others change timing Orrery does not model and stop the
+ * run naming them (programmatic dependent launch and its event, an L2 access policy window, a
+ * launch completion event, ...). */
+static cudaError_t launch_ex(const char* fn, const cudaLaunchConfig_t* config, const void* func, bool per_thread_default) {
+  if (!config)
+    return rank_self(fn).last_error = cudaErrorInvalidValue;
+  enum { kIgnore = 0, kCooperative = 2, kClusterDimension = 4, kClusterScheduling = 5, kProgrammaticSerialization = 6,
+         kPriority = 8, kMemSyncDomainMap = 9, kMemSyncDomain = 10, kPreferredClusterDimension = 11 };
+  static const char* const names[] = {"Ignore", "AccessPolicyWindow", "Cooperative", "SynchronizationPolicy",
+                                      "ClusterDimension", "ClusterSchedulingPolicyPreference",
+                                      "ProgrammaticStreamSerialization", "ProgrammaticEvent", "Priority",
+                                      "MemSyncDomainMap", "MemSyncDomain", "PreferredClusterDimension",
+                                      "LaunchCompletionEvent", "DeviceUpdatableKernelNode",
+                                      "PreferredSharedMemoryCarveout", "15", "NvlinkUtilCentricScheduling"};
+  bool cooperative = false;
+  for (unsigned i = 0; i < config->numAttrs; i++) {
+    const cudaLaunchAttribute& a = config->attrs[i];
+    switch (a.id) {
+      case kCooperative: cooperative = a.val.cooperative != 0; break;
+      case kProgrammaticSerialization:
+        if (a.val.programmaticStreamSerializationAllowed)
+          fatal("%s: launch attribute cudaLaunchAttributeProgrammaticStreamSerialization (programmatic dependent "
+                "launch: a kernel that starts before the one ahead of it in its stream ends), which Orrery does not "
+                "simulate",
+                fn);
+        break;
+      case kIgnore:
+      case kClusterDimension:
+      case kClusterScheduling:
+      case kPriority:
+      case kMemSyncDomainMap:
+      case kMemSyncDomain:
+      case kPreferredClusterDimension: break;
+      default: {
+        int n = (int)(sizeof names / sizeof *names);
+        fatal("%s: launch attribute cudaLaunchAttribute%s (%d), which Orrery does not simulate", fn,
+              a.id >= 0 && a.id < n ? names[a.id] : "?", a.id);
+      }
+    }
+  }
+  cudaStream_t stream = per_thread_default ? per_thread(config->stream) : config->stream;
+  return launch(fn, func, config->gridDim, config->blockDim, config->dynamicSmemBytes, stream, cooperative);
+}
+
+ORR_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void**) {
+  return launch_ex("cudaLaunchKernelEx", config, func, false);
+}
+
+ORR_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void**) {
+  return launch_ex("cudaLaunchKernelEx", config, func, true);
+}
+
 /* A cooperative launch (grid-wide synchronisation, cooperative groups' grid.sync()) is a launch
  * whose blocks must all be resident at once: more than the GPU holds fails. */
 ORR_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void**, size_t shmem,

@@ -258,14 +258,17 @@ def test_a_launch_beyond_the_kernel_s_limits_fails_as_on_a_gpu(run_program, buil
 def test_a_cooperative_launch_fails_beyond_the_blocks_the_gpu_holds_at_once(run_program, built):
     """All of a cooperative launch's blocks must be resident: the calculator's blocks per
     multiprocessor x the machine's multiprocessors fit, one more fails with
-    cudaErrorCooperativeLaunchTooLarge (720) and runs nothing."""
+    cudaErrorCooperativeLaunchTooLarge (720) and runs nothing; cudaLaunchKernelEx's cooperative
+    attribute alike."""
     a, p = attributes(run_program, built), ptxas(built)
     per_sm = int(oracle(built, [f"occ {_described('shared_kernel', a['shared_kernel'], p)} 256 0"])[0])
     fits = per_sm * machines.load(MACHINE).gpu.sm_count
     r = run(run_program, built / "sm90", "cooperative", str(fits), str(fits + 1))
     assert lines(r, "cooperative") == [[str(fits), "0"], [str(fits + 1), "720"]]
+    # cudaLaunchKernelEx with cudaLaunchAttributeCooperative: the same limit
+    assert lines(r, "cooperative_ex") == [[str(fits), "0"], [str(fits + 1), "720"]]
     counts = {name.split("(")[0]: k["count"] for name, k in r.results["ranks"][0]["kernels"].items()}
-    assert counts == {"shared_kernel": 1}
+    assert counts == {"shared_kernel": 2}
 
 
 def test_a_compressed_cubin_stops_the_query_saying_so(run_program, built):

@@ -155,6 +155,30 @@ int main(int argc, char** argv) {
     scaled<<<dim3(40, 2, 1), dim3(128, 2, 1)>>>(d);
     CHECK(cudaDeviceSynchronize());
     printf("elapsed %.17g\n", MPI_Wtime() - t0);
+  } else if (!strcmp(mode, "launch-ex")) {
+    // cudaLaunchKernelEx on s1 with a priority and a 1x1x1 cluster: the time it returns after
+    // ("returned"), scaled's time for the configuration's threads ("elapsed"); then busy with
+    // programmatic dependent launch, which stops the run
+    cudaLaunchAttribute attrs[2];
+    attrs[0].id = cudaLaunchAttributePriority;
+    attrs[0].val.priority = 0;
+    attrs[1].id = cudaLaunchAttributeClusterDimension;
+    attrs[1].val.clusterDim.x = attrs[1].val.clusterDim.y = attrs[1].val.clusterDim.z = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(40, 2, 1);
+    config.blockDim = dim3(128, 2, 1);
+    config.stream = s1;
+    config.attrs = attrs;
+    config.numAttrs = 2;
+    CHECK(cudaLaunchKernelEx(&config, scaled, d));
+    printf("returned %.17g\n", MPI_Wtime() - t0);
+    CHECK(cudaStreamSynchronize(s1));
+    printf("elapsed %.17g\n", MPI_Wtime() - t0);
+    fflush(stdout);
+    attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[0].val.programmaticStreamSerializationAllowed = 1;
+    config.numAttrs = 1;
+    cudaLaunchKernelEx(&config, busy, d);
   } else if (!strcmp(mode, "events")) {  // elapsed time between two events around busy
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));

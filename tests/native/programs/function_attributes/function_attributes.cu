@@ -8,7 +8,8 @@
 //   setattr                    cudaFuncSetAttribute on dynamic_kernel, its errors, cudaFuncGetName
 //   carveout                   a 50 % carveout, then an occupancy query (stops the run)
 //   launch                     launches beyond a kernel's limits, and within them: "launch WHAT ERROR"
-//   cooperative BLOCKS ...     cudaLaunchCooperativeKernel of shared_kernel, 256 threads: "cooperative BLOCKS ERROR"
+//   cooperative BLOCKS ...     cudaLaunchCooperativeKernel of shared_kernel, 256 threads: "cooperative BLOCKS ERROR";
+//                              then cudaLaunchKernelEx with the cooperative attribute: "cooperative_ex BLOCKS ERROR"
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -149,6 +150,18 @@ int main(int argc, char** argv) {
     for (int i = 2; i < argc; i++) {
       cudaError_t e = cudaLaunchCooperativeKernel((const void*)shared_kernel, dim3(atoi(argv[i])), dim3(256), args);
       printf("cooperative %s %d\n", argv[i], (int)e);
+      cudaGetLastError();
+      // the same through cudaLaunchKernelEx's cooperative attribute
+      cudaLaunchAttribute attr;
+      attr.id = cudaLaunchAttributeCooperative;
+      attr.val.cooperative = 1;
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(atoi(argv[i]));
+      config.blockDim = dim3(256);
+      config.attrs = &attr;
+      config.numAttrs = 1;
+      e = cudaLaunchKernelEx(&config, shared_kernel, x, n);
+      printf("cooperative_ex %s %d\n", argv[i], (int)e);
       cudaGetLastError();
     }
     cudaDeviceSynchronize();
