@@ -9,7 +9,8 @@
  * Orrery's runtime (bare smpirun) gets the same line and SMPI's abort.
  *
  * MPI_Pcontrol, which SMPI also ends the process on, does what MPI asks of it where no profiling
- * library listens: nothing. MPI_Win_sync, which SMPI answers with a warning that it is "not yet
+ * library listens: nothing. MPI-IO, which SMPI implements on disks the platform does not have, is
+ * refused from MPI_File_open (below). MPI_Win_sync, which SMPI answers with a warning that it is "not yet
  * implemented" and nothing else, is a memory fence, all it needs to be where every rank's window
  * is the same process's memory (the shared-memory windows' usual lock_all, store, sync, barrier):
  * the same answer without the warning. The other calls SMPI only warns about (MPI_Add_error_*)
@@ -23,9 +24,12 @@
 
 namespace {
 
-[[noreturn]] void refuse(const char* call) {
+const char* const kNotImplemented = "SimGrid 3.32's SMPI does not implement it (docs/supported-calls.md)";
+const char* const kNoStorage =
+    "MPI-IO reads and writes storage, which Orrery's machines do not describe (docs/supported-calls.md)";
+
+[[noreturn]] void refuse(const char* call, const char* reason = kNotImplemented) {
   using Refuse = void (*)(const char* function, const char* reason);
-  static const char* const reason = "SimGrid 3.32's SMPI does not implement it (docs/supported-calls.md)";
   if (auto orrery_refuse = (Refuse)dlsym(RTLD_DEFAULT, "orrery_private_refuse"))
     orrery_refuse(call, reason);  // does not return
   fprintf(stderr, "orrery: error: the program called %s, which Orrery does not simulate: %s\n", call, reason);
@@ -123,6 +127,16 @@ REFUSED(MPI_Type_match_size)
 REFUSED(MPI_Unpack_external)
 REFUSED(MPI_Unpublish_name)
 REFUSED(MPI_Win_test)
+
+/* MPI-IO: SMPI implements the rest of it on a host's disk, which Orrery's platform gives no host
+ * (no storage in a machine description): SMPI's MPI_File_open ended the process ("Trying to open
+ * file on a diskless host"), reported as a crash. Every other file call needs the handle
+ * MPI_File_open gives, but MPI_File_delete, which names the file. */
+#define REFUSED_NO_STORAGE(call) \
+  extern "C" EXPORTED int P##call() { refuse(#call, kNoStorage); }
+
+REFUSED_NO_STORAGE(MPI_File_open)
+REFUSED_NO_STORAGE(MPI_File_delete)
 
 // MPI_Win_sync(win): the ranks' loads and stores are one process's (SMPI's answer, MPI_SUCCESS)
 extern "C" EXPORTED int PMPI_Win_sync(void*) {

@@ -47,6 +47,27 @@ def test_a_call_smpi_does_not_implement_stops_the_run_naming_it_and_the_rank(mpi
     assert results["failure"]["message"] == message and results["failure"]["ranks"] == [3]
 
 
+@pytest.mark.parametrize("call, name", [("file_open", "MPI_File_open"), ("file_delete", "MPI_File_delete")])
+def test_mpi_io_stops_the_run_naming_the_call_for_want_of_storage(mpi_refused, tmp_path, call, name):
+    """SMPI implements MPI-IO on a host's disk, which Orrery's platform has not: its MPI_File_open
+    ended the process ("Trying to open file on a diskless host"), reported as a crash."""
+    out = tmp_path / "out"
+    proc = orrery("run", "--gpus-per-node", "4", "--out", str(out), "--", str(mpi_refused), call, cwd=tmp_path)
+    message = (
+        f"the program called {name}, which Orrery does not simulate (actor 3): MPI-IO reads and writes storage, "
+        "which Orrery's machines do not describe (docs/supported-calls.md)"
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == f"orrery: error: {message}"
+    assert "Backtrace" not in proc.stderr and not (tmp_path / "refused.dat").exists()
+    results = json.loads((out / "results.json").read_text())
+    assert (results["status"], results["failure"]["message"], results["failure"]["ranks"]) == (
+        "orrery_error",
+        message,
+        [3],
+    )
+
+
 def test_pcontrol_does_nothing_and_returns_success(mpi_refused, tmp_path):
     proc = orrery("run", "--gpus-per-node", "4", "--out", str(tmp_path / "out"), "--", str(mpi_refused), "pcontrol")
     assert proc.returncode == 0, proc.stderr

@@ -1,6 +1,7 @@
 /* Calls one MPI function SimGrid 3.32's SMPI does not implement, on the last rank, after a barrier:
  *   mpi_refused CALL   (neighbor_alltoall, mprobe, dist_graph_create_adjacent, comm_idup,
- *                       get_elements, intercomm_create)
+ *                       get_elements, intercomm_create; file_open and file_delete, which SMPI
+ *                       implements on a disk Orrery's platform has not)
  *   mpi_refused pcontrol   MPI_Pcontrol(1) and (0) on every rank, printing what they returned;
  *   mpi_refused win_sync   every rank stores 10 x (its rank + 1) into its part of a shared-memory
  *                          window, then MPI_Win_sync, a barrier, MPI_Win_sync, and prints what it
@@ -53,6 +54,11 @@ int main(int argc, char** argv) {
       MPI_Get_elements(&st, MPI_INT, &got);
     else if (strcmp(call, "intercomm_create") == 0)
       MPI_Intercomm_create(MPI_COMM_SELF, 0, MPI_COMM_WORLD, 0, 7, &comm);
+    else if (strcmp(call, "file_open") == 0) {
+      MPI_File file;
+      MPI_File_open(MPI_COMM_SELF, "refused.dat", MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &file);
+    } else if (strcmp(call, "file_delete") == 0)
+      MPI_File_delete("refused.dat", MPI_INFO_NULL);
     printf("rank %d returned from %s\n", rank, call);
   }
   MPI_Finalize();
