@@ -129,10 +129,19 @@ _SMPI_HOST_COMPILERS = {"orrery-mpicxx", "orrery-mpicc", "orrery", "smpicxx", "s
 
 
 def _smpi_host_compiler(item: list[str]) -> bool:
+    """Whether an nvcc option names one of Orrery's or SMPI's wrappers as the host compiler: by
+    name, or a compiler of `orrery toolchain path`'s folder (`-ccbin mpicxx` with it on PATH, as
+    TeaLeaf's Makefile writes)."""
     if _name(item) not in ("-ccbin", "--compiler-bindir"):
         return False
     value = item[1] if len(item) == 2 else item[0].split("=", 1)[-1]
-    return Path(value.split()[0]).name in _SMPI_HOST_COMPILERS if value.split() else False
+    if not value.split():
+        return False
+    compiler = value.split()[0]
+    if Path(compiler).name in _SMPI_HOST_COMPILERS:
+        return True
+    found = shutil.which(compiler)
+    return found is not None and Path(found).resolve().parent == compiler_dir().resolve()
 
 
 def smpi_include_dir() -> str:

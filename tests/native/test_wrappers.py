@@ -141,6 +141,18 @@ def test_a_makefile_that_runs_the_compilers_by_name_builds_with_the_toolchain_pa
     assert version.stdout.splitlines()[-1].startswith("Build cuda_"), version.stderr
 
 
+def test_a_host_compiler_of_the_toolchain_path_is_dropped_as_orrery_s_wrappers_are(monkeypatch):
+    """`nvcc -ccbin mpicxx` (TeaLeaf's rule) with `orrery toolchain path` first on PATH names
+    Orrery's mpicxx: orrery-nvcc drops it, as it drops -ccbin orrery-mpicxx, rather than start a
+    wrapper for each of nvcc's host steps. Another mpicxx (MPICH's, beside orrery) is kept."""
+    ccbin = ["-ccbin", "mpicxx"]
+    monkeypatch.setenv("PATH", os.pathsep.join([str(_paths.compiler_dir()), str(BIN), "/usr/bin"]))
+    assert build._smpi_host_compiler(ccbin) and build._smpi_host_compiler(["--compiler-bindir=mpicxx"])
+    monkeypatch.setenv("PATH", os.pathsep.join([str(BIN), "/usr/bin"]))
+    assert not build._smpi_host_compiler(ccbin)
+    assert build._smpi_host_compiler(["-ccbin", "orrery-mpicxx"])
+
+
 def test_the_toolchain_path_needs_the_wrappers_on_path(tmp_path):
     """The folder's scripts run orrery-nvcc, ... from PATH: without them there, the command says so
     rather than give a folder whose compilers fail with 'not found'."""
