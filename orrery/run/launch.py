@@ -504,20 +504,24 @@ def _simulate(cmd: list[str], env: Mapping[str, str], capture_output: bool) -> s
 
 
 def _stop_session(proc: subprocess.Popen) -> None:
-    """Every process of `proc`'s session (its process group: smpirun, smpimain) ended."""
-    deadline = time.monotonic() + STOP_GRACE_S
+    """Every process of `proc`'s session (its process group) ended: the smpirun script at once
+    (SIGKILL: its trap would pass a SIGTERM on to smpimain and complain on the terminal when
+    smpimain had it already), then smpimain and the program SIGTERM, SIGKILL after STOP_GRACE_S."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    proc.wait()
     for sig in (signal.SIGTERM, signal.SIGKILL):
+        deadline = time.monotonic() + STOP_GRACE_S
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            break
-        while time.monotonic() < deadline:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(0.05)
-            if not _running_in_group(proc.pid):
-                return
-        deadline = time.monotonic() + STOP_GRACE_S
-    proc.wait()
+            return
+        while _running_in_group(proc.pid):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        else:
+            return
 
 
 def _running_in_group(pgid: int) -> bool:

@@ -47,6 +47,18 @@ def copies_folder(cmdlines: dict[int, str]) -> Path:
     return Path(folders.pop())
 
 
+def end(proc: subprocess.Popen) -> None:
+    """A run the test did not see end ended as a user would end it (SIGTERM, then SIGKILL), so that
+    a failing test leaves no simulation running and no copies behind."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def wait_for(what, timeout: float = 60.0):
     deadline = time.monotonic() + timeout
     while not (found := what()):
@@ -84,7 +96,7 @@ def test_a_stopped_run_leaves_nothing_running_or_written(tmp_path, mpi_only, sig
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=30)
     finally:
-        proc.kill()
+        end(proc)
     assert proc.returncode == 128 + sig, stderr
     assert stderr.splitlines() == [f"orrery: stopped by {sig.name} before the run ended; {out} holds nothing of it"]
     assert "rank 1" not in stdout
@@ -113,7 +125,7 @@ def test_a_stopped_sweep_stops_its_points_simulations(tmp_path, mpi_only):
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=30)
     finally:
-        proc.kill()
+        end(proc)
     assert proc.returncode == 128 + signal.SIGTERM, stderr
     assert stderr.splitlines()[-1] == (f"orrery: sweep interrupted; run the same command again to resume from {out}")
     assert gone(points) == {}
@@ -137,7 +149,7 @@ def test_a_run_whose_reader_went_away_was_killed_by_sigpipe(tmp_path, mpi_only):
         proc.stdout.close()  # the reader goes: a rank's next write finds no reader
         proc.wait(timeout=60)
     finally:
-        proc.kill()
+        end(proc)
     assert proc.returncode == -signal.SIGPIPE
     res = json.loads((out / "results.json").read_text())
     assert res["status"] == "crashed"
