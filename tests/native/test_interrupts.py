@@ -47,6 +47,16 @@ def copies_folder(cmdlines: dict[int, str]) -> Path:
     return Path(folders.pop())
 
 
+def start(out: Path, program: Path, mode: str) -> subprocess.Popen:
+    """`orrery run` of the program's `mode` on 2 ranks, its output read by the test."""
+    return subprocess.Popen(
+        [ORRERY, "run", "--gpus-per-node", "2", "--out", str(out), "--", str(program), mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def end(proc: subprocess.Popen) -> None:
     """A run the test did not see end ended as a user would end it (SIGTERM, then SIGKILL), so that
     a failing test leaves no simulation running and no copies behind."""
@@ -80,12 +90,7 @@ def test_a_stopped_run_leaves_nothing_running_or_written(tmp_path, mpi_only, sig
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.json").write_text("{}")  # an earlier run's
-    proc = subprocess.Popen(
-        [ORRERY, "run", "--gpus-per-node", "2", "--out", str(out), "--", str(mpi_only), "hold"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start(out, mpi_only, "hold")
     try:
         # ranks run one at a time: rank 0 holds, rank 1 never starts
         assert [proc.stdout.readline() for _ in range(2)] == ["rank 0 before\n", "rank 0 holding\n"]
@@ -138,12 +143,7 @@ def test_a_run_whose_reader_went_away_was_killed_by_sigpipe(tmp_path, mpi_only):
     """`orrery run ... | head`: the program dies of SIGPIPE at its first write after the reader
     closed the pipe, so does `orrery run` at its summary (141 in a shell), results.json first."""
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [ORRERY, "run", "--gpus-per-node", "2", "--out", str(out), "--", str(mpi_only), "chatter"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start(out, mpi_only, "chatter")
     try:
         assert proc.stdout.readline() == "rank 0 before\n"
         proc.stdout.close()  # the reader goes: a rank's next write finds no reader

@@ -9,6 +9,8 @@
 //   cache:  the device's cache preference and shared memory bank size, set and read back;
 //   prefer-l1: the device prefers L1 (cudaDeviceSetCacheConfig), then an occupancy query of bump,
 //          which has no preference of its own.
+#include "check.h"
+
 #include <mpi.h>
 
 #include <cstdio>
@@ -19,15 +21,6 @@ __constant__ double coefficients[1000];  // 8000 bytes
 __device__ int counter;
 
 static double plain[1000];  // a host variable: no symbol
-
-#define CHECK(call)                                                              \
-  do {                                                                           \
-    cudaError_t e_ = (call);                                                     \
-    if (e_ != cudaSuccess) {                                                     \
-      fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorName(e_));           \
-      exit(1);                                                                   \
-    }                                                                            \
-  } while (0)
 
 __global__ void bump() { counter += (int)coefficients[0]; }
 
