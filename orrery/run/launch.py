@@ -37,6 +37,11 @@ from .costs import Costs
 from .trace import EVENTS_FILE, TRACE_FILE, TraceOptions
 from .trace import write as write_trace
 
+#: SimGrid's exit status, which the launcher_status script between smpirun and smpimain writes
+#: (smpirun, seeing a non-zero one, printed smpimain's command line on the program's stdout).
+STATUS_FILE = "simulator.status"
+LAUNCHER_STATUS = Path(__file__).with_name("launcher_status")
+
 #: What a run writes in its output folder: cleared before a run's inputs are checked (cli.py), so
 #: that a rejected run leaves nothing of an earlier one looking current, and after a run stopped
 #: from outside, so that it leaves nothing half-written.
@@ -58,6 +63,7 @@ RUN_OUTPUTS = (
     EVENTS_FILE,
     "link_series.tsv",  # RunOptions.link_series, and a trace's link counters
     "link_series.tsv.part",
+    STATUS_FILE,
 )
 
 #: Seconds a stopped simulation has to end on SIGTERM (SimGrid exits at once; smpirun's trap
@@ -605,10 +611,15 @@ def _run_in(opts: RunOptions, out: Path, exe: Path, private: tuple[str, ...], wr
     env.update(platform_env)
     env["ORRERY_RUN"] = str(out / "run.json")
     env["ORRERY_ERROR_FILE"] = str(out / "error.txt")
+    env["ORRERY_STATUS_FILE"] = str(out / STATUS_FILE)
     size = exe.stat().st_size + sum(library_size(name) for name in private)
     with program_copies(opts.layout.ranks, size, env) as copies:
         env, launcher = smpirun_copies_to(copies, env, wrapper)
-        proc = _simulate([cmd[0], "-wrapper", launcher, *cmd[1:]], env, opts.capture_output)
+        proc = _simulate([cmd[0], "-wrapper", f"{LAUNCHER_STATUS} {launcher}", *cmd[1:]], env, opts.capture_output)
+    status = out / STATUS_FILE
+    with contextlib.suppress(OSError, ValueError):  # none: smpirun ended before smpimain did
+        proc.returncode = int(status.read_text())
+    status.unlink(missing_ok=True)
 
     run_info = {
         "orrery_version": __version__,

@@ -153,10 +153,14 @@ def test_gpu_work_pending_at_a_rank_s_end_is_named(run_program, programs, costs,
 
 
 def test_main_returning_a_status_is_passed_through(run_program, programs):
+    """... and the program's standard output is its own: smpirun, seeing the status, printed
+    smpimain's command line and "Execution failed with code 7." there (XSBench's failed check)."""
     r = run_program(programs["timing"], "exit", options=("--gpus-per-node", "1"))
     assert r.returncode == 7
     assert r.results["status"] == "exited" and r.results["failure"]["code"] == 7
     assert r.stderr.splitlines()[-1].startswith("orrery: exited: a rank returned 7 from main")
+    assert "Execution failed" not in r.stdout and "--cfg=" not in r.stdout
+    assert r.stdout.splitlines()[0].startswith("orrery: the run ended (exited)")  # the program prints nothing
 
 
 def test_a_pure_mpi_program_has_a_normal_report(run_program, mpi_only):

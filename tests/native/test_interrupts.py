@@ -40,6 +40,11 @@ def processes_naming(text: str) -> dict[int, str]:
     return found
 
 
+def simulators(text: str) -> dict[int, str]:
+    """The live smpimain processes whose command line contains `text`."""
+    return {pid: c for pid, c in processes_naming(text).items() if c.split()[0].endswith("/smpimain")}
+
+
 def copies_folder(cmdlines: dict[int, str]) -> Path:
     """The folder of SMPI's copies of the program, from smpimain's command line."""
     folders = {m.group(1) for c in cmdlines.values() if (m := re.search(r"--cfg=smpi/tmpdir:(\S+)", c))}
@@ -125,8 +130,8 @@ def test_a_stopped_sweep_stops_its_points_simulations(tmp_path, mpi_only):
     try:
         points = str(out / "points")
         # both points' smpimain (its command line names the point's host file), each holding
-        wait_for(lambda: sum("smpimain" in c for c in processes_naming(points).values()) == 2)
-        copies = {copies_folder({pid: c}) for pid, c in processes_naming(points).items() if "smpimain" in c.split()[0]}
+        wait_for(lambda: len(simulators(points)) == 2)
+        copies = {copies_folder({pid: c}) for pid, c in simulators(points).items()}
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=30)
     finally:
