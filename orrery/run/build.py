@@ -235,16 +235,28 @@ def nvcc(args: list[str]) -> int:
             if rc:
                 return rc
             objects.append(obj)
-        if _relocatable(items):
-            # nvcc's link of relocatable device code links the device code first (nvcc -dlink);
-            # smpicxx, which links the host code here, does not: its object goes in with the rest.
-            inputs = [a for a in link if a.endswith((".o", ".a")) and not a.startswith("-")]
+        inputs = [a for a in link if a.endswith((".o", ".a")) and not a.startswith("-")]
+        if _relocatable(items) or any(_holds_relocatable_device_code(a) for a in inputs):
+            # nvcc's link of relocatable device code links the device code first (nvcc -dlink),
+            # whether the link line says -rdc=true or its objects were compiled with -dc
+            # (Quicksilver's CUDA build); smpicxx, which links the host code here, does not: its
+            # object goes in with the rest.
             device_link = str(Path(tmp) / "device-link.o")
             rc = _run([exe, *extra, *compile_flags, "-dlink", *objects, *inputs, "-o", device_link])
             if rc:
                 return rc
             objects.append(device_link)
         return mpicc(objects + link, cxx=True)
+
+
+def _holds_relocatable_device_code(path: str) -> bool:
+    """Whether an object or archive holds relocatable device code (nvcc -dc, -rdc=true): its host
+    code registers it through a __cudaRegisterLinkedBinary_ function, which only nvcc's device
+    link defines."""
+    try:
+        return b"__cudaRegisterLinkedBinary_" in Path(path).read_bytes()
+    except OSError:
+        return False
 
 
 def _relocatable(items: list[list[str]]) -> bool:

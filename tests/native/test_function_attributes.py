@@ -59,6 +59,11 @@ def built(tmp_path_factory) -> Path:
         )
         assert p.returncode == 0, p.stderr
         (d / "ptxas-rdc.txt").write_text(p.stderr)
+        # the same compiled with -dc and linked by nvcc without -rdc (Quicksilver's build): nvcc's
+        # link device-links objects of relocatable device code whatever its own options
+        dc = ["nvcc", "-arch=sm_90", "-dc", "-Xptxas", "-v", str(SRC / "function_attributes.cu"), "-o", str(d / "dc.o")]
+        (d / "ptxas-dc.txt").write_text(orrery(*dc, check=True).stderr)
+        orrery("nvcc", "-arch=sm_90", str(d / "dc.o"), "-o", str(d / "dc"), check=True)
         orrery("nvcc", str(SRC / "function_attributes.cu"), "-o", str(d / "default_arch"), check=True)
         compressed = ["-arch=sm_90", "-Xfatbin", "-compress-all", str(SRC / "function_attributes.cu")]
         orrery("nvcc", *compressed, "-o", str(d / "compressed"), check=True)
@@ -109,9 +114,10 @@ def max_threads_by_registers(regs: int) -> int:
     return warps * 32
 
 
-@pytest.mark.parametrize("build", ["sm90", "rdc"])
+@pytest.mark.parametrize("build", ["sm90", "rdc", "dc"])
 def test_each_kernel_s_resources_are_what_ptxas_compiled(run_program, built, build):
-    """For a whole program's cubin and for relocatable device code's linked one (-rdc=true)."""
+    """For a whole program's cubin and for relocatable device code's linked one (-rdc=true on a
+    compile-and-link line, or objects compiled with -dc that nvcc links)."""
     got = attributes(run_program, built, build)
     for kernel, p in ptxas(built, build).items():
         a = got[kernel]
