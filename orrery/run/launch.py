@@ -66,8 +66,8 @@ RUN_OUTPUTS = (
     STATUS_FILE,
 )
 
-#: Seconds a stopped simulation has to end on SIGTERM (SimGrid exits at once; smpirun's trap
-#: passes the signal on) before SIGKILL ends it.
+#: Seconds a stopped simulation has to end on SIGTERM (SimGrid has no handler for it: it exits at
+#: once) before SIGKILL ends it.
 STOP_GRACE_S = 5.0
 
 FILL_POLICIES = run_description.choices("FillPolicy")
@@ -490,9 +490,9 @@ def _no_cycle_collection() -> Iterator[None]:
 def _simulate(cmd: list[str], env: Mapping[str, str], capture_output: bool) -> subprocess.CompletedProcess:
     """smpirun's run of `cmd`, in a session of its own: SimGrid (smpimain, which the smpirun
     script starts) and the program end with the command however it ends. Stopped from outside
-    (KeyboardInterrupt, interrupts.Interrupted), the whole session gets SIGTERM, then SIGKILL
-    after STOP_GRACE_S, and the interrupt goes on once none of it is left. Its own session also
-    keeps a terminal's Ctrl-C from SimGrid, which would print every actor's state."""
+    (KeyboardInterrupt, interrupts.Interrupted), the session is ended (_stop_session) and the
+    interrupt goes on once none of it is left. Its own session also keeps a terminal's Ctrl-C from
+    SimGrid, which would print every actor's state."""
     proc = subprocess.Popen(
         cmd,
         env=env,
