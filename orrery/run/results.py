@@ -488,7 +488,7 @@ def read_run(out: Path, run: dict, returncode: int, links: Mapping[str, platform
         return _empty(
             "orrery_error",
             EXIT_ORRERY_ERROR,
-            Failure(f"the simulation {what} ({report}) and exited with status {returncode}", [], None),
+            Failure(f"the simulation {what} ({report}) and exited with status {returncode}", [], None, returncode),
             run,
         )
     res = _results(rows, run)
