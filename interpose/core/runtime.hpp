@@ -496,7 +496,7 @@ void free_in_stream_order(uintptr_t base);
 void unregister_allocation(uintptr_t base);
 // A __device__ or __constant__ variable the program registered (__cudaRegisterVar, per rank's copy
 // of the program: `host_var` is its host shadow), which the symbol calls name (cudart/memory.cpp).
-void register_symbol(const void* host_var, const char* name, size_t size);
+void register_symbol(const void* host_var, size_t size);
 struct KernelResources;  // core/cubin.hpp
 // A kernel the program registered (__cudaRegisterFunction, per rank's copy of the program): its
 // names, the fat binary holding its code, and what cudaFuncSetAttribute and

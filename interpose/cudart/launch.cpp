@@ -134,10 +134,10 @@ ORR_EXPORT void __cudaRegisterFunction(void** fatbin, const char* host_fun, char
   k.fatbin = fatbin;
 }
 
-ORR_EXPORT void __cudaRegisterVar(void**, char* host_var, char*, const char* name, int, size_t size, int, int) {
+ORR_EXPORT void __cudaRegisterVar(void**, char* host_var, char*, const char*, int, size_t size, int, int) {
   // __device__/__constant__ variables: their host shadow stays the program's own; the symbol calls
   // (cudaMemcpyToSymbol, cudaGetSymbolAddress, ...) reach their device instances
-  register_symbol(host_var, name, size);
+  register_symbol(host_var, size);
 }
 ORR_EXPORT void __cudaRegisterManagedVar(void**, void**, char*, const char* name, int, size_t, int, int) {
   fatal("__managed__ variable %s: managed memory is not simulated", name);

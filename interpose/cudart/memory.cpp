@@ -19,7 +19,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <string>
 
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -838,7 +837,6 @@ ORR_EXPORT cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const vo
  * and cudaMemcpyAsync's. */
 namespace {
 struct Symbol {
-  std::string name;
   size_t size = 0;
   std::map<const Gpu*, void*> instances;
 };
@@ -848,12 +846,7 @@ std::map<const void*, Symbol>& symbols() {
 }
 }  // namespace
 
-void orrery::register_symbol(const void* host_var, const char* name, size_t size) {
-  Symbol& s = symbols()[host_var];
-  s.name = name ? name : "";
-  s.size = size;
-  s.instances.clear();
-}
+void orrery::register_symbol(const void* host_var, size_t size) { symbols()[host_var] = Symbol{size, {}}; }
 
 /* The instance of `symbol` on the rank's current device, and its size: cudaErrorInvalidSymbol for
  * a pointer that is no registered variable (a device pointer, a plain host variable). */
@@ -876,7 +869,7 @@ static cudaError_t symbol_instance(Rank& r, const void* symbol, const char* fn, 
  * it, or Default. */
 static cudaError_t copy_symbol(const char* fn, bool to_symbol, const void* symbol, void* other, size_t count,
                                size_t offset, int kind, cudaStream_t stream, bool sync) {
-  Rank& r = rank_self(fn);
+  Rank& r = rank_deferring(fn);  // as copy(): the asynchronous forms do not wait out the rank's lead
   char* instance;
   size_t size;
   if (cudaError_t e = symbol_instance(r, symbol, fn, instance, size))

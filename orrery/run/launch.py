@@ -60,6 +60,7 @@ RUN_OUTPUTS = (
     "run.json",
     "machine.json",
     TRACE_FILE,  # --trace (trace.py)
+    TRACE_FILE + ".part",
     EVENTS_FILE,
     "link_series.tsv",  # RunOptions.link_series, and a trace's link counters
     "link_series.tsv.part",
@@ -552,7 +553,7 @@ def run(opts: RunOptions) -> RunOutcome:
     out.mkdir(parents=True, exist_ok=True)
     clear_outputs(out)  # an earlier run's, which this one must not leave looking current
     try:
-        return _run_in(opts, out, exe, private, wrapper, lib)
+        return _run_in(opts, env, out, exe, private, wrapper, lib)
     except KeyboardInterrupt:  # stopped from outside (interrupts.py): nothing half-written stays
         with interrupts.held():
             clear_outputs(out)
@@ -562,12 +563,13 @@ def run(opts: RunOptions) -> RunOutcome:
 def clear_outputs(out: Path) -> None:
     """Every file a run writes in `out` removed (RUN_OUTPUTS; none where `out` is no folder)."""
     if out.is_dir():
-        for name in (*RUN_OUTPUTS, TRACE_FILE + ".part"):
+        for name in RUN_OUTPUTS:
             (out / name).unlink(missing_ok=True)
 
 
-def _run_in(opts: RunOptions, out: Path, exe: Path, private: tuple[str, ...], wrapper: str, lib: Path) -> RunOutcome:
-    env = {**os.environ, **opts.env}
+def _run_in(
+    opts: RunOptions, env: dict[str, str], out: Path, exe: Path, private: tuple[str, ...], wrapper: str, lib: Path
+) -> RunOutcome:
     with _no_cycle_collection():
         links = write_platform(opts.machine, opts.layout, out)
         (out / "hostfile").write_text("\n".join(platform.rank_hosts(opts.layout)) + "\n")
