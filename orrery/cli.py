@@ -24,7 +24,7 @@ from .machines import platform
 from .report import FORMATS as REPORT_FORMATS
 from .report import TOP as REPORT_TOP
 from .run import build, launch, run_description
-from .run.launch import FILL_POLICIES, GPU_VISIBILITY
+from .run.launch import FILL_POLICIES, GPU_VISIBILITY, MANAGED_POLICIES
 from .run.results import check_iterations, summary
 from .run.trace import DEFAULT_LINKS
 
@@ -73,6 +73,7 @@ def _run_command(a: argparse.Namespace) -> int:
         strict=a.strict,
         d2h_fill=a.d2h_fill,
         gpu_visibility=a.gpu_visibility,
+        managed=a.managed,
         fold_pinned=not a.no_fold_pinned,
         trace=a.trace,
         trace_ranks=a.trace_ranks,
@@ -344,6 +345,13 @@ def parser() -> argparse.ArgumentParser:
         choices=GPU_VISIBILITY,
         help="node: a rank sees all GPUs of its node (device 0 first); "
         "bound: only its own, as with CUDA_VISIBLE_DEVICES per rank",
+    )
+    r.add_argument(
+        "--managed",
+        default=run_description.default("managed"),
+        choices=MANAGED_POLICIES,
+        help="managed memory (cudaMallocManaged): refuse stops the run at it; resident takes it as memory "
+        "that stays on its device, its migrations not simulated (default: %(default)s)",
     )
     r.add_argument("--no-fold-pinned", action="store_true", help="give pinned host buffers real memory")
     r.add_argument(

@@ -22,7 +22,8 @@ namespace orrery {
  * k for the rank's k-th created stream, the device, the time). Last, one "link" row per direction
  * of a platform link that carried anything (links.cpp): rank -1, its name, the transfers that
  * crossed it, the bytes it carried and its busy seconds. A rank's "term" rows are its time up to
- * its end in the terms that partition it (terms.cpp). */
+ * its end in the terms that partition it (terms.cpp). Its "managed" rows count the managed memory
+ * calls it made under --managed resident (cudart/memory.cpp): calls and bytes, no time. */
 
 static std::string describe(const Op& op) {
   switch (op.kind) {
@@ -107,6 +108,7 @@ void write_report() {
     rows("mpi", r->stats.mpi);
     rows("nccl", r->stats.nccl);
     rows("uncosted", r->stats.uncosted);
+    rows("managed", r->stats.managed);
     fprintf(f, "%d\trank\thost_api\t0\t0\t%.17g\n", r->id, r->stats.host_api_s);
     fprintf(f, "%d\trank\tgpu_wait\t0\t0\t%.17g\n", r->id, r->stats.gpu_wait_s);
     double end = r->stats.end_s < 0 ? at : r->stats.end_s;

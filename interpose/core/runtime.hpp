@@ -276,6 +276,9 @@ struct Stats {
   std::map<std::string, Tally> mpi;      // host time per MPI call
   std::map<std::string, Tally> nccl;     // device time per NCCL call and algorithm/protocol
   std::map<std::string, Tally> uncosted; // kernels that got the default cost
+  // managed memory under --managed resident, by call: what was allocated, prefetched, advised
+  // (counts and bytes; no time: nothing migrates)
+  std::map<std::string, Tally> managed;
   double host_api_s = 0;   // modelled CUDA API overheads on the host
   double gpu_wait_s = 0;   // host blocked until device work completed
   double end_s = -1;       // when the rank called MPI_Finalize
@@ -482,6 +485,10 @@ struct Allocation {
   int ipc_opens = 0;               // other ranks' cudaIpcOpenMemHandle of it not yet closed
   bool freed_by_owner = false;     // cudaFree'd while opened elsewhere: it goes at the last close
   unsigned flags = 0;       // pinned host memory: cudaHostAlloc's or cudaHostRegister's flags
+  // managed memory (cudaMallocManaged under --managed resident): device memory of `gpu` that stays
+  // there, which the program's host code reads and writes too (neither folded nor migrated)
+  bool managed = false;
+  bool anonymous = false;   // its own anonymous map (munmap releases it), not malloc's memory
   uint64_t serial = 0;  // which allocation of the run it is (from 1): a reallocation at the same address is another
 };
 const Allocation* find_allocation(const void* p);

@@ -231,8 +231,29 @@ typedef struct cudaIpcEventHandle_st {
 /* Stream-ordered allocation's pools (driver_types.h, CUDA 13.0). */
 typedef struct MemPoolHandle* cudaMemPool_t;
 struct cudaMemLocation {
-  int type;  // cudaMemLocationType: 1 a device
+  int type;  // cudaMemLocationType, below
   int id;
+};
+enum cudaMemLocationType {
+  cudaMemLocationTypeInvalid = 0,
+  cudaMemLocationTypeDevice = 1,  // id: a device ordinal
+  cudaMemLocationTypeHost = 2,
+  cudaMemLocationTypeHostNuma = 3,  // id: a host NUMA node
+  cudaMemLocationTypeHostNumaCurrent = 4,
+};
+
+/* Managed memory (driver_types.h, CUDA 13.0): cudaMallocManaged's and cudaStreamAttachMemAsync's
+ * associations, cudaMemAdvise's advice. */
+#define cudaMemAttachGlobal 0x01
+#define cudaMemAttachHost 0x02
+#define cudaMemAttachSingle 0x04
+enum cudaMemoryAdvise {
+  cudaMemAdviseSetReadMostly = 1,
+  cudaMemAdviseUnsetReadMostly = 2,
+  cudaMemAdviseSetPreferredLocation = 3,
+  cudaMemAdviseUnsetPreferredLocation = 4,
+  cudaMemAdviseSetAccessedBy = 5,
+  cudaMemAdviseUnsetAccessedBy = 6,
 };
 struct cudaMemPoolProps {
   int allocType;    // cudaMemAllocationType: 1 pinned

@@ -140,7 +140,11 @@ ORR_EXPORT void __cudaRegisterVar(void**, char* host_var, char*, const char*, in
   register_symbol(host_var, size);
 }
 ORR_EXPORT void __cudaRegisterManagedVar(void**, void**, char*, const char* name, int, size_t, int, int) {
-  fatal("__managed__ variable %s: managed memory is not simulated", name);
+  // Its host code reaches it through a pointer the runtime sets, to memory holding the initial value
+  // that the device code's image carries, which the shim does not read.
+  fatal("__managed__ variable %s: managed variables are not simulated (cudaMallocManaged's memory is, "
+        "under --managed resident)",
+        name);
 }
 
 ORR_EXPORT unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream) {

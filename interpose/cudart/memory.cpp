@@ -215,7 +215,7 @@ static void* allocate(size_t size, bool fold, bool device) {
 }
 
 static void release(const Allocation& a) {
-  if (a.folded)
+  if (a.folded || a.anonymous)
     munmap((void*)a.base, a.size);
   else
     free((void*)a.base);
@@ -410,8 +410,8 @@ static cudaError_t check_side(const Rank& r, const void* p, size_t extent, const
       return cudaErrorInvalidValue;
     return inside(*a, p, extent) ? cudaSuccess : cudaErrorInvalidValue;
   }
-  if (a)  // pinned host memory, or device memory where the kind names the host
-    return !a->device && inside(*a, p, extent) ? cudaSuccess : cudaErrorInvalidValue;
+  if (a)  // pinned host memory or managed memory, or device memory where the kind names the host
+    return (!a->device || a->managed) && inside(*a, p, extent) ? cudaSuccess : cudaErrorInvalidValue;
   if (reaches_device_memory(p, extent))
     return cudaErrorInvalidValue;
   return host_accessible(p, extent, write) ? cudaSuccess : cudaErrorInvalidValue;
@@ -534,12 +534,14 @@ static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* sr
   return cudaSuccess;
 }
 
-static cudaError_t memset_device(const char* fn, void* p, size_t bytes, cudaStream_t stream) {
+static cudaError_t memset_device(const char* fn, void* p, int value, size_t bytes, cudaStream_t stream) {
   Rank& r = rank_deferring(fn);  // only enqueues
   const Allocation* a = find_allocation(p);
   if (!a || !a->device || ordinal_of(r, a->gpu) < 0 || !inside(*a, p, bytes))
     return r.last_error = cudaErrorInvalidValue;
   Stream* st = resolve_stream(r, stream, fn);
+  if (a->managed)  // the host's code reads managed memory: it finds the value (at once, not in stream order)
+    memset(p, value, bytes);
   trace::CudaCall call(r, fn);
   call.about("memset", bytes);
   host_overhead(r, current_gpu(r).copy_overhead_s);
@@ -786,6 +788,10 @@ ORR_EXPORT cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, con
   if (!a || (a->device && device < 0)) {
     attr->type = cudaMemoryTypeUnregistered;
     attr->hostPointer = (void*)p;  // CUDA does not check unregistered memory: the pointer given
+  } else if (a->managed) {  // its host and device addresses are the same
+    attr->type = cudaMemoryTypeManaged;
+    attr->devicePointer = (void*)p;
+    attr->hostPointer = (void*)p;
   } else if (a->device) {
     attr->type = cudaMemoryTypeDevice;
     attr->devicePointer = (void*)p;
@@ -961,15 +967,17 @@ ORR_EXPORT cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_dev, const void* s
       return r.last_error = cudaErrorInvalidDevice;
   return copy("cudaMemcpyPeerAsync", dst, n, src, n, n, 1, cudaMemcpyDeviceToDevice, s, false, {}, dst_dev, src_dev);
 }
-ORR_EXPORT cudaError_t cudaMemset(void* p, int /*value*/, size_t n) { return memset_device("cudaMemset", p, n, nullptr); }
-ORR_EXPORT cudaError_t cudaMemsetAsync(void* p, int /*value*/, size_t n, cudaStream_t s) {
-  return memset_device("cudaMemsetAsync", p, n, s);
+ORR_EXPORT cudaError_t cudaMemset(void* p, int value, size_t n) {
+  return memset_device("cudaMemset", p, value, n, nullptr);
 }
-ORR_EXPORT cudaError_t cudaMemset_ptds(void* p, int /*value*/, size_t n) {
-  return memset_device("cudaMemset", p, n, cudaStreamPerThread);
+ORR_EXPORT cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
+  return memset_device("cudaMemsetAsync", p, value, n, s);
 }
-ORR_EXPORT cudaError_t cudaMemsetAsync_ptsz(void* p, int /*value*/, size_t n, cudaStream_t s) {
-  return memset_device("cudaMemsetAsync", p, n, per_thread(s));
+ORR_EXPORT cudaError_t cudaMemset_ptds(void* p, int value, size_t n) {
+  return memset_device("cudaMemset", p, value, n, cudaStreamPerThread);
+}
+ORR_EXPORT cudaError_t cudaMemsetAsync_ptsz(void* p, int value, size_t n, cudaStream_t s) {
+  return memset_device("cudaMemsetAsync", p, value, n, per_thread(s));
 }
 
 /* ---- Stream-ordered allocation (MemPool, above) ---- */
@@ -1121,9 +1129,9 @@ static_assert(sizeof(IpcMemHandle) <= sizeof(cudaIpcMemHandle_t));
 
 ORR_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* p) {
   Rank& r = rank_self("cudaIpcGetMemHandle");
-  auto it = registry().find((uintptr_t)p);  // the base of a cudaMalloc allocation
+  auto it = registry().find((uintptr_t)p);  // the base of a cudaMalloc allocation (not managed memory's)
   if (!handle || it == registry().end() || !it->second.device || it->second.mapped || it->second.pool ||
-      it->second.freed_by_owner)
+      it->second.managed || it->second.freed_by_owner)
     return r.last_error = cudaErrorInvalidValue;
   IpcMemHandle h{kIpcMemMagic, r.id, it->second.base, it->second.size, it->second.serial};
   memset(handle, 0, sizeof *handle);
@@ -1161,4 +1169,152 @@ ORR_EXPORT cudaError_t cudaIpcCloseMemHandle(void* p) {
   if (it != registry().end() && --it->second.ipc_opens == 0 && it->second.freed_by_owner)
     free_device(it);
   return cudaSuccess;
+}
+
+/* ---- Managed memory: cudaMallocManaged, its prefetches, advice and stream attachments ----
+ *
+ * The pages of managed memory move between host and device memory when one side touches what the
+ * other holds (on demand, in batches of faults) or when the program prefetches them. Skeleton mode
+ * sees neither side's accesses (kernels do not run; the host's loads and stores are not calls), so
+ * it cannot say what moves when. By default (`--managed refuse`) the first allocation stops the run
+ * naming it. Under `--managed resident` an allocation is memory of the device current when it was
+ * made, and stays there:
+ *   - copies, memsets and MPI messages from or to it take device memory's paths and times, and
+ *     cudaMemGetInfo counts it from the allocation on;
+ *   - the host's own code reads and writes it as real memory, never folded (a memset writes its
+ *     value there too, at the call);
+ *   - prefetches, advice and stream attachments are checked as CUDA checks them and move nothing;
+ *     a prefetch to another device stops the run, since the memory would leave its device;
+ *   - an allocation beyond its device's free memory stops the run: CUDA would oversubscribe the
+ *     device, evicting pages to the host as others are touched.
+ * What the run would pay for migrations is not in its times; the report's "managed" rows (results.json
+ * ranks[].managed) count what was allocated, prefetched and advised, and the summary says so. */
+
+namespace orrery {
+namespace {
+
+void require_resident(const Rank& r, const char* fn) {
+  if (run_description().managed == ManagedPolicy::Resident)
+    return;
+  fatal("the program called %s on rank %d: managed memory moves between host and device as either side touches "
+        "it, which skeleton mode cannot see; `orrery run --managed resident` takes it as memory that stays on "
+        "the device it was allocated on, its migrations not simulated (docs/skeleton-mode.md, \"Managed memory\")",
+        fn, r.id);
+}
+
+void count_managed(Rank& r, const char* fn, size_t bytes) {
+  Tally& t = r.stats.managed[fn];
+  t.count++;
+  t.bytes += bytes;
+}
+
+/* The managed allocation of the rank that holds [p, p + n) (n = 0: p), or null. */
+const Allocation* managed_range(const Rank& r, const void* p, size_t n) {
+  const Allocation* a = p ? find_allocation(p) : nullptr;
+  if (!a || !a->managed || ordinal_of(r, a->gpu) < 0 || !inside(*a, p, n))
+    return nullptr;
+  return a;
+}
+
+/* A location of a prefetch or of advice: cudaErrorInvalidDevice for a device the rank does not
+ * have, cudaErrorInvalidValue for a type that is none of CUDA's. */
+cudaError_t check_location(const Rank& r, const cudaMemLocation& loc) {
+  switch (loc.type) {
+    case cudaMemLocationTypeDevice:
+      return loc.id >= 0 && loc.id < (int)r.gpus.size() ? cudaSuccess : cudaErrorInvalidDevice;
+    case cudaMemLocationTypeHost:
+    case cudaMemLocationTypeHostNumaCurrent: return cudaSuccess;  // the id is ignored
+    case cudaMemLocationTypeHostNuma: return loc.id >= 0 ? cudaSuccess : cudaErrorInvalidValue;
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t prefetch(const char* fn, const void* p, size_t count, cudaMemLocation loc, unsigned flags,
+                     cudaStream_t stream) {
+  Rank& r = rank_deferring(fn);  // enqueues nothing: what the stream runs does not change
+  const Allocation* a = managed_range(r, p, count);
+  if (!a || flags)  // flags: "for future use, must be zero now"
+    return r.last_error = cudaErrorInvalidValue;
+  if (cudaError_t e = check_location(r, loc))
+    return r.last_error = e;
+  resolve_stream(r, stream, fn);  // a stream the rank does not have stops the run, as for a copy
+  if (loc.type == cudaMemLocationTypeDevice && r.gpus[loc.id] != a->gpu)
+    fatal("%s on rank %d: a prefetch of managed memory of device %d to device %d; under --managed resident it "
+          "stays on the device it was allocated on, and migrations between devices are not simulated",
+          fn, r.id, ordinal_of(r, a->gpu), loc.id);
+  count_managed(r, "cudaMemPrefetchAsync", count);
+  return cudaSuccess;
+}
+
+cudaError_t attach(const char* fn, cudaStream_t stream, void* p, size_t length, unsigned flags) {
+  Rank& r = rank_deferring(fn);
+  const Allocation* a = managed_range(r, p, 0);
+  // the whole allocation (length 0 or its size, from its start), to one of the three associations
+  if (!a || (length && ((uintptr_t)p != a->base || length != a->size)) ||
+      (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost && flags != cudaMemAttachSingle))
+    return r.last_error = cudaErrorInvalidValue;
+  resolve_stream(r, stream, fn);
+  count_managed(r, "cudaStreamAttachMemAsync", a->size);
+  return cudaSuccess;
+}
+
+}  // namespace
+}  // namespace orrery
+
+ORR_EXPORT cudaError_t cudaMallocManaged(void** p, size_t size, unsigned int flags) {
+  Rank& r = rank_self("cudaMallocManaged");
+  require_resident(r, "cudaMallocManaged");
+  Gpu& g = current_gpu(r);
+  if (!p || !size || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
+    return r.last_error = cudaErrorInvalidValue;
+  if (refuse_unsafe(r))  // as cudaMalloc
+    return r.last_error = cudaErrorStreamCaptureUnsupported;
+  if (size > g.prop.totalGlobalMem - g.memory_used)
+    fatal("cudaMallocManaged(%zu) on rank %d: device %d has %zu bytes free; CUDA would oversubscribe it, "
+          "evicting managed pages to the host as others are touched, which --managed resident does not simulate",
+          size, r.id, r.device, (size_t)(g.prop.totalGlobalMem - g.memory_used));
+  // Pages the program's code never touches cost the host nothing (zero pages, on demand).
+  void* mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED)
+    fatal("cudaMallocManaged(%zu) on rank %d: the host could not reserve the memory (%s)", size, r.id,
+          strerror(errno));
+  Allocation a{(uintptr_t)mem, size, true, false, &g};
+  a.managed = a.anonymous = true;
+  a.flags = flags;
+  register_allocation(a);
+  g.memory_used += size;
+  count_managed(r, "cudaMallocManaged", size);
+  *p = mem;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaMemPrefetchAsync(const void* p, size_t count, cudaMemLocation location, unsigned int flags,
+                                            cudaStream_t stream) {
+  return prefetch("cudaMemPrefetchAsync", p, count, location, flags, stream);
+}
+ORR_EXPORT cudaError_t cudaMemPrefetchAsync_ptsz(const void* p, size_t count, cudaMemLocation location,
+                                                 unsigned int flags, cudaStream_t stream) {
+  return prefetch("cudaMemPrefetchAsync", p, count, location, flags, per_thread(stream));
+}
+
+ORR_EXPORT cudaError_t cudaMemAdvise(const void* p, size_t count, int advice, cudaMemLocation location) {
+  Rank& r = rank_self("cudaMemAdvise");
+  if (!managed_range(r, p, count) || advice < cudaMemAdviseSetReadMostly || advice > cudaMemAdviseUnsetAccessedBy)
+    return r.last_error = cudaErrorInvalidValue;
+  // the read-mostly advice and the unsetting of a preferred location name no location
+  bool located = advice == cudaMemAdviseSetPreferredLocation || advice == cudaMemAdviseSetAccessedBy ||
+                 advice == cudaMemAdviseUnsetAccessedBy;
+  if (located)
+    if (cudaError_t e = check_location(r, location))
+      return r.last_error = e;
+  count_managed(r, "cudaMemAdvise", count);
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void* p, size_t length, unsigned int flags) {
+  return attach("cudaStreamAttachMemAsync", stream, p, length, flags);
+}
+ORR_EXPORT cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void* p, size_t length,
+                                                     unsigned int flags) {
+  return attach("cudaStreamAttachMemAsync", per_thread(stream), p, length, flags);
 }

@@ -30,7 +30,7 @@ static CUresult attribute(const char* fn, void* data, CUpointer_attribute attr, 
     case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext*)data = primary_context(fn, p.device); break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr*)data = ptr; break;  // unified addressing
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-      if (p.memory_type != CU_MEMORYTYPE_HOST)  // device memory has no host address
+      if (p.memory_type != CU_MEMORYTYPE_HOST && !p.managed)  // device memory has no host address
         return CUDA_ERROR_INVALID_VALUE;
       *(void**)data = (void*)(uintptr_t)ptr;
       break;
@@ -38,7 +38,7 @@ static CUresult attribute(const char* fn, void* data, CUpointer_attribute attr, 
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr*)data = p.base; break;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t*)data = p.size; break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long*)data = p.buffer_id; break;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned*)data = 0; break;  // managed memory is refused
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned*)data = p.managed; break;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *(unsigned*)data = 1; break;
     case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned*)data = known; break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:

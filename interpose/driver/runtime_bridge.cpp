@@ -156,6 +156,7 @@ ORR_EXPORT void orrery_private_pointer(const char* fn, const void* p, OrreryPoin
   out->size = a->size;
   out->buffer_id = a->base;  // one allocation per base address at a time
   out->mapped = a->mapped;
+  out->managed = a->managed;
 }
 
 ORR_EXPORT int orrery_private_primary_retain(const char* fn, int device, int delta) {

@@ -40,6 +40,7 @@ struct OrreryPointer {
   size_t size;
   uint64_t buffer_id;  // unique per allocation in the run
   bool mapped;         // a cuMemMap range
+  bool managed;        // cudaMallocManaged's (--managed resident): device memory the host reaches too
 };
 void orrery_private_pointer(const char* fn, const void* p, OrreryPointer* out);
 

@@ -73,6 +73,7 @@ STOP_GRACE_S = 5.0
 
 FILL_POLICIES = run_description.choices("FillPolicy")
 GPU_VISIBILITY = run_description.choices("GpuVisibility")
+MANAGED_POLICIES = run_description.choices("ManagedPolicy")
 
 #: SMPI settings that make the simulated times those of the platform alone:
 #: no injection of the host's own CPU time, no TCP window or cross-traffic
@@ -137,6 +138,8 @@ class RunOptions:
     d2h_fill: str = run_description.default("d2h_fill")
     fold_pinned: bool = run_description.default("fold_pinned")
     gpu_visibility: str = run_description.default("gpu_visibility")
+    # managed memory: refused, or taken as resident on its device (docs/skeleton-mode.md)
+    managed: str = run_description.default("managed")
     fold_threshold: int = run_description.default("fold_threshold")
     fold_blocksize: int = run_description.default("fold_blocksize")
     fold_device_blocksize: int = run_description.default("fold_device_blocksize")
@@ -222,6 +225,8 @@ def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool, tuple[
         raise InputError("--d2h-fill", None, opts.d2h_fill, f"one of {', '.join(FILL_POLICIES)}")
     if opts.gpu_visibility not in GPU_VISIBILITY:
         raise InputError("--gpu-visibility", None, opts.gpu_visibility, f"one of {', '.join(GPU_VISIBILITY)}")
+    if opts.managed not in MANAGED_POLICIES:
+        raise InputError("--managed", None, opts.managed, f"one of {', '.join(MANAGED_POLICIES)}")
     if opts.link_series and not opts.link_accounting:
         raise InputError("link_series", None, True, "link_accounting on: the series comes from the accounting")
     if not opts.program or not opts.program[0]:
@@ -270,6 +275,7 @@ def _description(opts: RunOptions, out: Path, exe: Path) -> str:
         "default_kernel_s": opts.costs.default_s,
         "d2h_fill": opts.d2h_fill,
         "gpu_visibility": opts.gpu_visibility,
+        "managed": opts.managed,
         "fold_threshold": opts.fold_threshold,
         "fold_pinned": opts.fold_pinned,
         "fold_blocksize": opts.fold_blocksize,
@@ -634,6 +640,7 @@ def _run_in(
         "program": [Path(opts.program[0]).name, *opts.program[1:]],
         "overrides": list(opts.overrides),
         "iterations": opts.iterations,
+        "managed": opts.managed,
     }
     # a run that ended without its report leaves its series unfinished: never left looking current
     (out / "link_series.tsv.part").unlink(missing_ok=True)

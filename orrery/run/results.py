@@ -151,6 +151,10 @@ class RankResult:
     # bytes per rank, device time on their streams (from the stream reaching each to its end)
     nccl: dict[str, Tally] = field(default_factory=dict)
     nccl_s: float = 0.0  # their device time, summed
+    # managed memory under --managed resident (docs/skeleton-mode.md, "Managed memory"), by call:
+    # cudaMallocManaged (allocations, bytes), cudaMemPrefetchAsync, cudaMemAdvise,
+    # cudaStreamAttachMemAsync (calls, bytes they named); time 0: nothing migrates
+    managed: dict[str, Tally] = field(default_factory=dict)
     terms: Terms = field(default_factory=Terms)  # its time, partitioned (docs/running.md, "The terms")
 
 
@@ -549,6 +553,7 @@ def _results(rows: list[dict], run: dict) -> Results:
                 "copy": {},
                 "mpi": {},
                 "nccl": {},
+                "managed": {},
                 "rank": {},
                 "engine": {},
                 "overlap": {},
@@ -595,6 +600,7 @@ def _results(rows: list[dict], run: dict) -> Results:
                 mpi=d["mpi"],
                 nccl=d["nccl"],
                 nccl_s=math.fsum(t.time_s for t in d["nccl"].values()),
+                managed=d["managed"],
                 terms=Terms(
                     **{f"{name}_s": t.time_s for name, t in d["term"].items()},
                     idle_s=makespan - end_s,
@@ -743,6 +749,12 @@ def summary(results: Results) -> str:
             lines.append(
                 f"  {name:<32} {calls:>8g} calls  {_bytes(per_call):>10}  {_fmt(math.fsum(t.time_s for t in ts) / len(ts))}"
             )
+    if managed := [r.managed["cudaMallocManaged"] for r in results.ranks if "cudaMallocManaged" in r.managed]:
+        lines.append(
+            f"managed memory: {_bytes(sum(t.bytes for t in managed))} in {sum(t.count for t in managed)} "
+            f"allocations on {n_ranks(len(managed))}, taken as resident on their devices (--managed resident): "
+            "its migrations between host and device are not in these times (results.json: ranks[].managed)"
+        )
     for line in results.physics_violations:
         lines.append(f"warning: physically impossible, a bug of Orrery (please report it): {line}")
     mixed = [r for r in results.ranks if r.mixed_placement_calls]

@@ -157,6 +157,7 @@ def prepare(sweep: Sweep, out: Path) -> list[Prepared]:
             "layout": [layout.nodes, gpn, rpn],
             "mode": sweep.spec.mode,
             "strict": sweep.spec.strict,
+            "managed": sweep.spec.managed,
         }
         task = {
             "folder": str((out / POINTS / point.id).absolute()),
@@ -172,6 +173,7 @@ def prepare(sweep: Sweep, out: Path) -> list[Prepared]:
             "calibration": calibration,
             "set": point.set,
             "strict": sweep.spec.strict,
+            "managed": sweep.spec.managed,
             "record": {"orrery_sweep_point": 1, "id": point.id, "parameters": point.parameters, "inputs": inputs},
         }
         prepared.append(Prepared(point, gpn, rpn, args, task))

@@ -197,6 +197,7 @@ class Spec(_Strict):
     costs: Text | None = None
     calibration: Text | None = None
     strict: Annotated[bool, Field(strict=True)] = False
+    managed: Literal["refuse", "resident"] = "refuse"
     set: Annotated[dict[str, SetValue], BeforeValidator(_flatten)] = {}
     parameters: dict[str, ParamValue] = {}
     grid: Grid = Grid()

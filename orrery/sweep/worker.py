@@ -43,6 +43,7 @@ def run(task: dict) -> dict:
             calibration=task["calibration"],
             set=task["set"],
             strict=task["strict"],
+            managed=task["managed"],
             out=folder,
             capture_output=True,
             check=False,

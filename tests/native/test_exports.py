@@ -98,7 +98,10 @@ def test_a_managed_variable_is_refused_when_the_program_registers_it(run_program
     assert {c.symbol for c in CUDA if c.policy == "REFUSE" and c.family != "generated"} == {"__cudaRegisterManagedVar"}
     r = run_program(programs["managed"], options=("--gpus-per-node", "1"))
     assert r.returncode == 3
-    assert "orrery: error: __managed__ variable counter: managed memory is not simulated" in r.stderr
+    assert (
+        "orrery: error: __managed__ variable counter: managed variables are not simulated (cudaMallocManaged's "
+        "memory is, under --managed resident)"
+    ) in r.stderr
     assert "managed: ran" not in r.stdout
 
 

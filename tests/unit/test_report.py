@@ -53,6 +53,7 @@ def rank(n: int, host: float, mpi: dict, gpu_wait: float, kernels: dict, comm: f
         "mpi": mpi,
         "nccl": {},
         "nccl_s": 0.0,
+        "managed": {},
         "terms": {
             "kernels_s": gpu_wait * MS,
             "exposed_p2p_s": mpi_ms * MS - collectives,
