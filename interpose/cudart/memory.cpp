@@ -534,6 +534,21 @@ static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* sr
   return cudaSuccess;
 }
 
+/* Writes `value` over [p, p + bytes) of managed memory. Zeros over whole pages give the pages back
+ * instead (they read as zeros when next touched): a cleared array of gigabytes costs the host
+ * nothing until the program's code writes it. */
+static void fill_managed(void* p, int value, size_t bytes) {
+  static const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t begin = (uintptr_t)p, end = begin + bytes;
+  uintptr_t first = (begin + page - 1) & ~(page - 1), last = end & ~(page - 1);
+  if ((unsigned char)value != 0 || last <= first || madvise((void*)first, last - first, MADV_DONTNEED) != 0) {
+    memset(p, value, bytes);
+    return;
+  }
+  memset(p, 0, first - begin);
+  memset((void*)last, 0, end - last);
+}
+
 static cudaError_t memset_device(const char* fn, void* p, int value, size_t bytes, cudaStream_t stream) {
   Rank& r = rank_deferring(fn);  // only enqueues
   const Allocation* a = find_allocation(p);
@@ -541,7 +556,7 @@ static cudaError_t memset_device(const char* fn, void* p, int value, size_t byte
     return r.last_error = cudaErrorInvalidValue;
   Stream* st = resolve_stream(r, stream, fn);
   if (a->managed)  // the host's code reads managed memory: it finds the value (at once, not in stream order)
-    memset(p, value, bytes);
+    fill_managed(p, value, bytes);
   trace::CudaCall call(r, fn);
   call.about("memset", bytes);
   host_overhead(r, current_gpu(r).copy_overhead_s);
@@ -1298,7 +1313,7 @@ ORR_EXPORT cudaError_t cudaMemPrefetchAsync_ptsz(const void* p, size_t count, cu
 }
 
 ORR_EXPORT cudaError_t cudaMemAdvise(const void* p, size_t count, int advice, cudaMemLocation location) {
-  Rank& r = rank_self("cudaMemAdvise");
+  Rank& r = rank_deferring("cudaMemAdvise");  // no time, no wait
   if (!managed_range(r, p, count) || advice < cudaMemAdviseSetReadMostly || advice > cudaMemAdviseUnsetAccessedBy)
     return r.last_error = cudaErrorInvalidValue;
   // the read-mostly advice and the unsetting of a preferred location name no location

@@ -57,6 +57,10 @@ def test_resident_managed_memory_is_its_device_s_and_the_host_s(run_program, pro
     assert out["host_sum"] == str(149_796 * 21 + 6)
     # the memset's 3s, then byte 4096's own i % 7 = 1
     assert out["memset_read"] == "3 4"
+    # zeros from byte 100 to 100 before the end of 64 MiB of 1s; its whole pages (all but the two
+    # partial ones, 64 MiB less at most 8 KiB) leave the process's memory
+    assert out["zeroed"] == "1 0 0 0 1"
+    assert int(out["zeroed_mib_given_back"]) >= 63
     errors = {
         "size_zero": "cudaErrorInvalidValue",
         "flags_single": "cudaErrorInvalidValue",
@@ -86,17 +90,17 @@ def test_resident_managed_memory_is_its_device_s_and_the_host_s(run_program, pro
     # device 1's allocation is device 1's memory (3 pages), and goes with cudaFree
     assert (out["device_1"], out["freed_1"], out["freed"]) == (f"1 {3 * 4096}", "0", "0")
     managed = r.results["ranks"][0]["managed"]
-    # what succeeded: 3 allocations (1 MiB, 64 B, 12 KiB); the two prefetches; the two advices;
+    # what succeeded: 4 allocations (1 MiB, 64 MiB, 64 B, 12 KiB); the two prefetches; the two advices;
     # two attachments of the whole allocation
     assert managed == {
-        "cudaMallocManaged": {"count": 3, "bytes": n + 64 + 3 * 4096, "time_s": 0.0},
+        "cudaMallocManaged": {"count": 4, "bytes": n + (64 << 20) + 64 + 3 * 4096, "time_s": 0.0},
         "cudaMemPrefetchAsync": {"count": 2, "bytes": n + 4096, "time_s": 0.0},
         "cudaMemAdvise": {"count": 2, "bytes": 2 * n, "time_s": 0.0},
         "cudaStreamAttachMemAsync": {"count": 2, "bytes": 2 * n, "time_s": 0.0},
     }
     assert r.results["run"]["managed"] == "resident"
     assert (
-        "managed memory: 1.061 MB in 3 allocations on 1 rank, taken as resident on their devices "
+        "managed memory: 68.170 MB in 4 allocations on 1 rank, taken as resident on their devices "
         "(--managed resident): its migrations between host and device are not in these times"
     ) in r.stdout
 

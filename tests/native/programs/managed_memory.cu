@@ -18,12 +18,25 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 static void answer(const char* name, cudaError_t e) { printf("%s %s\n", name, cudaGetErrorName(e)); }
 
 static size_t used() {
   size_t free_bytes, total;
   CHECK(cudaMemGetInfo(&free_bytes, &total));
   return total - free_bytes;
+}
+
+// The process's resident pages (/proc/self/statm's second field).
+static long resident_pages() {
+  long size = 0, resident = 0;
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (!f || fscanf(f, "%ld %ld", &size, &resident) != 2)
+    resident = -1;
+  if (f)
+    fclose(f);
+  return resident;
 }
 
 static cudaMemLocation on_device(int d) { return {cudaMemLocationTypeDevice, d}; }
@@ -51,6 +64,18 @@ static void answers() {
   CHECK(cudaMemset(m, 3, 4096));
   CHECK(cudaDeviceSynchronize());
   printf("memset_read %d %d\n", m[0], m[4095] + m[4096]);
+
+  // zeros over 64 MiB the host's code wrote: the bytes around them kept, the whole pages given back
+  const size_t big = 64 << 20;
+  char* b = nullptr;
+  CHECK(cudaMallocManaged(&b, big));
+  memset(b, 1, big);
+  long before_rss = resident_pages();
+  CHECK(cudaMemset(b + 100, 0, big - 200));
+  CHECK(cudaDeviceSynchronize());
+  printf("zeroed %d %d %d %d %d\n", b[99], b[100], b[big / 2], b[big - 101], b[big - 100]);
+  printf("zeroed_mib_given_back %ld\n", (before_rss - resident_pages()) * sysconf(_SC_PAGESIZE) >> 20);
+  CHECK(cudaFree(b));
 
   int* plain = nullptr;
   CHECK(cudaMalloc(&plain, 64));
