@@ -16,7 +16,10 @@
  *   that refer to the driver's reserved shared memory (sm_90 and later: a .nv.shared.reserved.0
  *   section, or the symbol .nv.reservedSmem.offset0 once device-linked) it includes it; the note .note.nv.cuinfo names the virtual architecture. Each
  *   attribute is a format byte (1: none, 2: a byte, 3: a 16-bit value, 4: a 16-bit size and that
- *   many bytes), an attribute byte and its value. */
+ *   many bytes), an attribute byte and its value;
+ * - a variable (read_variable): its symbol's size, and its section, .nv.global.init for one with an
+ *   initialiser (its bytes at the symbol's value, an offset within the section) or .nv.global
+ *   (SHT_NOBITS) for one without. */
 #include "core/cubin.hpp"
 
 #include <elf.h>
@@ -24,6 +27,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace orrery {
@@ -75,6 +79,20 @@ class Elf {
   // The bytes of a section that has them (not SHT_NOBITS), or null.
   const unsigned char* bytes(const Elf64_Shdr& s) const {
     return s.sh_type != SHT_NOBITS && s.sh_offset + s.sh_size <= size_ ? p_ + s.sh_offset : nullptr;
+  }
+
+  // The symbol of that name in .symtab, or none.
+  std::optional<Elf64_Sym> symbol(const std::string& name) const {
+    for (const Elf64_Shdr& s : sections_) {
+      if (s.sh_type != SHT_SYMTAB || s.sh_link >= sections_.size() || !bytes(s))
+        continue;
+      for (size_t off = 0; off + sizeof(Elf64_Sym) <= s.sh_size; off += sizeof(Elf64_Sym)) {
+        Elf64_Sym sym = at<Elf64_Sym>(bytes(s), off);
+        if (name_at(sections_[s.sh_link], sym.st_name) == name)
+          return sym;
+      }
+    }
+    return std::nullopt;
   }
 
   // Symbol names by index, from .symtab and its string table.
@@ -199,26 +217,29 @@ std::map<std::string, KernelResources> read_cubin(const unsigned char* image, si
 
 }  // namespace
 
-FatbinKernels read_fatbin(const void* wrapper_ptr, int major, int minor, size_t reserved_shared) {
-  FatbinKernels result;
+namespace {
+
+/* The cubin a GPU of compute capability major.minor runs out of a fat binary (the highest
+ * architecture of its major version at most its own), or false and why not. With `any`, the
+ * highest architecture's when none is the GPU's (what holds the same for all: variables' initial
+ * values). */
+bool select_cubin(const void* wrapper_ptr, int major, int minor, const unsigned char*& image, uint64_t& size,
+                  int& sm, std::string& why, bool any = false) {
   const Wrapper* w = (const Wrapper*)wrapper_ptr;
   // Version 1: a whole program's code; version 2: relocatable device code (-rdc) after nvcc's
   // device link, whose fat binary holds the linked cubin.
-  if (!w || w->magic != (int32_t)kWrapperMagic || (w->version != 1 && w->version != 2) || !w->data) {
-    result.why = "its fat binary is not one Orrery can read";
-    return result;
+  if (!w || w->magic != (int32_t)kWrapperMagic || (w->version != 1 && w->version != 2) || !w->data ||
+      at<uint32_t>(w->data, 0) != kFatbinMagic) {
+    why = "its fat binary is not one Orrery can read";
+    return false;
   }
   const unsigned char* fb = w->data;
-  if (at<uint32_t>(fb, 0) != kFatbinMagic) {
-    result.why = "its fat binary is not one Orrery can read";
-    return result;
-  }
   uint16_t header = at<uint16_t>(fb, 6);
   uint64_t total = at<uint64_t>(fb, 8);
-  // The cubin the GPU runs: the highest architecture of its major version at most its own.
   const unsigned char* best = nullptr;
   uint64_t best_size = 0, best_flags = 0;
   int best_sm = -1;
+  bool best_is_gpus = false;
   std::string built;
   for (uint64_t off = header; off + 48 <= header + total;) {
     const unsigned char* e = fb + off;
@@ -227,31 +248,73 @@ FatbinKernels read_fatbin(const void* wrapper_ptr, int major, int minor, size_t 
     uint64_t payload = at<uint64_t>(e, 8);
     if (kind == 0 || entry_header < 48)
       break;
-    int sm = (int)at<uint32_t>(e, 28);
+    int entry_sm = (int)at<uint32_t>(e, 28);
     if (kind == kEntryCubin) {
-      built += (built.empty() ? "" : ", ") + std::string("sm_") + std::to_string(sm);
-      if (sm / 10 == major && sm % 10 <= minor && sm > best_sm) {
+      built += (built.empty() ? "" : ", ") + std::string("sm_") + std::to_string(entry_sm);
+      bool gpus = entry_sm / 10 == major && entry_sm % 10 <= minor;
+      if ((gpus && (!best_is_gpus || entry_sm > best_sm)) || (any && !best_is_gpus && entry_sm > best_sm)) {
+        best_is_gpus = gpus;
         best = e + entry_header;
         best_size = payload;
         best_flags = at<uint64_t>(e, 40);
-        best_sm = sm;
+        best_sm = entry_sm;
       }
     }
     off += entry_header + payload;
   }
   std::string arch = "sm_" + std::to_string(major * 10 + minor);
   if (!best) {
-    result.why = "the program has no code for the simulated GPU's " + arch + " (" +
-                 (built.empty() ? std::string("PTX only") : "only " + built) +
-                 "), which a real GPU would compile from PTX as it loads: build with -arch=" + arch;
-    return result;
+    why = "the program has no code for the simulated GPU's " + arch + " (" +
+          (built.empty() ? std::string("PTX only") : "only " + built) +
+          "), which a real GPU would compile from PTX as it loads: build with -arch=" + arch;
+    return false;
   }
   if (best_flags & kCompressed) {
-    result.why = "its sm_" + std::to_string(best_sm) + " code is compressed (nvcc -Xfatbin -compress-all)";
-    return result;
+    why = "its sm_" + std::to_string(best_sm) + " code is compressed (nvcc -Xfatbin -compress-all)";
+    return false;
   }
-  result.kernels = read_cubin(best, best_size, best_sm, reserved_shared, result.why);
+  image = best;
+  size = best_size;
+  sm = best_sm;
+  return true;
+}
+
+}  // namespace
+
+FatbinKernels read_fatbin(const void* wrapper_ptr, int major, int minor, size_t reserved_shared) {
+  FatbinKernels result;
+  const unsigned char* image;
+  uint64_t size;
+  int sm;
+  if (select_cubin(wrapper_ptr, major, minor, image, size, sm, result.why))
+    result.kernels = read_cubin(image, size, sm, reserved_shared, result.why);
   return result;
+}
+
+bool read_variable(const void* wrapper_ptr, int major, int minor, const std::string& name, size_t size,
+                   std::vector<unsigned char>& bytes, std::string& why) {
+  const unsigned char* image;
+  uint64_t image_size;
+  int sm;
+  if (!select_cubin(wrapper_ptr, major, minor, image, image_size, sm, why, true))
+    return false;
+  Elf elf(image, image_size);
+  std::optional<Elf64_Sym> sym = elf.ok() ? elf.symbol(name) : std::nullopt;
+  if (!sym || sym->st_shndx >= elf.sections().size() || sym->st_size != size) {
+    why = "its sm_" + std::to_string(sm) + " code has no variable " + name + " of " + std::to_string(size) + " bytes";
+    return false;
+  }
+  const Elf64_Shdr& section = elf.sections()[sym->st_shndx];
+  bytes.assign(size, 0);  // a variable without an initialiser (.nv.global, SHT_NOBITS) starts as zeros
+  if (section.sh_type == SHT_NOBITS)
+    return true;
+  const unsigned char* data = elf.bytes(section);
+  if (!data || sym->st_value > section.sh_size || size > section.sh_size - sym->st_value) {
+    why = "its sm_" + std::to_string(sm) + " code holds variable " + name + " outside its section";
+    return false;
+  }
+  memcpy(bytes.data(), data + sym->st_value, size);
+  return true;
 }
 
 }  // namespace orrery

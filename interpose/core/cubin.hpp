@@ -1,7 +1,8 @@
 /* What a kernel's compiled code says of its resources: registers, static shared memory, local
  * memory, parameter bytes, its launch bounds and barriers, as ptxas wrote them into the cubin
  * that nvcc embeds in the program (its fat binary). cudaFuncGetAttributes and the occupancy
- * calls answer from them (cudart/function.cpp); nothing here runs on a GPU.
+ * calls answer from them (cudart/function.cpp); nothing here runs on a GPU. The initial values of
+ * the code's variables come from there too (read_variable, for __managed__ variables).
  *
  * A fat binary holds a cubin per real architecture it was built for (-arch=sm_90, -gencode ...)
  * and PTX; the GPU runs the cubin of its own architecture (the highest sm_XY of its major
@@ -12,6 +13,7 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace orrery {
 
@@ -34,5 +36,12 @@ struct FatbinKernels {
   std::string why;
 };
 FatbinKernels read_fatbin(const void* wrapper, int major, int minor, size_t reserved_shared);
+
+/* The initial bytes of the variable `name` (its symbol, `size` bytes) in the cubin of the same fat
+ * binary that a GPU of compute capability major.minor runs: its initialiser (.nv.global.init), or
+ * zeros for one without (.nv.global). False, with `why`, when they cannot be read. A __managed__
+ * variable's host code reads them (cudart/launch.cpp). */
+bool read_variable(const void* wrapper, int major, int minor, const std::string& name, size_t size,
+                   std::vector<unsigned char>& bytes, std::string& why);
 
 }  // namespace orrery

@@ -504,6 +504,10 @@ void unregister_allocation(uintptr_t base);
 // A __device__ or __constant__ variable the program registered (__cudaRegisterVar, per rank's copy
 // of the program: `host_var` is its host shadow), which the symbol calls name (cudart/memory.cpp).
 void register_symbol(const void* host_var, size_t size);
+// A __managed__ variable's memory for the calling rank (--managed resident; otherwise the run stops
+// naming it): managed memory of its current device holding the variable's initial value, read from
+// `fatbin`'s code for that device (cudart/memory.cpp).
+void* managed_variable(const void* fatbin, const char* name, size_t size);
 struct KernelResources;  // core/cubin.hpp
 // A kernel the program registered (__cudaRegisterFunction, per rank's copy of the program): its
 // names, the fat binary holding its code, and what cudaFuncSetAttribute and

@@ -123,7 +123,30 @@ ORR_EXPORT void** __cudaRegisterFatBinary(void* fat_cubin) {
 }
 ORR_EXPORT void __cudaRegisterFatBinaryEnd(void**) {}
 ORR_EXPORT void __cudaUnregisterFatBinary(void**) {}
-ORR_EXPORT char __cudaInitModule(void**) { return 0; }
+/* __managed__ variables, by the fat binary that registered them (each rank's copy of the program has
+ * its own). The host code reaches one through a pointer (`host_pointer`) that the runtime sets when
+ * the code first calls __cudaInitModule, as nvcc's host code does before its first access. */
+namespace {
+struct ManagedVariable {
+  void** host_pointer;
+  std::string name;  // its symbol in the device code
+  size_t size;
+};
+std::map<void**, std::vector<ManagedVariable>>& managed_variables() {
+  static std::map<void**, std::vector<ManagedVariable>> m;
+  return m;
+}
+}  // namespace
+
+ORR_EXPORT char __cudaInitModule(void** fatbin) {
+  auto it = managed_variables().find(fatbin);
+  if (it != managed_variables().end()) {
+    for (ManagedVariable& v : it->second)
+      *v.host_pointer = managed_variable(fatbin, v.name.c_str(), v.size);
+    managed_variables().erase(it);  // once: later calls find the pointers set
+  }
+  return 1;
+}
 
 ORR_EXPORT void __cudaRegisterFunction(void** fatbin, const char* host_fun, char*, const char* device_name, int,
                                        void*, void*, void*, void*, int*) {
@@ -139,12 +162,9 @@ ORR_EXPORT void __cudaRegisterVar(void**, char* host_var, char*, const char*, in
   // (cudaMemcpyToSymbol, cudaGetSymbolAddress, ...) reach their device instances
   register_symbol(host_var, size);
 }
-ORR_EXPORT void __cudaRegisterManagedVar(void**, void**, char*, const char* name, int, size_t, int, int) {
-  // Its host code reaches it through a pointer the runtime sets, to memory holding the initial value
-  // that the device code's image carries, which the shim does not read.
-  fatal("__managed__ variable %s: managed variables are not simulated (cudaMallocManaged's memory is, "
-        "under --managed resident)",
-        name);
+ORR_EXPORT void __cudaRegisterManagedVar(void** fatbin, void** host_pointer, char* device_name, const char*, int,
+                                         size_t size, int, int) {
+  managed_variables()[fatbin].push_back({host_pointer, device_name, size});
 }
 
 ORR_EXPORT unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream) {

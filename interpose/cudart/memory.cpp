@@ -8,6 +8,7 @@
  * writes the fill pattern of the run into its destination when it completes in
  * simulated time, so that data-dependent loops see a deterministic value. */
 #include "core/capture.hpp"
+#include "core/cubin.hpp"
 #include "core/runtime.hpp"
 #include "core/trace.hpp"
 #include "cudart/cuda_api.h"
@@ -1276,30 +1277,60 @@ cudaError_t attach(const char* fn, cudaStream_t stream, void* p, size_t length, 
 }  // namespace
 }  // namespace orrery
 
-ORR_EXPORT cudaError_t cudaMallocManaged(void** p, size_t size, unsigned int flags) {
-  Rank& r = rank_self("cudaMallocManaged");
-  require_resident(r, "cudaMallocManaged");
+namespace orrery {
+namespace {
+
+/* `size` bytes of managed memory on the rank's current device, counted under `what` (the report's
+ * row: "cudaMallocManaged", "__managed__"). */
+void* allocate_managed(Rank& r, size_t size, unsigned flags, const char* what) {
   Gpu& g = current_gpu(r);
-  if (!p || !size || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
-    return r.last_error = cudaErrorInvalidValue;
-  if (refuse_unsafe(r))  // as cudaMalloc
-    return r.last_error = cudaErrorStreamCaptureUnsupported;
   if (size > g.prop.totalGlobalMem - g.memory_used)
-    fatal("cudaMallocManaged(%zu) on rank %d: device %d has %zu bytes free; CUDA would oversubscribe it, "
-          "evicting managed pages to the host as others are touched, which --managed resident does not simulate",
-          size, r.id, r.device, (size_t)(g.prop.totalGlobalMem - g.memory_used));
+    fatal("%s(%zu) on rank %d: device %d has %zu bytes free; CUDA would oversubscribe it, evicting managed "
+          "pages to the host as others are touched, which --managed resident does not simulate",
+          what, size, r.id, r.device, (size_t)(g.prop.totalGlobalMem - g.memory_used));
   // Pages the program's code never touches cost the host nothing (zero pages, on demand).
   void* mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mem == MAP_FAILED)
-    fatal("cudaMallocManaged(%zu) on rank %d: the host could not reserve the memory (%s)", size, r.id,
-          strerror(errno));
+    fatal("%s(%zu) on rank %d: the host could not reserve the memory (%s)", what, size, r.id, strerror(errno));
   Allocation a{(uintptr_t)mem, size, true, false, &g};
   a.managed = a.anonymous = true;
   a.flags = flags;
   register_allocation(a);
   g.memory_used += size;
-  count_managed(r, "cudaMallocManaged", size);
-  *p = mem;
+  count_managed(r, what, size);
+  return mem;
+}
+
+}  // namespace
+
+void* managed_variable(const void* fatbin, const char* name, size_t size) {
+  Rank& r = rank_self("__managed__ variable");
+  if (run_description().managed != ManagedPolicy::Resident)
+    fatal("__managed__ variable %s on rank %d: managed memory moves between host and device as either side "
+          "touches it, which skeleton mode cannot see; `orrery run --managed resident` takes it as memory that "
+          "stays on the device current when the host first reaches it, its migrations not simulated "
+          "(docs/skeleton-mode.md, \"Managed memory\")",
+          name, r.id);
+  const cudaDeviceProp& p = current_gpu(r).prop;
+  std::vector<unsigned char> initial;
+  std::string why;
+  if (!read_variable(fatbin, p.major, p.minor, name, size, initial, why))
+    fatal("__managed__ variable %s on rank %d: its initial value cannot be read: %s", name, r.id, why.c_str());
+  void* mem = allocate_managed(r, size ? size : 1, cudaMemAttachGlobal, "__managed__");
+  memcpy(mem, initial.data(), size);
+  return mem;
+}
+
+}  // namespace orrery
+
+ORR_EXPORT cudaError_t cudaMallocManaged(void** p, size_t size, unsigned int flags) {
+  Rank& r = rank_self("cudaMallocManaged");
+  require_resident(r, "cudaMallocManaged");
+  if (!p || !size || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
+    return r.last_error = cudaErrorInvalidValue;
+  if (refuse_unsafe(r))  // as cudaMalloc
+    return r.last_error = cudaErrorStreamCaptureUnsupported;
+  *p = allocate_managed(r, size, flags, "cudaMallocManaged");
   return cudaSuccess;
 }
 

@@ -50,6 +50,10 @@ _SIMULATOR_CRASHED = "orrery_crashed"
 _NO_PEER, _ANY_PEER = -1, -2  # interpose/core/runtime.hpp, Rank::kNoPeer, Rank::kAnyPeer
 
 
+#: the report's managed rows that are allocations: cudaMallocManaged's, and __managed__ variables'
+MANAGED_ALLOCATIONS = ("cudaMallocManaged", "__managed__")
+
+
 @dataclass
 class Tally:
     count: int
@@ -152,7 +156,7 @@ class RankResult:
     nccl: dict[str, Tally] = field(default_factory=dict)
     nccl_s: float = 0.0  # their device time, summed
     # managed memory under --managed resident (docs/skeleton-mode.md, "Managed memory"), by call:
-    # cudaMallocManaged (allocations, bytes), cudaMemPrefetchAsync, cudaMemAdvise,
+    # cudaMallocManaged and __managed__ (variables) (allocations, bytes), cudaMemPrefetchAsync, cudaMemAdvise,
     # cudaStreamAttachMemAsync (calls, bytes they named); time 0: nothing migrates
     managed: dict[str, Tally] = field(default_factory=dict)
     terms: Terms = field(default_factory=Terms)  # its time, partitioned (docs/running.md, "The terms")
@@ -749,11 +753,13 @@ def summary(results: Results) -> str:
             lines.append(
                 f"  {name:<32} {calls:>8g} calls  {_bytes(per_call):>10}  {_fmt(math.fsum(t.time_s for t in ts) / len(ts))}"
             )
-    if managed := [r.managed["cudaMallocManaged"] for r in results.ranks if "cudaMallocManaged" in r.managed]:
+    allocations = [[t for name, t in r.managed.items() if name in MANAGED_ALLOCATIONS] for r in results.ranks]
+    if managed := [t for ts in allocations for t in ts]:
         lines.append(
             f"managed memory: {_bytes(sum(t.bytes for t in managed))} in {sum(t.count for t in managed)} "
-            f"allocations on {n_ranks(len(managed))}, taken as resident on their devices (--managed resident): "
-            "its migrations between host and device are not in these times (results.json: ranks[].managed)"
+            f"allocations on {n_ranks(sum(1 for ts in allocations if ts))}, taken as resident on their devices "
+            "(--managed resident): its migrations between host and device are not in these times "
+            "(results.json: ranks[].managed)"
         )
     for line in results.physics_violations:
         lines.append(f"warning: physically impossible, a bug of Orrery (please report it): {line}")

@@ -179,3 +179,26 @@ def test_a_sweep_takes_managed_memory_as_its_spec_says(programs, tmp_path, manag
         assert p.returncode != 0
         assert [r["status"] for r in table] == ["orrery_error"] * 2
         assert all("the program called cudaMallocManaged on rank 0" in r["error"] for r in table)
+
+
+def test_managed_variables_hold_their_initial_values_under_resident(run_program, programs):
+    r = run_program(programs["managed"], options=("--gpus-per-node", "1", *RESIDENT))
+    assert r.returncode == 0, r.stderr
+    out = answers(r)
+    # the initialisers (the device code's .nv.global.init), zeros for the one without
+    assert out["initial"] == "3 1 2 3 4 0"
+    assert out["written"] == "1"  # the host's write; the kernel did not run
+    assert out["type"] == "3 device 0"  # cudaMemoryTypeManaged, on the current device
+    # 4 + 16 + 8 bytes, each variable an allocation of its own
+    assert out["used"] == "28"
+    assert r.results["ranks"][0]["managed"] == {"__managed__": {"count": 3, "bytes": 28, "time_s": 0.0}}
+    assert "managed memory: 28 B in 3 allocations on 1 rank, taken as resident on their devices" in r.stdout
+
+
+def test_a_managed_variable_stops_the_run_by_default_where_the_host_first_reaches_it(run_program, programs):
+    r = run_program(programs["managed"], options=("--gpus-per-node", "1"))
+    assert r.returncode == 3, r.stderr
+    last = r.stderr.splitlines()[-1]
+    assert last.startswith("orrery: error: __managed__ variable counter on rank 0: managed memory moves between")
+    assert "`orrery run --managed resident`" in last
+    assert "initial" not in r.stdout
