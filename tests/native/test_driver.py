@@ -69,6 +69,13 @@ def test_start_up_and_pointer_queries_answer_as_the_runtime_and_the_machine(run_
     assert (text["error_name"], text["error_text"]) == ("CUDA_ERROR_INVALID_VALUE", "invalid argument")
 
 
+def test_the_driver_says_managed_memory_is_managed_device_memory_the_host_reaches(run_program, programs):
+    r = run(run_program, programs, "managed", options=(*TWO_GPUS, "--managed", "resident"))
+    v = r.values()
+    assert v["managed_is_managed"] == 1 and v["managed_type"] == CU_MEMORYTYPE_DEVICE
+    assert v["managed_host_pointer_offset"] == 8  # its host address is its own
+
+
 def test_each_rank_has_its_own_current_context(run_program, programs):
     r = run(run_program, programs, "ranks", options=("--gpus-per-node", "2", "--ranks-per-node", "2"))
     v = r.values()

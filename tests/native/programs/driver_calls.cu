@@ -328,6 +328,17 @@ int main(int argc, char** argv) {
     RT(cudaGetDevice(&rt_device));
     printf("rank%d_ctx_device %d\nrank%d_runtime_device %d\nrank%d_current_is_own %d\n", rank, (int)dev, rank,
            rt_device, rank, (int)(current == ctx));
+  } else if (!strcmp(mode, "managed")) {  // under --managed resident: what the driver says of it
+    CU(cuInit(0));
+    char* m = nullptr;
+    RT(cudaMallocManaged(&m, 4096));
+    unsigned managed = 9, type = 0;
+    void* host = nullptr;
+    CU(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)(m + 8)));
+    CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(m + 8)));
+    CU(cuPointerGetAttribute(&host, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)(m + 8)));
+    printf("managed_is_managed %u\nmanaged_type %u\nmanaged_host_pointer_offset %td\n", managed, type,
+           (char*)host - m);
   } else if (!strcmp(mode, "refused")) {
     const char* name = argc > 2 ? argv[2] : "";
     CU(cuInit(0));
