@@ -202,3 +202,17 @@ def test_a_managed_variable_stops_the_run_by_default_where_the_host_first_reache
     assert last.startswith("orrery: error: __managed__ variable counter on rank 0: managed memory moves between")
     assert "`orrery run --managed resident`" in last
     assert "initial" not in r.stdout
+
+
+def test_the_python_api_takes_the_same_values(programs, tmp_path):
+    import orrery
+    from orrery.errors import InputError
+
+    with pytest.raises(InputError, match=r"^--managed: got 'migrate', expected one of refuse, resident$"):
+        orrery.simulate(programs["managed_memory"], ["times"], managed="migrate", out=tmp_path / "bad")
+    assert not (tmp_path / "bad" / "results.json").exists()
+    res = orrery.simulate(
+        programs["managed_memory"], ["times", "4096"], gpus_per_node=1, managed="resident", out=tmp_path / "good"
+    )
+    assert res.run["managed"] == "resident"
+    assert res.ranks[0].managed["cudaMallocManaged"].bytes == 4096
