@@ -1198,24 +1198,27 @@ ORR_EXPORT cudaError_t cudaIpcCloseMemHandle(void* p) {
  *   - copies, memsets and MPI messages from or to it take device memory's paths and times, and
  *     cudaMemGetInfo counts it from the allocation on;
  *   - the host's own code reads and writes it as real memory, never folded (a memset writes its
- *     value there too, at the call);
+ *     value there too, at the call: zeros over whole pages give them back, see fill_managed);
  *   - prefetches, advice and stream attachments are checked as CUDA checks them and move nothing;
  *     a prefetch to another device stops the run, since the memory would leave its device;
  *   - an allocation beyond its device's free memory stops the run: CUDA would oversubscribe the
  *     device, evicting pages to the host as others are touched.
+ * A __managed__ variable is such an allocation too, made where the host's code first reaches it
+ * (__cudaInitModule, cudart/launch.cpp) and holding the initial value of the device code's variable.
  * What the run would pay for migrations is not in its times; the report's "managed" rows (results.json
  * ranks[].managed) count what was allocated, prefetched and advised, and the summary says so. */
 
 namespace orrery {
 namespace {
 
-void require_resident(const Rank& r, const char* fn) {
+/* Stops the run unless managed memory is taken as resident; `what` names what asked for it. */
+void require_resident(const Rank& r, const std::string& what) {
   if (run_description().managed == ManagedPolicy::Resident)
     return;
-  fatal("the program called %s on rank %d: managed memory moves between host and device as either side touches "
-        "it, which skeleton mode cannot see; `orrery run --managed resident` takes it as memory that stays on "
-        "the device it was allocated on, its migrations not simulated (docs/skeleton-mode.md, \"Managed memory\")",
-        fn, r.id);
+  fatal("%s on rank %d: managed memory moves between host and device as either side touches it, which skeleton "
+        "mode cannot see; `orrery run --managed resident` takes it as memory that stays on the device it was "
+        "allocated on, its migrations not simulated (docs/skeleton-mode.md, \"Managed memory\")",
+        what.c_str(), r.id);
 }
 
 void count_managed(Rank& r, const char* fn, size_t bytes) {
@@ -1274,12 +1277,6 @@ cudaError_t attach(const char* fn, cudaStream_t stream, void* p, size_t length, 
   return cudaSuccess;
 }
 
-}  // namespace
-}  // namespace orrery
-
-namespace orrery {
-namespace {
-
 /* `size` bytes of managed memory on the rank's current device, counted under `what` (the report's
  * row: "cudaMallocManaged", "__managed__"). */
 void* allocate_managed(Rank& r, size_t size, unsigned flags, const char* what) {
@@ -1305,18 +1302,13 @@ void* allocate_managed(Rank& r, size_t size, unsigned flags, const char* what) {
 
 void* managed_variable(const void* fatbin, const char* name, size_t size) {
   Rank& r = rank_self("__managed__ variable");
-  if (run_description().managed != ManagedPolicy::Resident)
-    fatal("__managed__ variable %s on rank %d: managed memory moves between host and device as either side "
-          "touches it, which skeleton mode cannot see; `orrery run --managed resident` takes it as memory that "
-          "stays on the device current when the host first reaches it, its migrations not simulated "
-          "(docs/skeleton-mode.md, \"Managed memory\")",
-          name, r.id);
+  require_resident(r, std::string("__managed__ variable ") + name);
   const cudaDeviceProp& p = current_gpu(r).prop;
   std::vector<unsigned char> initial;
   std::string why;
   if (!read_variable(fatbin, p.major, p.minor, name, size, initial, why))
     fatal("__managed__ variable %s on rank %d: its initial value cannot be read: %s", name, r.id, why.c_str());
-  void* mem = allocate_managed(r, size ? size : 1, cudaMemAttachGlobal, "__managed__");
+  void* mem = allocate_managed(r, size, cudaMemAttachGlobal, "__managed__");
   memcpy(mem, initial.data(), size);
   return mem;
 }
@@ -1325,7 +1317,7 @@ void* managed_variable(const void* fatbin, const char* name, size_t size) {
 
 ORR_EXPORT cudaError_t cudaMallocManaged(void** p, size_t size, unsigned int flags) {
   Rank& r = rank_self("cudaMallocManaged");
-  require_resident(r, "cudaMallocManaged");
+  require_resident(r, "the program called cudaMallocManaged");
   if (!p || !size || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
     return r.last_error = cudaErrorInvalidValue;
   if (refuse_unsafe(r))  // as cudaMalloc
