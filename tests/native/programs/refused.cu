@@ -3,19 +3,18 @@
 #include <cstdio>
 #include <cstring>
 
-__device__ float symbol;
-
 int main(int argc, char** argv) {
   const char* name = argc > 1 ? argv[1] : "";
   float* d = nullptr;
-  float h = 1;
   cudaMalloc(&d, sizeof(float));
-  if (!strcmp(name, "cudaMallocManaged")) {
-    cudaMallocManaged(&d, sizeof(float));
-  } else if (!strcmp(name, "cudaMemcpyToSymbol")) {
-    cudaMemcpyToSymbol(symbol, &h, sizeof(float));
-  } else if (!strcmp(name, "cudaMemcpyFromSymbol")) {
-    cudaMemcpyFromSymbol(&h, symbol, sizeof(float));
+  int location = 0;
+  if (!strcmp(name, "cudaMemRangeGetAttribute")) {
+    cudaMemRangeGetAttribute(&location, sizeof location, cudaMemRangeAttributeLastPrefetchLocation, d, sizeof(float));
+  } else if (!strcmp(name, "cudaMemRangeGetAttributes")) {
+    void* data[] = {&location};
+    size_t sizes[] = {sizeof location};
+    cudaMemRangeAttribute attributes[] = {cudaMemRangeAttributeLastPrefetchLocation};
+    cudaMemRangeGetAttributes(data, sizes, attributes, 1, d, sizeof(float));
   } else {
     fprintf(stderr, "refused: no call of %s here\n", name);
     return 2;
