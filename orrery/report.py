@@ -30,6 +30,7 @@ from .run.results import (
     Results,
     TermSummary,
     check_iterations,
+    managed_note,
     n_ranks,
     ranks_on,
     term_summary,
@@ -428,6 +429,8 @@ def text(rep: Report, figures: Sequence[str] = ()) -> str:
         lines.append("")
     elif res.makespan_s is not None:
         lines += [f"Simulated makespan {fmt_time(res.makespan_s)} ({where}).", ""]
+    if note := managed_note(res):
+        lines += [f"Managed memory: {note}.", ""]
     shown = set(figures)
 
     def figure(name: str, title: str) -> None:

@@ -706,6 +706,20 @@ def ranks_on(results: Results) -> str:
     return f"{n_ranks(results.run.get('ranks', len(results.ranks)))} on {results.run.get('machine', '?')}"
 
 
+def managed_note(results: Results) -> str | None:
+    """What the run took as managed memory resident on its devices, and that its migrations are not
+    in the times (docs/skeleton-mode.md, "Managed memory"); None: the program allocated none."""
+    allocations = [[t for name, t in r.managed.items() if name in MANAGED_ALLOCATIONS] for r in results.ranks]
+    managed = [t for ts in allocations for t in ts]
+    if not managed:
+        return None
+    return (
+        f"{_bytes(sum(t.bytes for t in managed))} in {sum(t.count for t in managed)} allocations on "
+        f"{n_ranks(sum(1 for ts in allocations if ts))}, taken as resident on their devices (--managed resident): "
+        "its migrations between host and device are not in these times (results.json: ranks[].managed)"
+    )
+
+
 def summary(results: Results) -> str:
     """A short table of where simulated time went, per rank (or min/mean/max beyond 16 ranks)."""
     cols = ("end_s", "kernel_s", "mpi_s", "gpu_wait_s", "host_s", "idle_s", "comm_exposed_s", "hidden_fraction")
@@ -753,14 +767,8 @@ def summary(results: Results) -> str:
             lines.append(
                 f"  {name:<32} {calls:>8g} calls  {_bytes(per_call):>10}  {_fmt(math.fsum(t.time_s for t in ts) / len(ts))}"
             )
-    allocations = [[t for name, t in r.managed.items() if name in MANAGED_ALLOCATIONS] for r in results.ranks]
-    if managed := [t for ts in allocations for t in ts]:
-        lines.append(
-            f"managed memory: {_bytes(sum(t.bytes for t in managed))} in {sum(t.count for t in managed)} "
-            f"allocations on {n_ranks(sum(1 for ts in allocations if ts))}, taken as resident on their devices "
-            "(--managed resident): its migrations between host and device are not in these times "
-            "(results.json: ranks[].managed)"
-        )
+    if note := managed_note(results):
+        lines.append(f"managed memory: {note}")
     for line in results.physics_violations:
         lines.append(f"warning: physically impossible, a bug of Orrery (please report it): {line}")
     mixed = [r for r in results.ranks if r.mixed_placement_calls]

@@ -271,6 +271,27 @@ def test_a_failed_run_is_reported_with_its_failure_first(tmp_path, capsys):
     assert "rank 2 was stopped, unfinished, 500.000 us after the median rank (rank 1)" in out
 
 
+def test_managed_memory_taken_as_resident_is_said_under_the_makespan(tmp_path, capsys):
+    # ranks 0 and 2 allocated managed memory (1 MB + 2 kB and 3 B, under --managed resident);
+    # rank 1 only prefetched, which is no allocation
+    managed = {
+        0: {"cudaMallocManaged": tally(2, 0.0, 1_000_000), "__managed__": tally(1, 0.0, 2_000)},
+        1: {"cudaMemPrefetchAsync": tally(4, 0.0, 4096)},
+        2: {"__managed__": tally(1, 0.0, 3)},
+    }
+    ranks = [dict(r, managed=managed.get(r["rank"], {})) for r in RANKS]
+    code, out, _ = orrery_report(capsys, make_run(tmp_path / "run", ranks=ranks), "--format", "svg")
+    assert code == 0
+    note = (
+        "Managed memory: 1.002 MB in 4 allocations on 2 ranks, taken as resident on their devices "
+        "(--managed resident): its migrations between host and device are not in these times "
+        "(results.json: ranks[].managed)."
+    )
+    assert out.index("Simulated makespan") < out.index(note) < out.index("## Time by category")
+    code, out, _ = orrery_report(capsys, make_run(tmp_path / "plain"), "--format", "svg")
+    assert "Managed memory" not in out
+
+
 def test_beyond_64_ranks_groups_give_min_mean_max(tmp_path, capsys):
     # 130 ranks: groups of 3 consecutive ranks (44 groups, the last of one rank)
     ranks = []
