@@ -83,31 +83,34 @@ class Elf {
 
   // The symbol of that name in .symtab, or none.
   std::optional<Elf64_Sym> symbol(const std::string& name) const {
-    for (const Elf64_Shdr& s : sections_) {
-      if (s.sh_type != SHT_SYMTAB || s.sh_link >= sections_.size() || !bytes(s))
-        continue;
-      for (size_t off = 0; off + sizeof(Elf64_Sym) <= s.sh_size; off += sizeof(Elf64_Sym)) {
-        Elf64_Sym sym = at<Elf64_Sym>(bytes(s), off);
-        if (name_at(sections_[s.sh_link], sym.st_name) == name)
-          return sym;
-      }
-    }
-    return std::nullopt;
+    std::optional<Elf64_Sym> found;
+    each_symbol([&](const Elf64_Sym& sym, const std::string& n) {
+      if (!found && n == name)
+        found = sym;
+    });
+    return found;
   }
 
   // Symbol names by index, from .symtab and its string table.
   std::vector<std::string> symbols() const {
     std::vector<std::string> out;
-    for (const Elf64_Shdr& s : sections_) {
-      if (s.sh_type != SHT_SYMTAB || s.sh_link >= sections_.size() || !bytes(s))
-        continue;
-      for (size_t off = 0; off + sizeof(Elf64_Sym) <= s.sh_size; off += sizeof(Elf64_Sym))
-        out.push_back(name_at(sections_[s.sh_link], at<Elf64_Sym>(bytes(s), off).st_name));
-    }
+    each_symbol([&](const Elf64_Sym&, const std::string& n) { out.push_back(n); });
     return out;
   }
 
  private:
+  // Calls f(symbol, its name) for each symbol of .symtab, in order.
+  template <typename F>
+  void each_symbol(F f) const {
+    for (const Elf64_Shdr& s : sections_) {
+      if (s.sh_type != SHT_SYMTAB || s.sh_link >= sections_.size() || !bytes(s))
+        continue;
+      for (size_t off = 0; off + sizeof(Elf64_Sym) <= s.sh_size; off += sizeof(Elf64_Sym)) {
+        Elf64_Sym sym = at<Elf64_Sym>(bytes(s), off);
+        f(sym, name_at(sections_[s.sh_link], sym.st_name));
+      }
+    }
+  }
   std::string name_at(const Elf64_Shdr& strtab, uint32_t offset) const {
     if (strtab.sh_offset + offset >= size_)
       return "";

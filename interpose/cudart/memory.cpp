@@ -556,16 +556,17 @@ static cudaError_t memset_device(const char* fn, void* p, int value, size_t byte
   if (!a || !a->device || ordinal_of(r, a->gpu) < 0 || !inside(*a, p, bytes))
     return r.last_error = cudaErrorInvalidValue;
   Stream* st = resolve_stream(r, stream, fn);
-  if (a->managed)  // the host's code reads managed memory: it finds the value (at once, not in stream order)
-    fill_managed(p, value, bytes);
   trace::CudaCall call(r, fn);
   call.about("memset", bytes);
   host_overhead(r, current_gpu(r).copy_overhead_s);
   Op op{Op::Memset};
   op.bytes = bytes;
   op.seconds = (double)bytes / a->gpu->memset_bandwidth;
+  const bool captured = st->capture;  // recorded into a graph, not run: it writes nothing now
   if (cudaError_t e = enqueue(st, std::move(op)))
     return r.last_error = e;
+  if (a->managed && !captured)  // the host's code reads managed memory: it finds the value (at once,
+    fill_managed(p, value, bytes);  // not in stream order)
   return cudaSuccess;
 }
 

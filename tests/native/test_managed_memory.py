@@ -57,6 +57,7 @@ def test_resident_managed_memory_is_its_device_s_and_the_host_s(run_program, pro
     assert out["host_sum"] == str(149_796 * 21 + 6)
     # the memset's 3s, then byte 4096's own i % 7 = 1
     assert out["memset_read"] == "3 4"
+    assert out["captured_memset"] == "2"  # byte 8192's own i % 7, not the captured memset's 7
     # zeros from byte 100 to 100 before the end of 64 MiB of 1s; its whole pages (all but the two
     # partial ones, 64 MiB less at most 8 KiB) leave the process's memory
     assert out["zeroed"] == "1 0 0 0 1"
@@ -216,3 +217,21 @@ def test_the_python_api_takes_the_same_values(programs, tmp_path):
     )
     assert res.run["managed"] == "resident"
     assert res.ranks[0].managed["cudaMallocManaged"].bytes == 4096
+
+
+def test_a_sweep_spec_takes_the_run_description_s_values(tmp_path):
+    import typing
+
+    from conftest import orrery
+
+    from orrery.run import run_description
+    from orrery.sweep.spec import Spec
+
+    # the spec's values are written out (a Literal, for its one-line error): they must be the schema's
+    assert typing.get_args(Spec.model_fields["managed"].annotation) == run_description.choices("ManagedPolicy")
+    spec = tmp_path / "sweep.toml"
+    spec.write_text('program = "/bin/true"\nmanaged = "migrate"\n')
+    p = orrery("sweep", str(spec), "--out", str(tmp_path / "out"))
+    assert p.returncode == 2
+    assert p.stderr == f"orrery: error: {spec}: key 'managed': got 'migrate', expected 'refuse' or 'resident'\n"
+    assert not (tmp_path / "out").exists()

@@ -103,6 +103,13 @@ static void answers() {
   answer("attach_part", cudaStreamAttachMemAsync(s, m, n / 2, cudaMemAttachHost));
   answer("attach_flags", cudaStreamAttachMemAsync(s, m, 0, 8));
   CHECK(cudaStreamSynchronize(s));
+  // a memset captured into a graph is recorded, not run: it writes nothing at the capture
+  cudaGraph_t graph;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  CHECK(cudaMemsetAsync(m + 8192, 7, 16, s));
+  CHECK(cudaStreamEndCapture(s, &graph));
+  printf("captured_memset %d\n", m[8192]);
+  CHECK(cudaGraphDestroy(graph));
 
   // copies between managed memory and host memory are allowed whichever kind names it
   char* h = (char*)malloc(64);
