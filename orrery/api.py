@@ -72,6 +72,8 @@ def simulate(
     d2h_fill: str | None = None,
     gpu_visibility: str | None = None,
     managed: str | None = None,
+    sim_time_limit: float | str | None = None,
+    wall_time_limit: float | str | None = None,
     fold_pinned: bool = True,
     trace: bool = False,
     trace_ranks: str | Sequence[int] | None = None,
@@ -97,13 +99,16 @@ def simulate(
     either None) keep it to some ranks and a window of simulated time, ``trace_links`` the number
     of links given a counter track; any of them implies ``trace``. ``iterations``: the
     program's iterations (as its own arguments say), which the terms of ``Results.terms`` are
-    divided by for their per-iteration figures (docs/running.md, "The terms"). The other options are
+    divided by for their per-iteration figures (docs/running.md, "The terms"). ``sim_time_limit``
+    and ``wall_time_limit`` (seconds, or times with units: ``"2s"``, ``"30min"``) stop a run that
+    passes that much simulated or wall-clock time, its status ``sim_time_limit`` or
+    ``wall_time_limit`` (docs/running.md, "Limits"). The other options are
     ``orrery run``'s (docs/running.md)."""
     from . import machines
     from .calibration import merge
     from .machines import platform
     from .run import costs as cost_files
-    from .run import run_description
+    from .run import limits, run_description
     from .run import trace as traces
     from .run.launch import RunOptions, run
     from .run.results import check_iterations
@@ -128,6 +133,8 @@ def simulate(
         fold_pinned=fold_pinned,
         gpu_visibility=gpu_visibility or run_description.default("gpu_visibility"),
         managed=managed or run_description.default("managed"),
+        sim_time_limit_s=limits.seconds(sim_time_limit, "--sim-time-limit"),
+        wall_time_limit_s=limits.seconds(wall_time_limit, "--wall-time-limit"),
         overrides=tuple((cal.as_set() if cal else []) + recorded),
         capture_output=capture_output,
         trace=trace_options,

@@ -74,6 +74,8 @@ def _run_command(a: argparse.Namespace) -> int:
         d2h_fill=a.d2h_fill,
         gpu_visibility=a.gpu_visibility,
         managed=a.managed,
+        sim_time_limit=a.sim_time_limit,
+        wall_time_limit=a.wall_time_limit,
         fold_pinned=not a.no_fold_pinned,
         trace=a.trace,
         trace_ranks=a.trace_ranks,
@@ -352,6 +354,17 @@ def parser() -> argparse.ArgumentParser:
         choices=MANAGED_POLICIES,
         help="managed memory (cudaMallocManaged): refuse stops the run at it; resident takes it as memory "
         "that stays on its device, its migrations not simulated (default: %(default)s)",
+    )
+    r.add_argument(
+        "--sim-time-limit",
+        metavar="TIME",
+        help="stop the run once its simulated time passes TIME (e.g. 500ms, 2s): status sim_time_limit, exit 6",
+    )
+    r.add_argument(
+        "--wall-time-limit",
+        metavar="TIME",
+        help="stop the run once it has run TIME of wall-clock time (e.g. 90s, 30min, 2h): status "
+        "wall_time_limit, exit 124",
     )
     r.add_argument("--no-fold-pinned", action="store_true", help="give pinned host buffers real memory")
     r.add_argument(

@@ -24,7 +24,7 @@ EXPECTED = {
     "bool": "true or false",
     "int": "an integer",
     "number": "a number",
-    "limit": "a number of bytes or null (no limit)",
+    "limit": "a number or null (no limit)",
     "string": "a string",
 }
 
@@ -146,6 +146,8 @@ class Schema:
         if "default" not in spec:
             return "{}"
         t, v = spec["type"], spec["default"]
+        if v is None and t == "limit":
+            return "INFINITY"  # null: no limit
         if v is None or v == [] or v == {}:
             return "{}"
         if t == "bool":
@@ -216,6 +218,7 @@ def header(
         "#ifndef ORRERY_RUN_DESCRIPTION_HPP",
         "#define ORRERY_RUN_DESCRIPTION_HPP",
         "",
+        "#include <cmath>  // INFINITY: a limit's null",
         "#include <cstdint>",
         "#include <cstdio>",
         "#include <map>",

@@ -2,15 +2,19 @@
  * catch a rank's exit, a crash and a deadlock. */
 #include "core/outcome.hpp"
 
+#include "core/fatal.hpp"
 #include "core/ranks.hpp"
 #include "core/report.hpp"
 #include "core/trace.hpp"
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/syscall.h>
+#include <ctime>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -149,6 +153,44 @@ static void on_fatal_signal(int sig, siginfo_t*, void*) {
   if (rank < 0)
     end_run("orrery_crashed", -1, sig);  // in SimGrid or the shim, outside any rank's code
   end_run("crashed", rank, sig);
+}
+
+/* ---------------- the run's limits ----------------
+ * orrery run --sim-time-limit T stops the run at the first of SimGrid's steps past T simulated
+ * seconds (run description sim_time_limit_s); --wall-time-limit at the first step past a wall-clock
+ * deadline (ORRERY_WALL_DEADLINE: CLOCK_MONOTONIC seconds, the clock of Python's time.monotonic).
+ * Both are checked as SimGrid's clock advances, adding no actor or timer of the simulation's own
+ * (a deadlock is still one: a timer would keep the simulation going to it) and nothing where no
+ * limit is set. A run stuck where the clock never advances (the program's own code looping without
+ * a CUDA or MPI call that waits) is orrery run's to stop, a few seconds past the deadline. */
+namespace {
+double g_wall_deadline = INFINITY;
+uint64_t g_steps = 0;
+
+double monotonic_now() {  // the kernel's clock: the program's clock_gettime reads simulated time here
+  timespec ts{};
+  syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void check_limits(double) {
+  if (now() > run_description().sim_time_limit_s)
+    end_run("sim_time_limit", -1, 0);
+  // one system call every 64 steps: a few microseconds of a second's thousands of steps
+  if ((++g_steps & 63) == 0 && monotonic_now() > g_wall_deadline)
+    end_run("wall_time_limit", -1, 0);
+}
+}  // namespace
+
+void install_limits() {
+  if (const char* deadline = getenv("ORRERY_WALL_DEADLINE"); deadline && *deadline) {
+    char* end = nullptr;
+    g_wall_deadline = strtod(deadline, &end);
+    if (end == deadline || *end || !(g_wall_deadline > 0))
+      fatal("ORRERY_WALL_DEADLINE is '%s', not a CLOCK_MONOTONIC time in seconds (orrery run sets it)", deadline);
+  }
+  if (!std::isinf(run_description().sim_time_limit_s) || !std::isinf(g_wall_deadline))
+    sg4::Engine::on_time_advance_cb(check_limits);
 }
 
 void install_failure_handlers() {

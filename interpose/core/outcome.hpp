@@ -22,6 +22,7 @@ void set_simulation_over();
 
 void on_deadlock();              // SimGrid's on_deadlock
 void install_failure_handlers(); // a rank's exit(), fatal signals
+void install_limits();           // --sim-time-limit, --wall-time-limit
 bool is_work(const Op& op);      // work that takes the GPU time (pending work ends a run)
 
 }  // namespace orrery

@@ -135,6 +135,7 @@ static Rank& rank_created(const char* function) {
     sg4::Engine::on_deadlock_cb(on_deadlock);
     check_no_foreign_runtime();
     install_failure_handlers();
+    install_limits();
     install_message_copy();
     install_rma_ends();
     install_link_accounting();

@@ -15,8 +15,8 @@ namespace orrery {
 
 /* ---------------- the report ----------------
  * One row per (rank, category, name); orrery/results.py reads it by its header. A run's outcome
- * comes first: a status row (rank, "status", status, code, 0, time), then for a deadlock one
- * "blocked" row per rank still running (its MPI call, peer and tag as `count` and `bytes`
+ * comes first: a status row (rank, "status", status, code, 0, time), then for a deadlock or a
+ * limit reached (--sim-time-limit, --wall-time-limit) one "blocked" row per rank still running (its MPI call, peer and tag as `count` and `bytes`
  * (Rank::kNoPeer, Rank::kAnyPeer), the call's start), and for pending GPU work one "pending"
  * row per operation still queued (its description, the stream: 0 for the legacy default stream,
  * k for the rank's k-th created stream, the device, the time). Last, one "link" row per direction
@@ -77,8 +77,11 @@ void write_report() {
   fprintf(f, "%d\tstatus\t%s\t%d\t0\t%.17g\n", outcome.rank, outcome.status.c_str(), outcome.code,
           outcome.time_s);
   std::sort(by_id.begin(), by_id.end(), [](const Rank* a, const Rank* b) { return a->id < b->id; });
+  // an end that stopped every unfinished rank where it stood: each rank's MPI call is said
+  const bool stopped_everywhere = outcome.status == "deadlock" || outcome.status == "sim_time_limit" ||
+                                  outcome.status == "wall_time_limit";
   for (Rank* r : by_id) {
-    if (outcome.status == "deadlock" && r->stats.end_s < 0) {
+    if (stopped_everywhere && r->stats.end_s < 0) {
       const Rank::MpiCall& c = r->in_mpi;
       fprintf(f, "%d\tblocked\t%s\t%d\t%d\t%.17g\n", r->id, c.name ? c.name : "", c.peer, c.tag,
               c.name ? c.t0 : at);

@@ -15,6 +15,7 @@ import ctypes.util
 import functools
 import gc
 import json
+import math
 import os
 import re
 import shutil
@@ -32,7 +33,7 @@ from .._paths import lib_dir
 from ..errors import InputError, SimulationError
 from ..machines import platform
 from ..machines.description import Machine
-from . import build, physics, results, run_description
+from . import build, limits, physics, results, run_description
 from .costs import Costs
 from .trace import EVENTS_FILE, TRACE_FILE, TraceOptions
 from .trace import write as write_trace
@@ -66,6 +67,10 @@ RUN_OUTPUTS = (
     "link_series.tsv.part",
     STATUS_FILE,
 )
+
+#: Seconds past a run's wall-time limit before orrery run stops it from outside: the shim stops it
+#: at the deadline where SimGrid's clock advances, not where the program's own code loops.
+WALL_GRACE_S = 5.0
 
 #: Seconds a stopped simulation has to end on SIGTERM (SimGrid has no handler for it: it exits at
 #: once) before SIGKILL ends it.
@@ -140,6 +145,9 @@ class RunOptions:
     gpu_visibility: str = run_description.default("gpu_visibility")
     # managed memory: refused, or taken as resident on its device (docs/skeleton-mode.md)
     managed: str = run_description.default("managed")
+    # seconds of simulated time, of wall-clock time, after which the run stops (None: no limit)
+    sim_time_limit_s: float | None = run_description.default("sim_time_limit_s")
+    wall_time_limit_s: float | None = None
     fold_threshold: int = run_description.default("fold_threshold")
     fold_blocksize: int = run_description.default("fold_blocksize")
     fold_device_blocksize: int = run_description.default("fold_device_blocksize")
@@ -227,6 +235,9 @@ def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool, tuple[
         raise InputError("--gpu-visibility", None, opts.gpu_visibility, f"one of {', '.join(GPU_VISIBILITY)}")
     if opts.managed not in MANAGED_POLICIES:
         raise InputError("--managed", None, opts.managed, f"one of {', '.join(MANAGED_POLICIES)}")
+    for flag, limit in (("--sim-time-limit", opts.sim_time_limit_s), ("--wall-time-limit", opts.wall_time_limit_s)):
+        if limit is not None and not 0 < limit < math.inf:
+            raise InputError(flag, None, limit, limits.EXPECTED)
     if opts.link_series and not opts.link_accounting:
         raise InputError("link_series", None, True, "link_accounting on: the series comes from the accounting")
     if not opts.program or not opts.program[0]:
@@ -276,6 +287,7 @@ def _description(opts: RunOptions, out: Path, exe: Path) -> str:
         "d2h_fill": opts.d2h_fill,
         "gpu_visibility": opts.gpu_visibility,
         "managed": opts.managed,
+        "sim_time_limit_s": opts.sim_time_limit_s,
         "fold_threshold": opts.fold_threshold,
         "fold_pinned": opts.fold_pinned,
         "fold_blocksize": opts.fold_blocksize,
@@ -494,8 +506,11 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _simulate(cmd: list[str], env: Mapping[str, str], capture_output: bool) -> subprocess.CompletedProcess:
-    """smpirun's run of `cmd`, in a session of its own: SimGrid (smpimain, which the smpirun
+def _simulate(
+    cmd: list[str], env: Mapping[str, str], capture_output: bool, deadline: float | None = None
+) -> tuple[subprocess.CompletedProcess, bool]:
+    """smpirun's run of `cmd`, in a session of its own, and whether it ran past `deadline`
+    (time.monotonic()), where its session was ended: SimGrid (smpimain, which the smpirun
     script starts) and the program end with the command however it ends. Stopped from outside
     (KeyboardInterrupt, interrupts.Interrupted), the session is ended (_stop_session) and the
     interrupt goes on once none of it is left. Its own session also keeps a terminal's Ctrl-C from
@@ -507,13 +522,20 @@ def _simulate(cmd: list[str], env: Mapping[str, str], capture_output: bool) -> s
         text=True if capture_output else None,
         start_new_session=True,
     )
+    overran = False
     try:
-        stdout, _ = proc.communicate()
+        try:
+            stdout, _ = proc.communicate(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            overran = True
+            with interrupts.held():
+                _stop_session(proc)
+            stdout, _ = proc.communicate()  # what it printed until then
     except BaseException:
         with interrupts.held():
             _stop_session(proc)
         raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, stdout)
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout), overran
 
 
 def _stop_session(proc: subprocess.Popen) -> None:
@@ -558,8 +580,9 @@ def run(opts: RunOptions) -> RunOutcome:
     out = opts.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     clear_outputs(out)  # an earlier run's, which this one must not leave looking current
+    deadline = time.monotonic() + opts.wall_time_limit_s if opts.wall_time_limit_s is not None else None
     try:
-        return _run_in(opts, env, out, exe, private, wrapper, lib)
+        return _run_in(opts, env, out, exe, private, wrapper, lib, deadline)
     except KeyboardInterrupt:  # stopped from outside (interrupts.py): nothing half-written stays
         with interrupts.held():
             clear_outputs(out)
@@ -574,7 +597,14 @@ def clear_outputs(out: Path) -> None:
 
 
 def _run_in(
-    opts: RunOptions, env: dict[str, str], out: Path, exe: Path, private: tuple[str, ...], wrapper: str, lib: Path
+    opts: RunOptions,
+    env: dict[str, str],
+    out: Path,
+    exe: Path,
+    private: tuple[str, ...],
+    wrapper: str,
+    lib: Path,
+    deadline: float | None,
 ) -> RunOutcome:
     with _no_cycle_collection():
         links = write_platform(opts.machine, opts.layout, out)
@@ -620,10 +650,17 @@ def _run_in(
     env["ORRERY_RUN"] = str(out / "run.json")
     env["ORRERY_ERROR_FILE"] = str(out / "error.txt")
     env["ORRERY_STATUS_FILE"] = str(out / STATUS_FILE)
+    if deadline is not None:  # time.monotonic()'s clock, CLOCK_MONOTONIC, which the shim reads too
+        env["ORRERY_WALL_DEADLINE"] = repr(deadline)
     size = exe.stat().st_size + sum(library_size(name) for name in private)
     with program_copies(opts.layout.ranks, size, env) as copies:
         env, launcher = smpirun_copies_to(copies, env, wrapper)
-        proc = _simulate([cmd[0], "-wrapper", f"{LAUNCHER_STATUS} {launcher}", *cmd[1:]], env, opts.capture_output)
+        proc, overran = _simulate(
+            [cmd[0], "-wrapper", f"{LAUNCHER_STATUS} {launcher}", *cmd[1:]],
+            env,
+            opts.capture_output,
+            None if deadline is None else deadline + WALL_GRACE_S,
+        )
     status = out / STATUS_FILE
     with contextlib.suppress(OSError, ValueError):  # none: smpirun ended before smpimain did
         proc.returncode = int(status.read_text())
@@ -641,11 +678,13 @@ def _run_in(
         "overrides": list(opts.overrides),
         "iterations": opts.iterations,
         "managed": opts.managed,
+        "sim_time_limit_s": opts.sim_time_limit_s,
+        "wall_time_limit_s": opts.wall_time_limit_s,
     }
     # a run that ended without its report leaves its series unfinished: never left looking current
     (out / "link_series.tsv.part").unlink(missing_ok=True)
     with _no_cycle_collection():
-        res = results.read_run(out, run_info, proc.returncode, links)
+        res = results.read_run(out, run_info, proc.returncode, links, WALL_GRACE_S if overran else None)
         res.physics_violations = physics.violations(res, opts.machine, opts.layout)
         tmp = out / "results.json.part"
         tmp.write_text(res.to_json())

@@ -38,11 +38,23 @@ REPORT_COLUMNS = tuple(SCHEMA["report_columns"])
 #: A run's status (results.json `status`) and what `orrery run` exits with for it (docs/running.md,
 #: "How a run ends"): the program's own status where it has one, Orrery's otherwise.
 #: Bad input (exit 2) stops before a run and writes no results.json.
-STATUSES = ("completed", "exited", "aborted", "crashed", "deadlock", "pending_gpu_work", "orrery_error")
+STATUSES = (
+    "completed",
+    "exited",
+    "aborted",
+    "crashed",
+    "deadlock",
+    "pending_gpu_work",
+    "sim_time_limit",
+    "wall_time_limit",
+    "orrery_error",
+)
 EXIT_BAD_INPUT = 2
 EXIT_ORRERY_ERROR = 3
 EXIT_DEADLOCK = 4
 EXIT_PENDING_GPU_WORK = 5
+EXIT_SIM_TIME_LIMIT = 6
+EXIT_WALL_TIME_LIMIT = 124  # as timeout(1) exits for a command that ran out of time
 
 # the shim's internal statuses for Orrery's own limits, reported as orrery_error
 _EXIT_AFTER_FINALIZE = "exit_after_finalize"
@@ -180,7 +192,9 @@ class LinkResult:
 class Failure:
     """What ended a run that did not complete: `ranks` concerned, when (`time_s`), a `code`
     (exit status, MPI_Abort's error code, signal), and for a deadlock the MPI call each
-    unfinished rank is `blocked` in, for GPU work left at a rank's end what is `pending`."""
+    unfinished rank is `blocked` in, for GPU work left at a rank's end what is `pending`, for a
+    run stopped at a limit (--sim-time-limit, --wall-time-limit) where each unfinished rank was
+    `running` (its MPI call, as `blocked`'s)."""
 
     message: str
     ranks: list[int]
@@ -188,6 +202,7 @@ class Failure:
     code: int | None = None
     blocked: list[dict] = field(default_factory=list)
     pending: list[dict] = field(default_factory=list)
+    running: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -391,6 +406,36 @@ def _blocked(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _where(running: list[dict]) -> str:
+    """Where the unfinished ranks of a run stopped at a limit were, by MPI call: "ranks 0 and 1 in
+    MPI_Allreduce, rank 2 outside MPI"."""
+    by_call: dict[str, list[int]] = {}
+    for r in running:
+        by_call.setdefault(f"in {r['call']}" if r["call"] else "outside MPI", []).append(r["rank"])
+    if not by_call:
+        return "every rank finished"
+    return ", ".join(f"{_rank_span(ranks)} {where}" for where, ranks in by_call.items())
+
+
+def _rank_span(ranks: list[int]) -> str:
+    """Ranks, runs of three or more consecutive ones as spans: "rank 3", "ranks 0-7, 9 and 10"."""
+    spans: list[str] = []
+    start = prev = ranks[0]
+    for r in [*ranks[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        if prev - start >= 2:
+            spans.append(f"{start}-{prev}")
+        else:  # two in a row are two ranks: "ranks 0 and 1"
+            spans += [str(x) for x in range(start, prev + 1)]
+        if r is not None:
+            start = prev = r
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + (spans[0] if len(spans) == 1 else ", ".join(spans[:-1]) + " and " + spans[-1])
+
+
 def _pending(rows: list[dict]) -> list[dict]:
     out = []
     for row in rows:
@@ -409,8 +454,10 @@ def _failure(
     when: float,
     rows: list[dict],
     unfinished: list[int],
+    limit: float = 0.0,
 ) -> tuple[str, int, Failure | None]:
-    """The run's status, exit code and failure from the shim's status row."""
+    """The run's status, exit code and failure from the shim's status row; `limit`: the limit a
+    run stopped at a limit reached (seconds)."""
     at = f"at simulated time {_time(when)}"
     ranks = [rank] if rank >= 0 else []
     if status == "completed":
@@ -444,6 +491,16 @@ def _failure(
             parts.append(f"rank {b['rank']} in {call} since {_time(b['since_s'])}")
         msg = f"{at} no rank can go on: " + "; ".join(parts)
         return status, EXIT_DEADLOCK, Failure(msg, [b["rank"] for b in blocked], when, blocked=blocked)
+    if status in ("sim_time_limit", "wall_time_limit"):
+        running = _blocked(rows)
+        if status == "sim_time_limit":
+            what = f"the run reached its simulated time limit of {_time(limit)} (--sim-time-limit) {at}"
+            exit_code = EXIT_SIM_TIME_LIMIT
+        else:
+            what = f"the run reached its wall-time limit of {_time(limit)} (--wall-time-limit) {at}"
+            exit_code = EXIT_WALL_TIME_LIMIT
+        msg = f"{what}, with {_where(running)}"
+        return status, exit_code, Failure(msg, [r["rank"] for r in running], when, running=running)
     if status == "pending_gpu_work":
         pending = _pending(rows)
         work = "; ".join(f"{p['work']} on {p['stream']}" for p in pending)
@@ -466,11 +523,19 @@ def _failure(
     return "orrery_error", EXIT_ORRERY_ERROR, Failure(f"the report has an unknown status '{status}'", ranks, when)
 
 
-def read_run(out: Path, run: dict, returncode: int, links: Mapping[str, platform.Link] | None = None) -> Results:
+def read_run(
+    out: Path,
+    run: dict,
+    returncode: int,
+    links: Mapping[str, platform.Link] | None = None,
+    overran_s: float | None = None,
+) -> Results:
     """A run's results from what it left in `out` (the shim's report, an error Orrery stopped on,
     the row a crash wrote before anything else) and the launcher's exit status; `run["exit_code"]`
     becomes what `orrery run` exits with. ``links`` are the platform's link directions
-    (platform.link_directions), which give the report's links their kinds and capacities."""
+    (platform.link_directions), which give the report's links their kinds and capacities.
+    ``overran_s``: orrery run stopped the simulation that many seconds past its wall-time limit
+    (``run["wall_time_limit_s"]``), where the shim had not stopped it."""
     if returncode < 0:  # the launcher itself killed by signal -returncode (SIGPIPE: its reader gone)
         returncode = 128 - returncode
     report = out / "report.tsv"
@@ -482,6 +547,14 @@ def read_run(out: Path, run: dict, returncode: int, links: Mapping[str, platform
         rows = crash
     status_row = next((r for r in rows or () if r["category"] == "status"), None)
     if status_row is None or rows is None:  # (no rows, no status row)
+        if overran_s is not None and not error:
+            msg = (
+                f"the run passed its wall-time limit of {_time(run['wall_time_limit_s'])} (--wall-time-limit) "
+                "where SimGrid's clock stood still (SimGrid's start-up, or the program's own code looping "
+                f"without a CUDA or MPI call that waits) and was stopped from outside {_time(overran_s)} "
+                "later: nothing of it was reported"
+            )
+            return _empty("wall_time_limit", EXIT_WALL_TIME_LIMIT, Failure(msg, [], None), run)
         if error:
             return _empty("orrery_error", EXIT_ORRERY_ERROR, Failure(error, [], None), run)
         if _killed(returncode):  # killed before the shim could say by whom
@@ -503,7 +576,8 @@ def read_run(out: Path, run: dict, returncode: int, links: Mapping[str, platform
     res.links = _links(rows, links or {})
     unfinished = [r.rank for r in res.ranks if not r.finished]
     rank, code, when = int(status_row["rank"]), int(status_row["count"]), float(status_row["time_s"])
-    status, exit_code, failure = _failure(status_row["name"], rank, code, when, rows, unfinished)
+    limit = run.get("wall_time_limit_s" if status_row["name"] == "wall_time_limit" else "sim_time_limit_s") or 0.0
+    status, exit_code, failure = _failure(status_row["name"], rank, code, when, rows, unfinished, limit)
     if error:  # one of Orrery's own errors (interpose fatal): its message says what
         status, exit_code = "orrery_error", EXIT_ORRERY_ERROR
         failure = Failure(error, [rank] if rank >= 0 else [], when)

@@ -158,6 +158,7 @@ def prepare(sweep: Sweep, out: Path) -> list[Prepared]:
             "mode": sweep.spec.mode,
             "strict": sweep.spec.strict,
             "managed": sweep.spec.managed,
+            "sim_time_limit_s": sweep.spec.sim_time_limit,
         }
         task = {
             "folder": str((out / POINTS / point.id).absolute()),
@@ -174,6 +175,8 @@ def prepare(sweep: Sweep, out: Path) -> list[Prepared]:
             "set": point.set,
             "strict": sweep.spec.strict,
             "managed": sweep.spec.managed,
+            "sim_time_limit": sweep.spec.sim_time_limit,
+            "wall_time_limit": sweep.spec.wall_time_limit,  # not an input: a point it stopped runs again
             "record": {"orrery_sweep_point": 1, "id": point.id, "parameters": point.parameters, "inputs": inputs},
         }
         prepared.append(Prepared(point, gpn, rpn, args, task))
@@ -189,7 +192,9 @@ def finished(p: Prepared) -> Results | None:
         record = json.loads((folder / worker.RECORD).read_text())
         if record.get("inputs") != json.loads(json.dumps(p.task["record"]["inputs"])):
             return None
-        return Results.read(folder / "results.json")
+        res = Results.read(folder / "results.json")
+        # the wall clock's verdict is no result of the inputs: the point runs again
+        return None if res.status == "wall_time_limit" else res
     except (OSError, ValueError, OrreryError):
         return None
 

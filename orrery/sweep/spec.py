@@ -54,6 +54,7 @@ from pydantic import (
 
 from .. import machines
 from ..errors import InputError, InputErrors
+from ..run import limits
 from ..schema import Problems, closest, input_error, read_text
 
 #: The keys of the job's layout, what a series of points varies (table.py)
@@ -186,6 +187,11 @@ class Point(_Ordered):
     set: Annotated[dict[str, SetValue], BeforeValidator(_flatten)] = {}
 
 
+def _limit(value: object) -> float | None:
+    """A limit (orrery run --sim-time-limit, --wall-time-limit) in seconds."""
+    return None if value is None else limits.parse(value)
+
+
 class Spec(_Strict):
     program: Text
     args: list[StrictStr | StrictInt | StrictFloat] = []
@@ -198,6 +204,9 @@ class Spec(_Strict):
     calibration: Text | None = None
     strict: Annotated[bool, Field(strict=True)] = False
     managed: Literal["refuse", "resident"] = "refuse"
+    # seconds (the spec may give a unit: "2s", "30min"), None: no limit (orrery run's limits)
+    sim_time_limit: Annotated[float | None, BeforeValidator(_limit)] = None
+    wall_time_limit: Annotated[float | None, BeforeValidator(_limit)] = None
     set: Annotated[dict[str, SetValue], BeforeValidator(_flatten)] = {}
     parameters: dict[str, ParamValue] = {}
     grid: Grid = Grid()

@@ -44,6 +44,8 @@ def run(task: dict) -> dict:
             set=task["set"],
             strict=task["strict"],
             managed=task["managed"],
+            sim_time_limit=task["sim_time_limit"],
+            wall_time_limit=task["wall_time_limit"],
             out=folder,
             capture_output=True,
             check=False,

@@ -491,6 +491,18 @@ RUN_VALUE_CASES = [
         ["--ranks-per-node", "99999", "--out", "{out}", "--", "{program}"],
         ["--ranks-per-node: got 99999, expected a number of ranks per node from 1 to 1024 (Orrery's limit)"],
     ),
+    *(
+        run_case(
+            f"run-{flag[2:]}-{id}",
+            [f"{flag}={value}", "--out", "{out}", "--", "{program}"],
+            [
+                f"{flag}: got '{value}', expected a positive time such as 500ms, 2.5s, 30min or 2h "
+                "(a plain number: seconds)"
+            ],
+        )
+        for flag in ("--sim-time-limit", "--wall-time-limit")
+        for id, value in (("zero", "0"), ("negative", "-1s"), ("days", "2days"), ("bytes", "4GB"), ("inf", "inf"))
+    ),
     run_case(
         "run-gpus-per-node-beyond-the-node",
         ["--gpus-per-node", "5", "--out", "{out}", "--", "{program}"],

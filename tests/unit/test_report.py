@@ -260,6 +260,7 @@ def test_a_failed_run_is_reported_with_its_failure_first(tmp_path, capsys):
         "code": None,
         "blocked": [],
         "pending": [],
+        "running": [],
     }
     ranks = [dict(r, finished=r["rank"] != 2) for r in RANKS]
     run = make_run(tmp_path / "run", ranks=ranks, status="deadlock", failure=failure)
@@ -385,6 +386,7 @@ def test_a_run_that_left_no_report_of_its_ranks_gives_its_failure_and_says_so(tm
         "code": 9,
         "blocked": [],
         "pending": [],
+        "running": [],
     }
     run = make_run(tmp_path / "run", ranks=[], links=[], status="crashed", failure=failure, makespan=None)
     code, out, _ = orrery_report(capsys, run)

@@ -98,6 +98,29 @@ def test_a_deadlock_with_no_rank_blocked_is_orrery_s_error(tmp_path):
     assert "after every rank had finished" in res.failure.message
 
 
+def test_a_run_stopped_at_a_limit_names_its_unfinished_ranks_by_call_in_spans(tmp_path):
+    """Twelve ranks: 0-7 and 9 in MPI_Allreduce (a span of three or more is written as one), 8 and
+    10 outside MPI (two in a row are two ranks), 11 finished (not named)."""
+    blocked = "".join(f"{r}\tblocked\t{'' if r in (8, 10) else 'MPI_Allreduce'}\t-1\t-1\t1e-06\n" for r in [*range(11)])
+    ranks = [(r, 2e-6, r == 11) for r in range(12)]
+    report(tmp_path, "-1\tstatus\tsim_time_limit\t0\t0\t2e-06\n" + blocked, ranks=ranks)
+    res = results.read_run(tmp_path, {"sim_time_limit_s": 1.5e-6}, 0)
+    assert (res.status, res.run["exit_code"]) == ("sim_time_limit", results.EXIT_SIM_TIME_LIMIT)
+    assert res.failure.message == (
+        "the run reached its simulated time limit of 1.500 us (--sim-time-limit) at simulated time 2.000 us, "
+        "with ranks 0-7 and 9 in MPI_Allreduce, ranks 8 and 10 outside MPI"
+    )
+    assert res.failure.ranks == list(range(11)) and res.failure.blocked == []
+    assert res.failure.running[8] == {"rank": 8, "call": None, "peer": None, "tag": None, "since_s": 1e-06}
+    report(tmp_path, "-1\tstatus\twall_time_limit\t0\t0\t2e-06\n1\tblocked\tMPI_Recv\t0\t5\t1e-06\n")
+    res = results.read_run(tmp_path, {"wall_time_limit_s": 90.0}, 0)
+    assert (res.status, res.run["exit_code"]) == ("wall_time_limit", 124)
+    assert res.failure.message.endswith(
+        "limit of 90.000 s (--wall-time-limit) at simulated time 2.000 us, with rank 1 in MPI_Recv"
+    )
+    assert res.failure.running == [{"rank": 1, "call": "MPI_Recv", "peer": 0, "tag": 5, "since_s": 1e-06}]
+
+
 def approx_terms(*seconds: float):
     return pytest.approx(asdict(results.Terms(*seconds)), rel=1e-12, abs=1e-18)
 

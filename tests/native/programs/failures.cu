@@ -1,5 +1,5 @@
-// A program that fails in the ways a real MPI + CUDA job fails. Usage: failures MODE; run with
-// 2 ranks (ring: 3 or more).
+// A program that fails in the ways a real MPI + CUDA job fails, or runs for ever (the limits of
+// `orrery run`). Usage: failures MODE; run with 2 ranks (ring: 3 or more).
 // Before failing, rank 1 (or every rank) runs `busy` (its cost from the test's cost file) and
 // waits for it, so the failure happens at a simulated time the tests derive by hand. Every
 // rank prints "rank R before" first: the tests check it reaches stdout.
@@ -73,6 +73,19 @@ int main(int argc, char** argv) {
       busy<<<1, 1, 0, s>>>(d);
       cudaMemcpyAsync(d, h, 1 << 20, cudaMemcpyHostToDevice, s);
     }
+  } else if (!strcmp(mode, "forever-gpu")) {  // every rank runs busy and waits for it, for ever
+    for (;;)
+      work(d);
+  } else if (!strcmp(mode, "forever-mpi")) {  // the last rank runs busy, then all reduce, for ever
+    for (;;) {
+      if (rank == size - 1)
+        work(d);
+      MPI_Allreduce(MPI_IN_PLACE, &token, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    }
+  } else if (!strcmp(mode, "spin")) {  // rank 0 loops in its own code: SimGrid's clock stands still
+    fflush(stdout);
+    for (volatile unsigned long n = 0;; n++)
+      ;
   } else {
     fprintf(stderr, "unknown mode '%s'\n", mode);
     return 2;
