@@ -54,6 +54,24 @@ PY
   rm -rf "$tmp"
 fi
 
+# NVML's public header, for programs that include <nvml.h> (a full CUDA toolkit has it; the
+# toolkit Orrery is tested with does not): the nvidia-nvml-dev-cu12 wheel's nvml.h, kept in
+# .venv/nvml/include. Orrery's libnvidia-ml.so.1 stands in for the library (interpose/nvml/).
+nvml_include=.venv/nvml/include
+if [[ ! -f $nvml_include/nvml.h ]]; then
+  tmp=$(mktemp -d)
+  .venv/bin/python -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "nvidia-nvml-dev-cu12==12.9.79"
+  .venv/bin/python - "$tmp" "$nvml_include" <<'PY'
+import pathlib, sys, zipfile
+wheel = next(pathlib.Path(sys.argv[1]).glob("*.whl"))
+out = pathlib.Path(sys.argv[2])
+out.mkdir(parents=True, exist_ok=True)
+with zipfile.ZipFile(wheel) as z:
+    (out / "nvml.h").write_bytes(z.read("nvidia/nvml_dev/include/nvml.h"))
+PY
+  rm -rf "$tmp"
+fi
+
 if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
   echo "setup: warning: nvcc not found. Building CUDA programs for Orrery needs the CUDA toolkit's" >&2
   echo "       compiler (no GPU, no driver): NVIDIA's cuda-toolkit packages or Debian's nvidia-cuda-toolkit." >&2

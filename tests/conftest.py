@@ -94,18 +94,22 @@ def assert_same_calibration(produced, committed, path: str = "") -> None:
 
 #: NCCL's public header (the nvidia-nccl-cu13 wheel's), extracted by scripts/setup.sh
 NCCL_INCLUDE = HERE.parent / ".venv" / "nccl" / "include"
+#: NVML's public header (the nvidia-nvml-dev-cu12 wheel's), extracted by scripts/setup.sh
+NVML_INCLUDE = HERE.parent / ".venv" / "nvml" / "include"
 
 
 def build(source: Path, dest: Path, obj: Path | None = None) -> Path:
     """Compile a .cu program with `orrery nvcc` and link it with `orrery mpicxx` (the driver API's
     programs, driver_*.cu, with `-lcuda`, as programs using it are linked; NCCL's, nccl_*.cu, with
-    `-lnccl`)."""
+    `-lnccl`; NVML's, nvml_*.cu, with `-lnvidia-ml`)."""
     obj = obj or dest.with_suffix(".o")
     # NCCL programs, nccl_*.cu, against NCCL's real header (scripts/setup.sh puts it there), with -lnccl
     nccl = source.stem.startswith("nccl_")
-    include = [f"-I{NCCL_INCLUDE}"] if nccl else []
+    nvml = source.stem.startswith("nvml_")  # NVML's, against its real header, with -lnvidia-ml
+    include = [f"-I{NCCL_INCLUDE}"] if nccl else [f"-I{NVML_INCLUDE}"] if nvml else []
     orrery("nvcc", "-std=c++17", *include, "-c", str(source), "-o", str(obj), check=True)
     libs = ["-lcuda"] if source.stem.startswith("driver_") else ["-lnccl"] if nccl else []
+    libs += ["-lnvidia-ml"] if nvml else []
     orrery("mpicxx", str(obj), "-o", str(dest), *libs, check=True)
     return dest
 

@@ -93,6 +93,15 @@ Gpu* gpu_of_host(sg4::Host* host) {
   p.concurrentKernels = 1;
   p.ECCEnabled = 1;
   p.pciBusID = (int)place.pci_bus_id;
+  // A UUID of its own per GPU (a real GPU's is unique and fixed), the same in every run: "ORRY",
+  // then its node and its index in the node, big-endian. Programs match devices by it (NVML's
+  // nvmlDeviceGetHandleByUUID, NCCL, nvbandwidth); all zeros made every GPU one.
+  const unsigned char tag[4] = {'O', 'R', 'R', 'Y'};
+  for (int i = 0; i < 4; i++) {
+    p.uuid.bytes[i] = (char)tag[i];
+    p.uuid.bytes[4 + i] = (char)((uint32_t)place.node >> (24 - 8 * i));
+    p.uuid.bytes[8 + i] = (char)((uint32_t)place.index >> (24 - 8 * i));
+  }
   p.asyncEngineCount = engines;
   p.unifiedAddressing = 1;
   p.memoryBusWidth = (int)model.memory_bus_width;

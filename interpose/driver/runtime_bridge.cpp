@@ -10,6 +10,7 @@
  * GPU. Not here: the driver calls themselves (the other files of driver/, in libcuda.so.1). */
 #include "driver/runtime_bridge.h"
 
+#include "core/gpus.hpp"
 #include "core/runtime.hpp"
 #include "core/trace.hpp"
 
@@ -130,6 +131,30 @@ ORR_EXPORT CUresult orrery_private_set_current_device(const char* fn, int device
 ORR_EXPORT const cudaDeviceProp* orrery_private_device_prop(const char* fn, int device) {
   Gpu* g = device_of(rank_self(fn), device);
   return g ? &g->prop : nullptr;
+}
+
+/* The index-th GPU of the calling rank's node (NVML's numbering: its index in the node), nullptr
+ * past the last. */
+static Gpu* node_gpu(const char* fn, int index) {
+  Rank& r = rank_self(fn);
+  const auto& gpus = gpus_of_node(r.gpus.at(0)->node);
+  return index >= 0 && index < (int)gpus.size() ? gpu_of_host(host_by_name(gpus[index]->host)) : nullptr;
+}
+
+ORR_EXPORT int orrery_private_node_gpu_count(const char* fn) {
+  return (int)gpus_of_node(rank_self(fn).gpus.at(0)->node).size();
+}
+
+ORR_EXPORT const cudaDeviceProp* orrery_private_node_gpu(const char* fn, int index, size_t* memory_used) {
+  Gpu* g = node_gpu(fn, index);
+  if (g && memory_used)
+    *memory_used = g->memory_used;
+  return g ? &g->prop : nullptr;
+}
+
+ORR_EXPORT const char* orrery_private_node_gpu_attribute(const char* fn, int index, int attribute, int* value) {
+  Gpu* g = node_gpu(fn, index);
+  return g ? device_attribute(*g, attribute, value) : "is asked of a GPU the node does not have";
 }
 
 ORR_EXPORT const char* orrery_private_device_attribute(const char* fn, int attribute, int device, int* value) {

@@ -1,4 +1,5 @@
-/* What the driver stand-in (libcuda.so.1) asks the runtime stand-in (libcudart.so.13), where
+/* What the driver stand-in (libcuda.so.1) and NVML's (libnvidia-ml.so.1) ask the runtime stand-in
+ * (libcudart.so.13), where
  * the run's state lives: the ranks, their GPUs and current device, the memory registry. The
  * functions are defined in runtime_bridge.cpp, built into libcudart.so.13 and exported under its
  * version node ORRERY_PRIVATE, so the two libraries answer from one state (there is no second
@@ -65,6 +66,15 @@ CUresult orrery_private_vmm_unmap(const char* fn, CUdeviceptr ptr, size_t size);
 CUresult orrery_private_vmm_set_access(const char* fn, CUdeviceptr ptr, size_t size, int device, int flags);
 CUresult orrery_private_vmm_retain(const char* fn, const void* addr, CUmemGenericAllocationHandle* handle);
 CUresult orrery_private_vmm_properties(const char* fn, CUmemGenericAllocationHandle handle, int* device, size_t* size);
+
+// NVML's view (libnvidia-ml.so.1, interpose/nvml/): the GPUs of the calling rank's node, all of
+// them whatever the rank sees (NVML ignores CUDA_VISIBLE_DEVICES), numbered by their index in the
+// node (PCI order, as NVML numbers them). The index-th one's description and its memory in use
+// (every rank's allocations on it), nullptr past the last; a cudaDevAttr of it as
+// orrery_private_device_attribute answers.
+int orrery_private_node_gpu_count(const char* fn);
+const cudaDeviceProp* orrery_private_node_gpu(const char* fn, int index, size_t* memory_used);
+const char* orrery_private_node_gpu_attribute(const char* fn, int index, int attribute, int* value);
 }
 
 #endif

@@ -305,11 +305,12 @@ def _description(opts: RunOptions, out: Path, exe: Path) -> str:
 #: Stand-ins loaded into SMPI's launcher before the program, beside liborrery_smpi.so: the loader
 #: reuses a library already loaded under the soname a program asks for, so the program gets
 #: Orrery's NCCL whatever it was linked against (an RPATH to a real NCCL, which wins over
-#: LD_LIBRARY_PATH, or a dlopen of "libnccl.so.2"), in every rank's copy of it. libcudart.so.13
+#: LD_LIBRARY_PATH, or a dlopen of "libnccl.so.2"), in every rank's copy of it, and Orrery's NVML
+#: (libnvidia-ml.so.1, which monitoring code often opens with dlopen). libcudart.so.13
 #: comes first, before libsimgrid in the launcher's global scope, where SimGrid's own references to
 #: MPI_* resolve: SMPI's Fortran bindings (mpi_send_ calls MPI_Send) then reach the runtime's
 #: wrappers, so a Fortran program's calls are timed as a C program's (interpose/mpi/mpi.cpp).
-STAND_INS = ("libcudart.so.13", "libnccl.so.2")
+STAND_INS = ("libcudart.so.13", "libnccl.so.2", "libnvidia-ml.so.1")
 
 
 #: The memory allocator SMPI's launcher runs with (ORRERY_MALLOC unset): mimalloc, where it is
