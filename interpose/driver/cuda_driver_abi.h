@@ -23,14 +23,23 @@ enum {
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
+  CUDA_ERROR_ILLEGAL_STATE = 401,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
+  CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705,
   CUDA_ERROR_NOT_SUPPORTED = 801,
+  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+  CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
   CUDA_ERROR_UNKNOWN = 999,
 };
 
 typedef unsigned long long CUdeviceptr;
 typedef int CUdevice;
 typedef struct CUctx_st* CUcontext;
+typedef struct CUstream_st* CUstream;  // the runtime's cudaStream_t, as in CUDA
+typedef struct CUevent_st* CUevent;    // the runtime's cudaEvent_t
 typedef unsigned long long cuuint64_t;
 
 typedef struct CUuuid_st {

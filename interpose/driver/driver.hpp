@@ -15,6 +15,37 @@ CUcontext primary_context(const char* fn, int device);
 int device_of_context(CUcontext ctx);  // -1: not a primary context
 bool valid_device(const char* fn, CUdevice dev);
 
+/* A runtime call's error as the driver's: CUDA numbers most of them alike (invalid value, out of
+ * memory, invalid device, handle, not ready, peer access, capture); the runtime's own argument
+ * errors (pitch, symbol, memcpy direction, device pointer) are the driver's invalid value. */
+inline CUresult from_runtime(cudaError_t e) {
+  switch (e) {
+    case cudaErrorInvalidConfiguration:
+    case cudaErrorInvalidPitchValue:
+    case cudaErrorInvalidSymbol:
+    case cudaErrorInvalidDevicePointer:
+    case cudaErrorInvalidMemcpyDirection:
+    case cudaErrorInvalidDeviceFunction: return CUDA_ERROR_INVALID_VALUE;
+    default: return (CUresult)e;
+  }
+}
+
+/* Calls the runtime's `call` for the driver call `fn`: its error is the driver's to return, and not
+ * the runtime's last error (cudaGetLastError), which the driver's calls leave as they found it (a
+ * cuCtxEnablePeerAccess already enabled must not make the program's next cudaGetLastError fail). */
+template <typename Call>
+CUresult via_runtime(const char* fn, Call call) {
+  cudaError_t before = orrery_private_swap_last_error(fn, cudaSuccess);
+  cudaError_t e = call();
+  orrery_private_swap_last_error(fn, before);
+  return from_runtime(e);
+}
+
+/* The driver's calls that move memory or order work are the runtime's (cudart/memory.cpp,
+ * stream_event.cpp) on the same memory, streams and events: CUstream and CUevent are the runtime's
+ * handles, as in CUDA. A driver call without a current context (cuCtxSetCurrent(NULL)) fails. */
+inline bool has_context(const char* fn) { return orrery_private_context_bound(fn, -1); }
+
 }  // namespace orrery_driver
 
 #endif

@@ -162,6 +162,13 @@ ORR_EXPORT const char* orrery_private_device_attribute(const char* fn, int attri
   return g ? device_attribute(*g, attribute, value) : "is asked of a device the rank does not see";
 }
 
+ORR_EXPORT cudaError_t orrery_private_swap_last_error(const char* fn, cudaError_t e) {
+  Rank& r = rank_self(fn);
+  cudaError_t before = r.last_error;
+  r.last_error = e;
+  return before;
+}
+
 ORR_EXPORT void orrery_private_synchronize(const char* fn) {
   Rank& r = rank_self(fn);
   trace::CudaCall call(r, fn);

@@ -30,6 +30,8 @@ CUresult orrery_private_set_current_device(const char* fn, int device);
 const cudaDeviceProp* orrery_private_device_prop(const char* fn, int device);
 // A cudaDevAttr / CU_DEVICE_ATTRIBUTE value: null once *value is set, else why it has no answer.
 const char* orrery_private_device_attribute(const char* fn, int attribute, int device, int* value);
+// The rank's runtime last error (cudaGetLastError's), set to `e`; the one before it returned.
+cudaError_t orrery_private_swap_last_error(const char* fn, cudaError_t e);
 // As cudaDeviceSynchronize: waits for the current device's work.
 void orrery_private_synchronize(const char* fn);
 

@@ -126,9 +126,9 @@ def test_virtual_memory_is_device_memory_of_its_gpu(run_program, programs, h100)
     assert v["release_twice"] == CUDA_ERROR_INVALID_VALUE
 
 
-@pytest.mark.parametrize("name", ["cuMemAlloc_v2", "cuMulticastCreate", "cuMulticastBindMem"])
+@pytest.mark.parametrize("name", ["cuMemAllocPitch_v2", "cuMulticastCreate", "cuMulticastBindMem"])
 def test_a_refused_driver_call_stops_the_run_naming_it(run_program, programs, name):
-    # cuMemAlloc_v2: a generated stub (no row); cuMulticast*: rows refused by name
+    # cuMemAllocPitch_v2: a generated stub (no row); cuMulticast*: rows refused by name
     r = run_program(programs["driver_calls"], "refused", name, options=("--gpus-per-node", "1"))
     assert r.returncode == 3, r.stderr
     assert r.stderr.splitlines()[-1] == (
@@ -137,3 +137,30 @@ def test_a_refused_driver_call_stops_the_run_naming_it(run_program, programs, na
     )
     assert f"refused: {name} returned" not in r.stdout
     assert r.results["failure"]["ranks"] == [0]
+
+
+def test_work_through_the_driver_is_the_runtime_s_work(run_program, programs, h100):
+    """driver_work.cu: each driver copy, memset and event is timed as the runtime's call for the
+    same work (the same path, the same time), allocations count in the device's memory, and the
+    driver's errors (not ready, peer access already enabled, no context) are its own, leaving
+    the runtime's last error alone."""
+    r = run_program(programs["driver_work"], options=TWO_GPUS)
+    assert r.returncode == 0, r.stderr
+    v, text = r.values(), lines(r.stdout) | dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
+    n = 64 << 20
+    assert v["alloc_zero"] == CUDA_ERROR_INVALID_VALUE  # the driver refuses an empty allocation
+    assert v["alloc_used"] == n and v["freed_used"] == 0
+    assert v["host_alloc_type"] == CU_MEMORYTYPE_HOST and v["stream_ctx_is_primary"] == 1
+    assert v["driver_h2d_ms"] == v["runtime_h2d_ms"] > 0
+    # the copy crosses the GPU's PCIe link, and no faster than it
+    assert n / (v["driver_h2d_ms"] * 1e-3) <= h100.pcie.bandwidth * (1 + 1e-6)
+    assert v["driver_d2h_ms"] > 0
+    assert v["driver_memset_ms"] == v["runtime_memset_ms"] > 0
+    assert text["query_running"] == "600 600" and text["query_done"] == "0 0"  # CUDA_ERROR_NOT_READY
+    assert text["not_ready_name"] == "CUDA_ERROR_NOT_READY"
+    assert v["enable_peer"] == 0 and v["enable_peer_again"] == 704  # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+    assert v["runtime_last_error"] == 0
+    # before peer access the copy is staged through host memory (slower), after it direct
+    assert v["driver_peer_ms"] == v["runtime_peer_ms"] < v["staged_peer_ms"]
+    assert v["disable_peer"] == 0
+    assert text["no_context"] == f"{CUDA_ERROR_INVALID_CONTEXT} {CUDA_ERROR_INVALID_CONTEXT}"

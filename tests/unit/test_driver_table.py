@@ -30,7 +30,7 @@ FILES = ["driver_api.def", "cuda13_driver_symbols.txt", "cuda13_driver_versions.
         ),
         (
             INIT.replace("device,", "devices,"),
-            "driver_api.def: cuInit: family 'devices', expected one of device, context, memory, vmm, entry, "
+            "driver_api.def: cuInit: family 'devices', expected one of device, context, memory, stream, vmm, entry, "
             "errors, generated",
         ),
         (

@@ -344,8 +344,9 @@ int main(int argc, char** argv) {
     CU(cuInit(0));
     CUdeviceptr p = 0;
     CUmemGenericAllocationHandle mc = 0;
-    if (!strcmp(name, "cuMemAlloc_v2"))
-      cuMemAlloc(&p, 4096);
+    size_t pitch = 0;
+    if (!strcmp(name, "cuMemAllocPitch_v2"))
+      cuMemAllocPitch(&p, &pitch, 4096, 4, 4);
     else if (!strcmp(name, "cuMulticastCreate"))
       cuMulticastCreate(&mc, nullptr);
     else if (!strcmp(name, "cuMulticastAddDevice"))
