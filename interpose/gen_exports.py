@@ -234,7 +234,9 @@ def version_script(cuda: list[Call], mpi: list[Call], real: list[str]) -> str:
 # state lives: functions named orrery_private_*, and the core's C++ interface (core/runtime.hpp,
 # ranks.hpp, fatal.hpp: libnccl.so.2's collectives are the core's stream operations), in a version
 # node of their own so that no program links them by accident.
-PRIVATE_NODE = 'ORRERY_PRIVATE {\n  global:\n    orrery_private_*;\n    extern "C++" {\n      orrery::*;\n    };\n};\n'
+# The names of namespace orrery's functions and variables, mangled (a demangled glob, `orrery::*`,
+# also matched the standard library's templates that return one of its types, which it would export).
+PRIVATE_NODE = "ORRERY_PRIVATE {\n  global:\n    orrery_private_*;\n    _ZN6orrery*;\n    _ZNK6orrery*;\n};\n"
 
 
 def policies(cuda: list[Call], mpi: list[Call], real: list[str]) -> dict[str, str]:

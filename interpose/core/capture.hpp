@@ -20,8 +20,10 @@ enum CaptureMode { kCaptureGlobal = 0, kCaptureThreadLocal = 1, kCaptureRelaxed 
 
 struct GraphNode {
   Op op{Op::Wait};             // the operation as enqueued (its host-side cost paid at the capture)
-  std::vector<uint32_t> deps;  // the nodes it waits for, all earlier in `nodes`
+  std::vector<uint32_t> deps;  // the nodes it waits for, all earlier in `nodes` (once instantiated)
   int branch = 0;              // the captured stream it came from (0: where the capture began)
+  int type = -1;               // a node made one by one: its cudaGraphNodeType (-1: captured)
+  cudaKernelNodeParams kernel{};  // a kernel node made one by one: its parameters as given
 };
 
 struct Graph {
@@ -30,6 +32,9 @@ struct Graph {
   std::vector<GraphNode> nodes;  // in the order they were captured (a topological order)
   std::vector<int> priorities;   // per branch: the priority of the stream captured into it (or of
                                  // the graph's stream, for a graph launched into the capture)
+  // Made node by node (cudaGraphAdd*Node): its nodes are in the order they were added, their
+  // dependencies anywhere, and its branches are found when it is instantiated (graph.cpp).
+  bool node_by_node = false;
 };
 
 struct Capture {
@@ -49,6 +54,7 @@ struct GraphExec {
   std::map<std::pair<int, int>, Stream*> streams;  // (branch, priority) -> the stream it runs on
   Stream* last = nullptr;        // the previous launch's stream and the operation that ends it
   uint64_t last_seq = 0;
+  std::vector<uint32_t> index;   // a graph made node by node: each of its nodes' place in `graph`
 };
 
 cudaError_t capture_begin(Stream* s, int mode);
@@ -75,6 +81,13 @@ int& thread_capture_mode(const Rank& r);  // cudaThreadExchangeStreamCaptureMode
 // The capture the legacy stream `legacy` would join implicitly: one of a blocking stream of its
 // device (cudaErrorStreamCaptureImplicit for the call), or nullptr.
 Capture* implicit_capture(Stream* legacy);
+
+/* The operations the runtime's calls enqueue, built without enqueueing them (a graph's nodes made
+ * node by node hold them): CUDA's error where the call's arguments are bad. */
+cudaError_t kernel_op(Rank& r, const char* fn, const void* stub, dim3 grid, dim3 block, size_t shmem, Op& op);
+cudaError_t copy_op(Rank& r, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                    int kind, Op& op, int dst_device = -1, int src_device = -1);
+cudaError_t memset_op(Rank& r, void* p, size_t bytes, Op& op);
 
 cudaError_t graph_launch(GraphExec& x, Stream* s);
 void graph_exec_destroy(GraphExec& x);

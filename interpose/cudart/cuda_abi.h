@@ -88,6 +88,59 @@ typedef struct cudaGraphEdgeData_st {  // driver_types.h: an edge's ports and ty
 typedef void (*cudaHostFn_t)(void* userData);
 typedef void (*cudaStreamCallback_t)(cudaStream_t stream, cudaError_t status, void* userData);
 
+/* A graph's nodes made one by one (driver_types.h): their parameters. */
+typedef struct CUarray_st* cudaArray_t;
+struct cudaKernelNodeParams {
+  void* func;
+  dim3 gridDim;
+  dim3 blockDim;
+  unsigned int sharedMemBytes;
+  void** kernelParams;
+  void** extra;
+};
+struct cudaMemsetParams {
+  void* dst;
+  size_t pitch;
+  unsigned int value;
+  unsigned int elementSize;  // 1, 2 or 4
+  size_t width;              // in elements
+  size_t height;
+};
+struct cudaHostNodeParams {
+  cudaHostFn_t fn;
+  void* userData;
+};
+struct cudaPitchedPtr {
+  void* ptr;
+  size_t pitch, xsize, ysize;
+};
+struct cudaExtent {
+  size_t width, height, depth;  // width in bytes for linear memory
+};
+struct cudaPos {
+  size_t x, y, z;
+};
+struct cudaMemcpy3DParms {
+  cudaArray_t srcArray;
+  struct cudaPos srcPos;
+  struct cudaPitchedPtr srcPtr;
+  cudaArray_t dstArray;
+  struct cudaPos dstPos;
+  struct cudaPitchedPtr dstPtr;
+  struct cudaExtent extent;
+  int kind;  // enum cudaMemcpyKind
+};
+enum cudaGraphNodeType {
+  cudaGraphNodeTypeKernel = 0,
+  cudaGraphNodeTypeMemcpy = 1,
+  cudaGraphNodeTypeMemset = 2,
+  cudaGraphNodeTypeHost = 3,
+  cudaGraphNodeTypeGraph = 4,
+  cudaGraphNodeTypeEmpty = 5,
+  cudaGraphNodeTypeWaitEvent = 6,
+  cudaGraphNodeTypeEventRecord = 7,
+};
+
 /* cudaLaunchKernelEx's configuration (driver_types.h): an attribute is its id, padded to 8 bytes,
  * then a 64-byte union of values, of which the shim reads the ints and the cluster dimensions. */
 typedef struct cudaLaunchAttribute_st {

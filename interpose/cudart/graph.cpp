@@ -1,11 +1,18 @@
-/* CUDA graphs made by stream capture: capturing, instantiating, launching (core/capture.hpp has
- * the mechanism). Graphs built node by node (cudaGraphAddKernelNode and the rest) and graph updates
- * are not simulated: those calls stop the run naming them, as every call without a row does. */
+/* CUDA graphs: made by stream capture or node by node (cudaGraphAdd*Node), instantiated, launched
+ * (core/capture.hpp has the mechanism). A node made one by one holds the operation the runtime's
+ * call would enqueue (a kernel node a launch's, a memcpy node a copy's, ...), checked as that call
+ * checks it; adding it costs no simulated time, and each launch of the graph costs one launch
+ * overhead, as a captured graph's does. Its branches (the streams its nodes run on at a launch)
+ * are found when it is instantiated: each node continues the branch of its first dependency that
+ * no other node continued yet, so that nodes without a path between them overlap as on the GPU.
+ * Graph updates other than a kernel node's parameters, event, allocation and conditional nodes
+ * stop the run naming the call, as every call without a row does. */
 #include "core/capture.hpp"
 #include "core/trace.hpp"
 #include "cudart/cuda_api.h"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -42,6 +49,64 @@ std::map<const Stream*, std::vector<cudaGraphEdgeData>>& edge_arrays() {
   static std::map<const Stream*, std::vector<cudaGraphEdgeData>> a;
   return a;
 }
+/* A node's handle: where it stands in its graph. A child graph's node stands for every node of the
+ * child, copied into the graph between two empty nodes: dependencies on it are on `last`, its
+ * own on `first`. Handles live as long as their graph. */
+struct NodeRef {
+  Graph* graph;
+  uint32_t first, last;
+  int type;  // cudaGraphNodeType
+};
+std::map<Graph*, std::vector<std::unique_ptr<NodeRef>>>& node_refs() {
+  static std::map<Graph*, std::vector<std::unique_ptr<NodeRef>>> refs;
+  return refs;
+}
+std::set<const NodeRef*>& live_refs() {
+  static std::set<const NodeRef*> live;
+  return live;
+}
+cudaGraphNode_t new_ref(Graph* g, uint32_t first, uint32_t last, int type) {
+  auto& refs = node_refs()[g];
+  refs.push_back(std::make_unique<NodeRef>(NodeRef{g, first, last, type}));
+  live_refs().insert(refs.back().get());
+  return reinterpret_cast<cudaGraphNode_t>(refs.back().get());
+}
+NodeRef* ref_of(cudaGraphNode_t handle) {
+  auto* ref = reinterpret_cast<NodeRef*>(handle);
+  return live_refs().count(ref) ? ref : nullptr;
+}
+void forget_refs(Graph* g) {
+  auto it = node_refs().find(g);
+  if (it == node_refs().end())
+    return;
+  for (auto& ref : it->second)
+    live_refs().erase(ref.get());
+  node_refs().erase(it);
+}
+
+// The type of a captured node, from its operation.
+int type_of(const GraphNode& n) {
+  if (n.type >= 0)
+    return n.type;
+  switch (n.op.kind) {
+    case Op::Kernel: return cudaGraphNodeTypeKernel;
+    case Op::Copy: return cudaGraphNodeTypeMemcpy;
+    case Op::Memset: return cudaGraphNodeTypeMemset;
+    case Op::HostFn: return cudaGraphNodeTypeHost;
+    case Op::Record: return cudaGraphNodeTypeEventRecord;
+    default: return cudaGraphNodeTypeEmpty;
+  }
+}
+
+// A captured graph's nodes get their handles when first asked for (a node by node one's has them).
+void ensure_refs(Graph* g) {
+  if (g->node_by_node || node_refs()[g].size() == g->nodes.size())
+    return;
+  forget_refs(g);
+  for (uint32_t i = 0; i < g->nodes.size(); i++)
+    new_ref(g, i, i, type_of(g->nodes[i]));
+}
+
 GraphExec* exec_of(cudaGraphExec_t handle) {
   auto* x = reinterpret_cast<GraphExec*>(handle);
   return live_execs().count(x) ? x : nullptr;
@@ -49,6 +114,60 @@ GraphExec* exec_of(cudaGraphExec_t handle) {
 
 // cudaGraphInstantiateFlags (driver_types.h)
 constexpr unsigned long long kAutoFreeOnLaunch = 1, kUpload = 2, kDeviceLaunch = 4, kUseNodePriority = 8;
+
+/* A graph made node by node as an executable graph holds it: its nodes in an order where every node
+ * comes after those it depends on (`index`: each node's place), each on a branch (above); false
+ * where its dependencies make a cycle. */
+bool order_nodes(const Graph& g, Graph& out, std::vector<uint32_t>& index) {
+  const size_t n = g.nodes.size();
+  std::vector<std::vector<uint32_t>> successors(n);
+  std::vector<size_t> waiting(n);
+  for (uint32_t i = 0; i < n; i++) {
+    waiting[i] = g.nodes[i].deps.size();
+    for (uint32_t d : g.nodes[i].deps)
+      successors[d].push_back(i);
+  }
+  std::set<uint32_t> ready;  // the lowest first: the order they were added, where it allows
+  for (uint32_t i = 0; i < n; i++)
+    if (!waiting[i])
+      ready.insert(i);
+  std::vector<uint32_t> order;
+  while (!ready.empty()) {
+    uint32_t i = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(i);
+    for (uint32_t s : successors[i])
+      if (--waiting[s] == 0)
+        ready.insert(s);
+  }
+  if (order.size() != n)
+    return false;
+  index.assign(n, 0);
+  for (uint32_t k = 0; k < n; k++)
+    index[order[k]] = k;
+  out.nodes.clear();
+  std::vector<int> tail;  // per branch: the last node on it
+  for (uint32_t k = 0; k < n; k++) {
+    GraphNode node = g.nodes[order[k]];
+    for (uint32_t& d : node.deps)
+      d = index[d];
+    std::sort(node.deps.begin(), node.deps.end());
+    node.branch = -1;
+    for (uint32_t d : node.deps)
+      if (tail[out.nodes[d].branch] == (int)d) {  // d's branch ends at d: continue it
+        node.branch = out.nodes[d].branch;
+        break;
+      }
+    if (node.branch < 0) {
+      node.branch = (int)tail.size();
+      tail.push_back(-1);
+    }
+    tail[node.branch] = (int)k;
+    out.nodes.push_back(std::move(node));
+  }
+  out.priorities.assign(std::max<size_t>(tail.size(), 1), 0);
+  return true;
+}
 
 cudaError_t instantiate(const char* fn, cudaGraphExec_t* out, cudaGraph_t handle, unsigned long long flags) {
   Rank& r = rank_self(fn);
@@ -59,13 +178,58 @@ cudaError_t instantiate(const char* fn, cudaGraphExec_t* out, cudaGraph_t handle
     unsupported("cudaGraphInstantiate(cudaGraphInstantiateFlagDeviceLaunch): graphs launched from the device");
   if (g->rank != &r)
     fatal("%s: rank %d instantiated a graph of rank %d", fn, r.id, g->rank->id);
-  auto* x = new GraphExec;
+  auto x = std::make_unique<GraphExec>();
   x->rank = &r;
   x->graph = *g;  // an executable graph is a snapshot: the graph may be destroyed or captured again
+  if (g->node_by_node && !order_nodes(*g, x->graph, x->index))
+    return r.last_error = cudaErrorInvalidValue;  // a cycle
   x->node_priority = flags & kUseNodePriority;
-  live_execs().insert(x);
-  *out = reinterpret_cast<cudaGraphExec_t>(x);
+  *out = reinterpret_cast<cudaGraphExec_t>(x.get());
+  live_execs().insert(x.release());
   return cudaSuccess;
+}
+
+/* ---- graphs made node by node ---- */
+
+Graph* graph_of_rank(Rank& r, const char* fn, cudaGraph_t handle) {
+  Graph* g = graph_of(handle);
+  if (g && g->rank != &r)
+    fatal("%s: rank %d added to a graph of rank %d", fn, r.id, g->rank->id);
+  return g;
+}
+
+/* Adds `node` to graph `handle` after the nodes `deps` (distinct nodes of that graph), its handle
+ * in *out: CUDA's error for bad arguments. A node of another device than the graph's is refused by
+ * name (a graph's launch runs its nodes on streams of the graph's device). */
+cudaError_t add_node(Rank& r, const char* fn, cudaGraphNode_t* out, cudaGraph_t handle, const cudaGraphNode_t* deps,
+                     size_t count, GraphNode node) {
+  Graph* g = graph_of_rank(r, fn, handle);
+  if (!out || !g || (count && !deps))
+    return cudaErrorInvalidValue;
+  ensure_refs(g);
+  for (size_t i = 0; i < count; i++) {
+    NodeRef* d = ref_of(deps[i]);
+    if (!d || d->graph != g)
+      return cudaErrorInvalidValue;
+    if (std::find(node.deps.begin(), node.deps.end(), d->last) != node.deps.end())
+      return cudaErrorInvalidValue;  // named twice
+    node.deps.push_back(d->last);
+  }
+  g->node_by_node = true;
+  g->nodes.push_back(std::move(node));
+  uint32_t at = (uint32_t)g->nodes.size() - 1;
+  *out = new_ref(g, at, at, g->nodes.back().type);
+  return cudaSuccess;
+}
+
+// A kernel or memset node runs on the graph's device: one made while another device is current
+// (a graph spanning devices) is not simulated.
+void check_device(Rank& r, const char* fn, cudaGraph_t handle) {
+  Graph* g = graph_of(handle);
+  if (g && g->device != r.device)
+    fatal("%s: a node on device %d of a graph made on device %d (a graph spanning devices), which Orrery does "
+          "not simulate",
+          fn, r.device, g->device);
 }
 }  // namespace
 
@@ -150,10 +314,15 @@ ORR_EXPORT cudaError_t cudaGraphGetNodes(cudaGraph_t handle, cudaGraphNode_t* no
     g = capturing_graph_of(r, handle);
   if (!g || !count)
     return r.last_error = cudaErrorInvalidValue;
-  if (nodes) {  // handles to look at, not to use: the calls that take a node are not simulated
-    for (size_t i = 0; i < *count; i++)
-      nodes[i] = i < g->nodes.size() ? reinterpret_cast<cudaGraphNode_t>(&g->nodes[i]) : nullptr;
-    *count = std::min(*count, g->nodes.size());
+  if (nodes) {
+    ensure_refs(g);
+    const auto& refs = node_refs()[g];
+    size_t k = 0;
+    for (size_t i = 0; i < refs.size() && k < *count; i++)
+      nodes[k++] = reinterpret_cast<cudaGraphNode_t>(refs[i].get());
+    for (size_t i = k; i < *count; i++)
+      nodes[i] = nullptr;
+    *count = k;
   } else {
     *count = g->nodes.size();
   }
@@ -166,7 +335,266 @@ ORR_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t handle) {
   if (!g)
     return r.last_error = cudaErrorInvalidValue;
   live_graphs().erase(g);
+  forget_refs(g);
   delete g;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaGraphCreate(cudaGraph_t* out, unsigned int flags) {
+  Rank& r = rank_self("cudaGraphCreate");
+  if (!out || flags)
+    return r.last_error = cudaErrorInvalidValue;
+  auto* g = new Graph;
+  g->rank = &r;
+  g->device = r.device;
+  g->node_by_node = true;
+  live_graphs().insert(g);
+  *out = reinterpret_cast<cudaGraph_t>(g);
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* out, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                              size_t count, const cudaKernelNodeParams* params) {
+  const char* fn = "cudaGraphAddKernelNode";
+  Rank& r = rank_self(fn);
+  if (!params || !params->func)
+    return r.last_error = cudaErrorInvalidValue;
+  check_device(r, fn, graph);
+  GraphNode node;
+  if (cudaError_t e = kernel_op(r, fn, params->func, params->gridDim, params->blockDim, params->sharedMemBytes, node.op))
+    return r.last_error = e;
+  node.type = cudaGraphNodeTypeKernel;
+  node.kernel = *params;
+  if (cudaError_t e = add_node(r, fn, out, graph, deps, count, std::move(node)))
+    return r.last_error = e;
+  return cudaSuccess;
+}
+
+static cudaError_t add_copy(const char* fn, cudaGraphNode_t* out, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                            size_t count, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                            size_t height, int kind) {
+  Rank& r = rank_self(fn);
+  GraphNode node;
+  if (cudaError_t e = copy_op(r, dst, dpitch, src, spitch, width, height, kind, node.op))
+    return r.last_error = e;
+  node.type = cudaGraphNodeTypeMemcpy;
+  if (cudaError_t e = add_node(r, fn, out, graph, deps, count, std::move(node)))
+    return r.last_error = e;
+  return cudaSuccess;
+}
+
+/* A copy between linear memories: 1D (height 1) or 2D (rows `pitch` apart); CUDA arrays and copies
+ * of several 2D slices (depth above 1) stop the run naming the call. */
+ORR_EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* out, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                              size_t count, const cudaMemcpy3DParms* p) {
+  const char* fn = "cudaGraphAddMemcpyNode";
+  if (!p)
+    return rank_self(fn).last_error = cudaErrorInvalidValue;
+  if (p->srcArray || p->dstArray)
+    unsupported("cudaGraphAddMemcpyNode of a CUDA array");
+  if (p->extent.depth > 1 || p->srcPos.z || p->dstPos.z)
+    unsupported("cudaGraphAddMemcpyNode of several 2D slices (a 3D copy)");
+  char* dst = (char*)p->dstPtr.ptr + p->dstPos.y * p->dstPtr.pitch + p->dstPos.x;
+  const char* src = (const char*)p->srcPtr.ptr + p->srcPos.y * p->srcPtr.pitch + p->srcPos.x;
+  size_t height = p->extent.depth ? p->extent.height : 0;
+  return add_copy(fn, out, graph, deps, count, dst, p->dstPtr.pitch, src, p->srcPtr.pitch, p->extent.width, height,
+                  p->kind);
+}
+
+ORR_EXPORT cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* out, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                                size_t count, void* dst, const void* src, size_t bytes, int kind) {
+  return add_copy("cudaGraphAddMemcpyNode1D", out, graph, deps, count, dst, bytes, src, bytes, bytes, 1, kind);
+}
+
+/* Rows of elements of 1, 2 or 4 bytes, `pitch` apart: the device's memset time for their bytes.
+ * Device memory holds nothing anyone reads (skeleton mode); into managed memory, which the host's
+ * code reads, the node writes nothing, as a captured memset does not. */
+ORR_EXPORT cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* out, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                              size_t count, const cudaMemsetParams* p) {
+  const char* fn = "cudaGraphAddMemsetNode";
+  Rank& r = rank_self(fn);
+  if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) || !p->width || !p->height)
+    return r.last_error = cudaErrorInvalidValue;
+  const size_t row = p->width * p->elementSize;
+  if (p->height > 1 && p->pitch < row)
+    return r.last_error = cudaErrorInvalidValue;
+  check_device(r, fn, graph);
+  GraphNode node;
+  const size_t extent = (p->height - 1) * p->pitch + row;  // the bytes the rows span
+  if (cudaError_t e = memset_op(r, p->dst, extent, node.op))
+    return r.last_error = e;
+  node.op.seconds *= (double)(row * p->height) / (double)extent;  // the rows' bytes, not the gaps'
+  node.op.bytes = row * p->height;
+  node.type = cudaGraphNodeTypeMemset;
+  if (cudaError_t e = add_node(r, fn, out, graph, deps, count, std::move(node)))
+    return r.last_error = e;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* out, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                            size_t count, const cudaHostNodeParams* p) {
+  const char* fn = "cudaGraphAddHostNode";
+  Rank& r = rank_self(fn);
+  if (!p || !p->fn)
+    return r.last_error = cudaErrorInvalidValue;
+  GraphNode node;
+  node.op = Op{Op::HostFn};
+  node.op.fn = p->fn;
+  node.op.fn_data = p->userData;
+  node.type = cudaGraphNodeTypeHost;
+  if (cudaError_t e = add_node(r, fn, out, graph, deps, count, std::move(node)))
+    return r.last_error = e;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* out, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                             size_t count) {
+  const char* fn = "cudaGraphAddEmptyNode";
+  Rank& r = rank_self(fn);
+  GraphNode node;
+  node.type = cudaGraphNodeTypeEmpty;
+  if (cudaError_t e = add_node(r, fn, out, graph, deps, count, std::move(node)))
+    return r.last_error = e;
+  return cudaSuccess;
+}
+
+/* The child's nodes, copied into the graph between an empty node after `deps` (their start) and
+ * one after the child's last nodes (their end): the handle stands for both. */
+ORR_EXPORT cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t* out, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                                  size_t count, cudaGraph_t child_handle) {
+  const char* fn = "cudaGraphAddChildGraphNode";
+  Rank& r = rank_self(fn);
+  Graph* g = graph_of_rank(r, fn, graph);
+  Graph* child = graph_of_rank(r, fn, child_handle);
+  if (!out || !g || !child || child == g)
+    return r.last_error = cudaErrorInvalidValue;
+  if (child->device != g->device)
+    fatal("%s: a child graph of device %d in a graph of device %d, which Orrery does not simulate", fn, child->device,
+          g->device);
+  GraphNode start;
+  start.type = cudaGraphNodeTypeEmpty;
+  cudaGraphNode_t start_handle;
+  if (cudaError_t e = add_node(r, fn, &start_handle, graph, deps, count, std::move(start)))
+    return r.last_error = e;
+  const uint32_t first = ref_of(start_handle)->first, base = (uint32_t)g->nodes.size();
+  std::vector<bool> has_successor(child->nodes.size(), false);
+  for (const GraphNode& n : child->nodes)
+    for (uint32_t d : n.deps)
+      has_successor[d] = true;
+  for (const GraphNode& n : child->nodes) {
+    GraphNode m = n;
+    for (uint32_t& d : m.deps)
+      d += base;
+    if (m.deps.empty())
+      m.deps.push_back(first);
+    m.type = type_of(n);
+    g->nodes.push_back(std::move(m));
+  }
+  GraphNode end;
+  end.type = cudaGraphNodeTypeEmpty;
+  for (uint32_t i = 0; i < child->nodes.size(); i++)
+    if (!has_successor[i])
+      end.deps.push_back(base + i);
+  if (end.deps.empty())
+    end.deps.push_back(first);
+  g->nodes.push_back(std::move(end));
+  *out = new_ref(g, first, (uint32_t)g->nodes.size() - 1, cudaGraphNodeTypeGraph);
+  return cudaSuccess;
+}
+
+/* Edges from[i] -> to[i]: full dependencies only (edge data of type 0 on the default ports); a
+ * programmatic one stops the run naming the call. */
+ORR_EXPORT cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t* from,
+                                                const cudaGraphNode_t* to, const cudaGraphEdgeData* edges,
+                                                size_t count) {
+  const char* fn = "cudaGraphAddDependencies";
+  Rank& r = rank_self(fn);
+  Graph* g = graph_of_rank(r, fn, graph);
+  if (!g || (count && (!from || !to)))
+    return r.last_error = cudaErrorInvalidValue;
+  ensure_refs(g);
+  for (size_t i = 0; i < count; i++) {
+    if (edges && (edges[i].type || edges[i].from_port || edges[i].to_port))
+      unsupported("cudaGraphAddDependencies with a programmatic edge (edge data)");
+    NodeRef* a = ref_of(from[i]);
+    NodeRef* b = ref_of(to[i]);
+    if (!a || !b || a->graph != g || b->graph != g || a == b)
+      return r.last_error = cudaErrorInvalidValue;
+    std::vector<uint32_t>& d = g->nodes[b->first].deps;
+    if (std::find(d.begin(), d.end(), a->last) != d.end())
+      return r.last_error = cudaErrorInvalidValue;  // already an edge
+    d.push_back(a->last);
+  }
+  g->node_by_node = true;  // (a captured graph's nodes may now depend on later ones)
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, int* type) {
+  Rank& r = rank_self("cudaGraphNodeGetType");
+  NodeRef* ref = ref_of(node);
+  if (!ref || !type)
+    return r.last_error = cudaErrorInvalidValue;
+  *type = ref->type;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodeParams* params) {
+  Rank& r = rank_self("cudaGraphKernelNodeGetParams");
+  NodeRef* ref = ref_of(node);
+  if (!ref || !params || ref->type != cudaGraphNodeTypeKernel)
+    return r.last_error = cudaErrorInvalidValue;
+  const GraphNode& n = ref->graph->nodes[ref->first];
+  if (n.type < 0)  // a captured kernel: its launch's parameters are not kept
+    unsupported("cudaGraphKernelNodeGetParams of a captured kernel node");
+  *params = n.kernel;
+  return cudaSuccess;
+}
+
+// A kernel node's new parameters, checked as its launch would be.
+static cudaError_t set_kernel(const char* fn, GraphNode& n, const cudaKernelNodeParams* params) {
+  Rank& r = rank_self(fn);
+  if (!params || !params->func)
+    return r.last_error = cudaErrorInvalidValue;
+  Op op{Op::Kernel};
+  if (cudaError_t e = kernel_op(r, fn, params->func, params->gridDim, params->blockDim, params->sharedMemBytes, op))
+    return r.last_error = e;
+  n.op = std::move(op);
+  n.kernel = *params;
+  return cudaSuccess;
+}
+
+ORR_EXPORT cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const cudaKernelNodeParams* params) {
+  const char* fn = "cudaGraphKernelNodeSetParams";
+  NodeRef* ref = ref_of(node);
+  if (!ref || ref->type != cudaGraphNodeTypeKernel)
+    return rank_self(fn).last_error = cudaErrorInvalidValue;
+  return set_kernel(fn, ref->graph->nodes[ref->first], params);
+}
+
+/* The node's kernel in an executable graph made from the node's graph: the graph's later launches
+ * run it with these parameters (those already launched keep theirs). */
+ORR_EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                        const cudaKernelNodeParams* params) {
+  const char* fn = "cudaGraphExecKernelNodeSetParams";
+  GraphExec* x = exec_of(exec);
+  NodeRef* ref = ref_of(node);
+  if (!x || !ref || ref->type != cudaGraphNodeTypeKernel || ref->first >= x->graph.nodes.size())
+    return rank_self(fn).last_error = cudaErrorInvalidValue;
+  uint32_t at = x->index.empty() ? ref->first : x->index[ref->first];
+  return set_kernel(fn, x->graph.nodes[at], params);
+}
+
+ORR_EXPORT cudaError_t cudaGraphClone(cudaGraph_t* out, cudaGraph_t original) {
+  Rank& r = rank_self("cudaGraphClone");
+  Graph* g = graph_of(original);
+  if (!out || !g)
+    return r.last_error = cudaErrorInvalidValue;
+  ensure_refs(g);
+  auto* copy = new Graph(*g);
+  live_graphs().insert(copy);
+  for (const auto& ref : node_refs()[g])  // the clone's nodes have handles of their own
+    new_ref(copy, ref->first, ref->last, ref->type);
+  *out = reinterpret_cast<cudaGraph_t>(copy);
   return cudaSuccess;
 }
 

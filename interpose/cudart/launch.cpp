@@ -4,6 +4,7 @@
  * per rank), so the table maps every copy's stub address to the kernel's
  * demangled name. A launch costs the host the machine's launch overhead and
  * keeps the stream's GPU busy for the kernel's modelled time. */
+#include "core/capture.hpp"
 #include "core/runtime.hpp"
 #include "core/trace.hpp"
 #include "cudart/cuda_api.h"
@@ -79,17 +80,32 @@ static double kernel_seconds(const std::string& name, dim3 grid, dim3 block, boo
   return c.default_kernel_s;
 }
 
-static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
-                          bool cooperative = false) {
-  Rank& r = rank_deferring(fn);  // only enqueues: the kernel starts no sooner than the launch
+/* The kernel operation a launch of `stub` enqueues (a graph's kernel node holds the same), once its
+ * configuration is checked: CUDA's error for a bad one. */
+cudaError_t kernel_op(Rank& r, const char* fn, const void* stub, dim3 grid, dim3 block, size_t shmem, Op& op) {
   Kernel* k = registered_kernel(stub);
   if (!k)
     fatal("%s: no kernel is registered at %p", fn, stub);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
       (unsigned long)block.x * block.y * block.z > 1024)
-    return r.last_error = cudaErrorInvalidConfiguration;
+    return cudaErrorInvalidConfiguration;
   if (cudaError_t e = check_launch(r, *k, (int)(block.x * block.y * block.z), shmem))
+    return e;
+  op = Op{Op::Kernel};
+  op.name = k->name;
+  op.grid = grid;
+  op.block = block;
+  op.seconds = kernel_seconds(k->name, grid, block, op.uncosted);
+  return cudaSuccess;
+}
+
+static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
+                          bool cooperative = false) {
+  Rank& r = rank_deferring(fn);  // only enqueues: the kernel starts no sooner than the launch
+  Op op{Op::Kernel};
+  if (cudaError_t e = kernel_op(r, fn, stub, grid, block, shmem, op))
     return r.last_error = e;
+  Kernel* k = registered_kernel(stub);
   if (cooperative)
     if (cudaError_t e = check_cooperative(r, *k, (long)grid.x * grid.y * grid.z, (int)(block.x * block.y * block.z),
                                           shmem))
@@ -98,11 +114,6 @@ static cudaError_t launch(const char* fn, const void* stub, dim3 grid, dim3 bloc
   trace::CudaCall call(r, "cudaLaunchKernel");  // nvcc's <<<...>>> launches through it too
   call.about(k->name);
   host_overhead(r, current_gpu(r).launch_overhead_s);
-  Op op{Op::Kernel};
-  op.name = k->name;
-  op.grid = grid;
-  op.block = block;
-  op.seconds = kernel_seconds(k->name, grid, block, op.uncosted);
   // counted once enqueued; a captured kernel is launched (and counted) by each launch of its graph
   const bool count = op.uncosted && !s->capture;
   if (cudaError_t e = enqueue(s, std::move(op)))

@@ -447,44 +447,26 @@ static bool peer_to_peer(const Rank& r, const void* dst, const void* src) {
   return r.peer_access.count({dd, sd}) || r.peer_access.count({sd, dd});
 }
 
-/* Enqueue a (possibly 2D) copy on `stream`; with `sync` the host waits for it. The copy is
- * also serialised with the legacy-ordered work of the devices in `also` (cudaMemcpyPeer):
- * it waits for what is pending there, and what comes later there waits for it. */
-static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                        size_t height, int kind, cudaStream_t stream, bool sync, std::initializer_list<int> also = {},
-                        int dst_device = -1, int src_device = -1) {
-  Rank& r = rank_deferring(fn);  // enqueues, and waits (no sooner than the rank's own time)
+/* The operation of a (possibly 2D) copy, once its pointers are checked (CUDA's error for bad
+ * ones): what a copy enqueues, and what a graph's memcpy node holds. */
+cudaError_t copy_op(Rank& r, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                    int kind, Op& op, int dst_device, int src_device) {
   Side d, s;
   CopyKind k;
   if (cudaError_t e = classify(r, dst, src, kind, d, s, k))
-    return r.last_error = e;
+    return e;
   if (width > dpitch || width > spitch)
-    return r.last_error = cudaErrorInvalidPitchValue;
+    return cudaErrorInvalidPitchValue;
   if (width && height) {  // a copy of nothing succeeds whatever its pointers, as in CUDA
     size_t dst_extent, src_extent;
     if (!extent_of(width, dpitch, height, dst_extent) || !extent_of(width, spitch, height, src_extent))
-      return r.last_error = cudaErrorInvalidValue;
+      return cudaErrorInvalidValue;
     if (cudaError_t e = check_side(r, dst, dst_extent, d, true, dst_device))
-      return r.last_error = e;
+      return e;
     if (cudaError_t e = check_side(r, src, src_extent, s, false, src_device))
-      return r.last_error = e;
+      return e;
   }
-  Stream* st = resolve_stream(r, stream, fn);
-  // CUDA's API synchronisation behaviour: copies from or to pageable host memory return
-  // only once the data has moved; a synchronous copy waits too, unless it goes from
-  // device memory to device memory (cudaMemcpy D2D, cudaMemcpyPeer), which performs
-  // no host-side synchronisation (measured on an H200: calibration/data/h200-harness).
-  bool pageable = (k == CopyKind::H2D && !pinned(src)) || (k == CopyKind::D2H && !pinned(dst)) || k == CopyKind::H2H;
-  bool device_to_device = k == CopyKind::D2D || k == CopyKind::Peer;
-  bool host_waits = (sync && !device_to_device) || pageable;
-  if (st->capture && (sync || host_waits)) {  // the host cannot wait for a copy that does not run
-    capture_invalidate(st->capture);
-    return r.last_error = cudaErrorStreamCaptureUnsupported;
-  }
-  trace::CudaCall call(r, fn);
-  call.about(copy_kind_name(k), (uint64_t)width * height);
-  host_overhead(r, current_gpu(r).copy_overhead_s);
-  Op op{Op::Copy};
+  op = Op{Op::Copy};
   op.copy = k;
   op.bytes = (uint64_t)width * height;
   op.fill_width = width;
@@ -512,6 +494,35 @@ static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* sr
         unsupported("cudaMemcpy2D host-to-host with a source pitch");
       break;
   }
+  return cudaSuccess;
+}
+
+/* Enqueue a (possibly 2D) copy on `stream`; with `sync` the host waits for it. The copy is
+ * also serialised with the legacy-ordered work of the devices in `also` (cudaMemcpyPeer):
+ * it waits for what is pending there, and what comes later there waits for it. */
+static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                        size_t height, int kind, cudaStream_t stream, bool sync, std::initializer_list<int> also = {},
+                        int dst_device = -1, int src_device = -1) {
+  Rank& r = rank_deferring(fn);  // enqueues, and waits (no sooner than the rank's own time)
+  Op op{Op::Copy};
+  if (cudaError_t e = copy_op(r, dst, dpitch, src, spitch, width, height, kind, op, dst_device, src_device))
+    return r.last_error = e;
+  const CopyKind k = op.copy;
+  Stream* st = resolve_stream(r, stream, fn);
+  // CUDA's API synchronisation behaviour: copies from or to pageable host memory return
+  // only once the data has moved; a synchronous copy waits too, unless it goes from
+  // device memory to device memory (cudaMemcpy D2D, cudaMemcpyPeer), which performs
+  // no host-side synchronisation (measured on an H200: calibration/data/h200-harness).
+  bool pageable = (k == CopyKind::H2D && !pinned(src)) || (k == CopyKind::D2H && !pinned(dst)) || k == CopyKind::H2H;
+  bool device_to_device = k == CopyKind::D2D || k == CopyKind::Peer;
+  bool host_waits = (sync && !device_to_device) || pageable;
+  if (st->capture && (sync || host_waits)) {  // the host cannot wait for a copy that does not run
+    capture_invalidate(st->capture);
+    return r.last_error = cudaErrorStreamCaptureUnsupported;
+  }
+  trace::CudaCall call(r, fn);
+  call.about(copy_kind_name(k), (uint64_t)width * height);
+  host_overhead(r, current_gpu(r).copy_overhead_s);
   std::vector<Stream*> others;
   for (int device : also) {
     Stream* l = legacy_stream(r, device);
@@ -550,18 +561,28 @@ static void fill_managed(void* p, int value, size_t bytes) {
   memset((void*)last, 0, end - last);
 }
 
-static cudaError_t memset_device(const char* fn, void* p, int value, size_t bytes, cudaStream_t stream) {
-  Rank& r = rank_deferring(fn);  // only enqueues
+/* The operation of a memset of `bytes` from `p`, device memory of the rank's, which a graph's memset
+ * node holds too (it writes nothing, as a captured memset does not). */
+cudaError_t memset_op(Rank& r, void* p, size_t bytes, Op& op) {
   const Allocation* a = find_allocation(p);
   if (!a || !a->device || ordinal_of(r, a->gpu) < 0 || !inside(*a, p, bytes))
-    return r.last_error = cudaErrorInvalidValue;
+    return cudaErrorInvalidValue;
+  op = Op{Op::Memset};
+  op.bytes = bytes;
+  op.seconds = (double)bytes / a->gpu->memset_bandwidth;
+  return cudaSuccess;
+}
+
+static cudaError_t memset_device(const char* fn, void* p, int value, size_t bytes, cudaStream_t stream) {
+  Rank& r = rank_deferring(fn);  // only enqueues
+  Op op{Op::Memset};
+  if (cudaError_t e = memset_op(r, p, bytes, op))
+    return r.last_error = e;
+  const Allocation* a = find_allocation(p);
   Stream* st = resolve_stream(r, stream, fn);
   trace::CudaCall call(r, fn);
   call.about("memset", bytes);
   host_overhead(r, current_gpu(r).copy_overhead_s);
-  Op op{Op::Memset};
-  op.bytes = bytes;
-  op.seconds = (double)bytes / a->gpu->memset_bandwidth;
   const bool captured = st->capture;  // recorded into a graph, not run: it writes nothing now
   if (cudaError_t e = enqueue(st, std::move(op)))
     return r.last_error = e;

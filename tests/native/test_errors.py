@@ -28,13 +28,13 @@ def test_unimplemented_cuda_call_stops_the_run_naming_it(run_program, programs):
     r = run_program(programs["timing"], "unsupported", options=("--gpus-per-node", "1"))
     assert r.returncode == 3
     last = r.stderr.splitlines()[-1]
-    assert last.startswith("orrery: error: ") and "cudaGraphCreate" in last and "does not simulate" in last
-    assert r.stderr.count("cudaGraphCreate") == 1  # said once
+    assert last.startswith("orrery: error: ") and "cudaMallocPitch" in last and "does not simulate" in last
+    assert r.stderr.count("cudaMallocPitch") == 1  # said once
     # results.json says it was Orrery that stopped, in which rank and when (before any simulated work)
     res = r.results
     assert res["status"] == "orrery_error" and res["run"]["exit_code"] == 3
     assert res["failure"]["ranks"] == [0] and res["failure"]["time_s"] == 0
-    assert "cudaGraphCreate" in res["failure"]["message"]
+    assert "cudaMallocPitch" in res["failure"]["message"]
 
 
 def test_program_exit_status_is_passed_through(run_program, programs):

@@ -139,5 +139,5 @@ def test_call_policy_answers_each_exported_call_as_its_table_says(tmp_path):
     ).stdout
     answered = dict(line.split() for line in out.splitlines())
     assert answered == expected | {"cudaNotACall": "none", "MPI_Send_": "none", "a": "none", "zzz": "none"}
-    assert answered["cudaMalloc"] == "BOOKKEEP" and answered["cudaGraphCreate"] == "REFUSE"
+    assert answered["cudaMalloc"] == "BOOKKEEP" and answered["cudaMallocPitch"] == "REFUSE"
     assert answered["MPI_Allreduce"] == "SIMULATE" and answered["MPI_Finalize"] == "BOOKKEEP"

@@ -84,10 +84,10 @@ def test_exit_zero_before_finalize_is_a_failure(tmp_path):
 
 def test_an_error_of_orrery_wins_over_the_report_s_status(tmp_path):
     report(tmp_path, "0\tstatus\torrery_error\t0\t0\t2e-06\n")
-    (tmp_path / "error.txt").write_text("the program called cudaGraphCreate, which Orrery does not simulate\n")
+    (tmp_path / "error.txt").write_text("the program called cudaMallocPitch, which Orrery does not simulate\n")
     res = results.read_run(tmp_path, {}, 0)
     assert (res.status, res.run["exit_code"]) == ("orrery_error", 3)
-    assert res.failure.message == "the program called cudaGraphCreate, which Orrery does not simulate"
+    assert res.failure.message == "the program called cudaMallocPitch, which Orrery does not simulate"
     assert res.failure.ranks == [0] and [r.finished for r in res.ranks] == [True, False]
 
 
