@@ -516,10 +516,16 @@ static cudaError_t copy(const char* fn, void* dst, size_t dpitch, const void* sr
   bool pageable = (k == CopyKind::H2D && !pinned(src)) || (k == CopyKind::D2H && !pinned(dst)) || k == CopyKind::H2H;
   bool device_to_device = k == CopyKind::D2D || k == CopyKind::Peer;
   bool host_waits = (sync && !device_to_device) || pageable;
-  if (st->capture && (sync || host_waits)) {  // the host cannot wait for a copy that does not run
+  // A synchronous copy in a capture is refused: the host cannot wait for a copy that does not run.
+  // An asynchronous one from or to pageable memory is captured (a memcpy node, which NVIDIA's
+  // simpleCudaGraphs records into a stack variable): its host waits for it at each launch's
+  // synchronisation, not now.
+  const bool captured = st->capture;
+  if (captured && sync) {
     capture_invalidate(st->capture);
     return r.last_error = cudaErrorStreamCaptureUnsupported;
   }
+  host_waits = host_waits && !captured;
   trace::CudaCall call(r, fn);
   call.about(copy_kind_name(k), (uint64_t)width * height);
   host_overhead(r, current_gpu(r).copy_overhead_s);

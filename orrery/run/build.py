@@ -45,7 +45,6 @@ _NOT_LINKING = {
 _VALUE_NOT_IN_HELP = {"--dependency-output", "-MF"}
 #: The runtime Orrery links is its own shared one: a program's choice of it is dropped.
 _CUDART_CHOICE = {"-cudart", "--cudart"}
-_CUDA_SUFFIXES = (".cu",)
 _SOURCE_SUFFIXES = (".cu", ".c", ".cc", ".cpp", ".cxx", ".C")
 # "--long VALUE   (-short)": a value is any text between the names (<file>, {a|b}, entry,...);
 # an option without a short name repeats its long one
@@ -199,9 +198,10 @@ def nvcc(args: list[str]) -> int:
     extra = [*NVCC_FLAGS, f"-I{smpi_include_dir()}", *include_args()]
     if any(_name(it) in _NOT_LINKING for it in items):
         return _run([exe, *extra, *(a for it in items for a in it)])
-    # A compile-and-link line: compile the sources with nvcc, link with smpicxx.
-    all_cuda = any(it in (["-x", "cu"], ["--x", "cu"], ["-x=cu"], ["--x=cu"]) for it in items)
-    source_suffixes = _SOURCE_SUFFIXES if all_cuda else _CUDA_SUFFIXES
+    # A compile-and-link line: compile the sources with nvcc, link with smpicxx. Every source, as
+    # the real nvcc does: a .cpp file is host code, compiled with the CUDA toolkit's headers on its
+    # path and nvcc's macros (jacobiCudaGraphs' main.cpp includes cuda_runtime.h).
+    source_suffixes = _SOURCE_SUFFIXES
     sources: list[str] = []
     compile_flags: list[str] = []
     link: list[str] = []

@@ -211,3 +211,20 @@ def test_a_real_mpi_s_libraries_on_the_link_line_give_way_to_smpi(tmp_path):
     assert p.returncode == 0, p.stderr
     needed = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True, check=True).stdout
     assert "libmpi.so" not in needed and "libsimgrid" in needed
+
+
+def test_a_compile_and_link_line_compiles_host_sources_with_cuda_s_headers(tmp_path, run_program, h100):
+    """As the real nvcc does (NVIDIA's jacobiCudaGraphs: `nvcc jacobi.cu main.cpp`), a .cpp file on
+    a compile-and-link line is host code compiled with the CUDA toolkit's headers on its path and
+    nvcc's macros: it includes cuda_runtime.h (smpicxx, which compiled it before, found neither)."""
+    shutil.copy(DEVICE_QUERY, tmp_path / "query.cu")
+    (tmp_path / "host.cpp").write_text(
+        "#include <cuda_runtime.h>\n"
+        "#ifndef __NVCC__\n#error not compiled by nvcc\n#endif\n"
+        "int host_devices() { int n = 0; cudaGetDeviceCount(&n); return n; }\n"
+    )
+    exe = tmp_path / "query"
+    cmd = [str(BIN / "orrery-nvcc"), "-arch=sm_90", str(tmp_path / "query.cu"), str(tmp_path / "host.cpp"), "-o", str(exe)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert _query(run_program, exe)["name"] == h100.gpu.model

@@ -17,7 +17,10 @@ def test_the_pinning_library_is_preloaded_into_smpi_s_launcher_only(monkeypatch,
     (which must win over the program's own NCCL) into SMPI's launcher, ahead of any LD_PRELOAD of
     the user's; an install path with a space, which smpirun would split, stops the run with its
     reason before anything is written."""
-    ours = "/opt/orrery/lib/liborrery_smpi.so:/opt/orrery/lib/libcudart.so.13:/opt/orrery/lib/libnccl.so.2"
+    ours = (
+        "/opt/orrery/lib/liborrery_smpi.so:/opt/orrery/lib/libcudart.so.13:/opt/orrery/lib/libnccl.so.2:"
+        "/opt/orrery/lib/libnvidia-ml.so.1"
+    )
     glibc = {"ORRERY_MALLOC": "system"}
     monkeypatch.setenv("LD_PRELOAD", "/opt/a.so /opt/b.so")
     monkeypatch.setenv("ORRERY_MALLOC", "system")
@@ -30,7 +33,10 @@ def test_the_pinning_library_is_preloaded_into_smpi_s_launcher_only(monkeypatch,
 def test_smpi_s_launcher_runs_with_mimalloc_where_installed_after_the_user_s_preloads(monkeypatch):
     """The allocator comes last, so that one the user preloads wins; where the loader does not
     find mimalloc, or ORRERY_MALLOC=system, the launcher keeps glibc's."""
-    ours = "/opt/orrery/lib/liborrery_smpi.so:/opt/orrery/lib/libcudart.so.13:/opt/orrery/lib/libnccl.so.2"
+    ours = (
+        "/opt/orrery/lib/liborrery_smpi.so:/opt/orrery/lib/libcudart.so.13:/opt/orrery/lib/libnccl.so.2:"
+        "/opt/orrery/lib/libnvidia-ml.so.1"
+    )
     found = {"mimalloc": "libmimalloc.so.2"}
     monkeypatch.setattr(running.ctypes.util, "find_library", lambda name: found.get(name))
     lib = Path("/opt/orrery/lib")
