@@ -46,6 +46,7 @@ enum {
   cudaErrorStreamCaptureIsolation = 905,
   cudaErrorStreamCaptureImplicit = 906,
   cudaErrorCapturedEvent = 907,
+  cudaErrorGraphExecUpdateFailure = 910,
   cudaErrorUnknown = 999,
 };
 
@@ -130,6 +131,11 @@ struct cudaMemcpy3DParms {
   struct cudaExtent extent;
   int kind;  // enum cudaMemcpyKind
 };
+typedef struct cudaGraphExecUpdateResultInfo_st {
+  int result;  // enum cudaGraphExecUpdateResult: 0 success, 2 topology changed, 3 node type changed
+  cudaGraphNode_t errorNode;
+  cudaGraphNode_t errorFromNode;
+} cudaGraphExecUpdateResultInfo;
 enum cudaGraphNodeType {
   cudaGraphNodeTypeKernel = 0,
   cudaGraphNodeTypeMemcpy = 1,

@@ -53,6 +53,9 @@ const ErrorText kErrors[] = {
      "operation would make the legacy stream depend on a capturing blocking stream"},
     {cudaErrorCapturedEvent, "cudaErrorCapturedEvent",
      "operation not permitted on an event last recorded in a capturing stream"},
+    {cudaErrorGraphExecUpdateFailure, "cudaErrorGraphExecUpdateFailure",
+     "the graph update was not performed because it included changes which violated constraints specific to "
+     "instantiated graph update"},
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
 };
 const ErrorText* lookup(cudaError_t e) {

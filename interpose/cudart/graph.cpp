@@ -584,6 +584,50 @@ ORR_EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cu
   return set_kernel(fn, x->graph.nodes[at], params);
 }
 
+/* An executable graph given the nodes' parameters of another graph of the same shape (as many
+ * nodes, of the same types, with the same dependencies: a capture of the same calls with other
+ * arguments, the same graph with nodes' parameters set): its later launches run them. Another
+ * shape fails with cudaErrorGraphExecUpdateFailure and says which way (topology or node type),
+ * as CUDA does; CUDA's finer limits on what a node may change (a copy's memory kinds, a kernel's
+ * device) are not checked. */
+ORR_EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
+                                           cudaGraphExecUpdateResultInfo* info) {
+  const char* fn = "cudaGraphExecUpdate";
+  Rank& r = rank_self(fn);
+  GraphExec* x = exec_of(exec);
+  Graph* g = graph_of_rank(r, fn, graph);
+  if (!x || !g || !info)
+    return r.last_error = cudaErrorInvalidValue;
+  Graph shaped = *g;
+  std::vector<uint32_t> index;
+  if (g->node_by_node && !order_nodes(*g, shaped, index))
+    return r.last_error = cudaErrorInvalidValue;  // a cycle
+  *info = cudaGraphExecUpdateResultInfo{0, nullptr, nullptr};
+  const std::vector<GraphNode>& now = x->graph.nodes;
+  int result = 0;  // cudaGraphExecUpdateSuccess
+  if (shaped.nodes.size() != now.size())
+    result = 2;  // cudaGraphExecUpdateErrorTopologyChanged
+  for (size_t i = 0; !result && i < now.size(); i++) {
+    std::vector<uint32_t> a = now[i].deps, b = shaped.nodes[i].deps;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a != b)
+      result = 2;
+    else if (type_of(now[i]) != type_of(shaped.nodes[i]))
+      result = 3;  // cudaGraphExecUpdateErrorNodeTypeChanged
+  }
+  if (result) {
+    info->result = result;
+    return r.last_error = cudaErrorGraphExecUpdateFailure;
+  }
+  for (size_t i = 0; i < now.size(); i++) {  // the parameters; the branches stay
+    x->graph.nodes[i].op = shaped.nodes[i].op;
+    x->graph.nodes[i].kernel = shaped.nodes[i].kernel;
+  }
+  x->index = index;  // (the nodes of `graph` now name this graph's)
+  return cudaSuccess;
+}
+
 ORR_EXPORT cudaError_t cudaGraphClone(cudaGraph_t* out, cudaGraph_t original) {
   Rank& r = rank_self("cudaGraphClone");
   Graph* g = graph_of(original);

@@ -64,6 +64,21 @@ def test_a_kernel_node_updated_in_the_executable_graph_runs_its_new_kernel(nodes
     assert v["reinstantiated"] == pytest.approx(L + BRIEF, rel=1e-6)
 
 
+def test_an_executable_graph_updated_from_a_capture_of_the_same_shape_runs_its_nodes(nodes, h100):
+    """A capture of busy, then of brief put into the executable graph: its next launch runs brief.
+    Captures of another shape (two kernels; a memset for the kernel) are refused with
+    cudaErrorGraphExecUpdateFailure (910) and the reason (topology changed 2, node type changed 3),
+    and leave the graph as it was."""
+    r = nodes("exec_update")
+    v = r.values()
+    L = h100.overheads.launch
+    assert v["first"] == pytest.approx(L + BUSY, rel=1e-6)  # (cudaEventElapsedTime's float)
+    assert "update 0 0" in r.stdout
+    assert v["updated"] == pytest.approx(L + BRIEF, rel=1e-6)
+    assert "update_two 910 2" in r.stdout and "update_memset 910 3" in r.stdout
+    assert v["still"] == pytest.approx(L + BRIEF, rel=1e-6)
+
+
 def test_a_child_graph_runs_inside_its_node_and_host_nodes_run_once_a_launch(nodes, h100):
     v = nodes("child").values()
     L = h100.overheads.launch

@@ -224,7 +224,14 @@ def test_a_compile_and_link_line_compiles_host_sources_with_cuda_s_headers(tmp_p
         "int host_devices() { int n = 0; cudaGetDeviceCount(&n); return n; }\n"
     )
     exe = tmp_path / "query"
-    cmd = [str(BIN / "orrery-nvcc"), "-arch=sm_90", str(tmp_path / "query.cu"), str(tmp_path / "host.cpp"), "-o", str(exe)]
+    cmd = [
+        str(BIN / "orrery-nvcc"),
+        "-arch=sm_90",
+        str(tmp_path / "query.cu"),
+        str(tmp_path / "host.cpp"),
+        "-o",
+        str(exe),
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert _query(run_program, exe)["name"] == h100.gpu.model

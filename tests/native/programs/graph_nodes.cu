@@ -7,6 +7,9 @@
 //                           executable graph, launched again: each launch timed on its own
 //   child                   a host node (a counter), then a child graph (busy -> brief), then a
 //                           1D D2H copy of 1 MiB; launched twice
+//   exec_update             a capture of busy, instantiated and launched; a capture of brief put
+//                           into it (cudaGraphExecUpdate) and launched; a capture of two kernels
+//                           refused (another topology), then one of a memset (another node type)
 //   errors                  CUDA's error for each bad node or graph, one line each
 //   array                   a memcpy node of a CUDA array (refused by name)
 #include "check.h"
@@ -126,6 +129,29 @@ int main(int argc, char** argv) {
     CHECK(cudaGraphInstantiate(&x, g, 0));
     printf("elapsed %.9g\n", timed(x, 2, s) * 1e-3);
     printf("host_calls %d\n", counter);
+  } else if (!strcmp(mode, "exec_update")) {
+    auto capture = [&](int kernels, bool memset) {
+      cudaGraph_t c;
+      CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+      if (memset)
+        CHECK(cudaMemsetAsync(d, 0, 4, s));
+      for (int i = 0; i < kernels; i++)
+        (i == 0 && kernels == 1 && counter++ == 0 ? busy : brief)<<<1, 1, 0, s>>>(d);
+      CHECK(cudaStreamEndCapture(s, &c));
+      return c;
+    };
+    CHECK(cudaGraphInstantiate(&x, capture(1, false), 0));
+    printf("first %.9g\n", timed(x, 1, s) * 1e-3);
+    cudaGraphExecUpdateResultInfo info;
+    auto update = [&](const char* name, cudaGraph_t c) {
+      cudaError_t e = cudaGraphExecUpdate(x, c, &info);
+      printf("%s %d %d\n", name, (int)e, (int)info.result);
+    };
+    update("update", capture(1, false));
+    printf("updated %.9g\n", timed(x, 1, s) * 1e-3);
+    update("update_two", capture(2, false));
+    update("update_memset", capture(0, true));
+    printf("still %.9g\n", timed(x, 1, s) * 1e-3);
   } else if (!strcmp(mode, "errors")) {
     cudaGraphNode_t a, b, other_node;
     cudaKernelNodeParams kd = kernel(busy, args);
