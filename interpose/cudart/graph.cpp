@@ -199,20 +199,19 @@ Graph* graph_of_rank(Rank& r, const char* fn, cudaGraph_t handle) {
 }
 
 /* Adds `node` to graph `handle` after the nodes `deps` (distinct nodes of that graph), its handle
- * in *out: CUDA's error for bad arguments. A node of another device than the graph's is refused by
- * name (a graph's launch runs its nodes on streams of the graph's device). */
+ * in *out: CUDA's error for bad arguments (the rank's last error too). */
 cudaError_t add_node(Rank& r, const char* fn, cudaGraphNode_t* out, cudaGraph_t handle, const cudaGraphNode_t* deps,
                      size_t count, GraphNode node) {
   Graph* g = graph_of_rank(r, fn, handle);
   if (!out || !g || (count && !deps))
-    return cudaErrorInvalidValue;
+    return r.last_error = cudaErrorInvalidValue;
   ensure_refs(g);
   for (size_t i = 0; i < count; i++) {
     NodeRef* d = ref_of(deps[i]);
     if (!d || d->graph != g)
-      return cudaErrorInvalidValue;
+      return r.last_error = cudaErrorInvalidValue;
     if (std::find(node.deps.begin(), node.deps.end(), d->last) != node.deps.end())
-      return cudaErrorInvalidValue;  // named twice
+      return r.last_error = cudaErrorInvalidValue;  // named twice
     node.deps.push_back(d->last);
   }
   g->node_by_node = true;
@@ -365,9 +364,7 @@ ORR_EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* out, cudaGraph_t 
     return r.last_error = e;
   node.type = cudaGraphNodeTypeKernel;
   node.kernel = *params;
-  if (cudaError_t e = add_node(r, fn, out, graph, deps, count, std::move(node)))
-    return r.last_error = e;
-  return cudaSuccess;
+  return add_node(r, fn, out, graph, deps, count, std::move(node));
 }
 
 static cudaError_t add_copy(const char* fn, cudaGraphNode_t* out, cudaGraph_t graph, const cudaGraphNode_t* deps,
@@ -378,9 +375,7 @@ static cudaError_t add_copy(const char* fn, cudaGraphNode_t* out, cudaGraph_t gr
   if (cudaError_t e = copy_op(r, dst, dpitch, src, spitch, width, height, kind, node.op))
     return r.last_error = e;
   node.type = cudaGraphNodeTypeMemcpy;
-  if (cudaError_t e = add_node(r, fn, out, graph, deps, count, std::move(node)))
-    return r.last_error = e;
-  return cudaSuccess;
+  return add_node(r, fn, out, graph, deps, count, std::move(node));
 }
 
 /* A copy between linear memories: 1D (height 1) or 2D (rows `pitch` apart); CUDA arrays and copies
@@ -426,9 +421,7 @@ ORR_EXPORT cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* out, cudaGraph_t 
   node.op.seconds *= (double)(row * p->height) / (double)extent;  // the rows' bytes, not the gaps'
   node.op.bytes = row * p->height;
   node.type = cudaGraphNodeTypeMemset;
-  if (cudaError_t e = add_node(r, fn, out, graph, deps, count, std::move(node)))
-    return r.last_error = e;
-  return cudaSuccess;
+  return add_node(r, fn, out, graph, deps, count, std::move(node));
 }
 
 ORR_EXPORT cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* out, cudaGraph_t graph, const cudaGraphNode_t* deps,
@@ -442,9 +435,7 @@ ORR_EXPORT cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* out, cudaGraph_t gr
   node.op.fn = p->fn;
   node.op.fn_data = p->userData;
   node.type = cudaGraphNodeTypeHost;
-  if (cudaError_t e = add_node(r, fn, out, graph, deps, count, std::move(node)))
-    return r.last_error = e;
-  return cudaSuccess;
+  return add_node(r, fn, out, graph, deps, count, std::move(node));
 }
 
 ORR_EXPORT cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* out, cudaGraph_t graph, const cudaGraphNode_t* deps,
@@ -453,9 +444,7 @@ ORR_EXPORT cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* out, cudaGraph_t g
   Rank& r = rank_self(fn);
   GraphNode node;
   node.type = cudaGraphNodeTypeEmpty;
-  if (cudaError_t e = add_node(r, fn, out, graph, deps, count, std::move(node)))
-    return r.last_error = e;
-  return cudaSuccess;
+  return add_node(r, fn, out, graph, deps, count, std::move(node));
 }
 
 /* The child's nodes, copied into the graph between an empty node after `deps` (their start) and
@@ -475,7 +464,7 @@ ORR_EXPORT cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t* out, cudaGrap
   start.type = cudaGraphNodeTypeEmpty;
   cudaGraphNode_t start_handle;
   if (cudaError_t e = add_node(r, fn, &start_handle, graph, deps, count, std::move(start)))
-    return r.last_error = e;
+    return e;
   const uint32_t first = ref_of(start_handle)->first, base = (uint32_t)g->nodes.size();
   std::vector<bool> has_successor(child->nodes.size(), false);
   for (const GraphNode& n : child->nodes)

@@ -215,28 +215,33 @@ ORR_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t dev
   return NVML_SUCCESS;
 }
 
-ORR_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+// A GPU's memory: its size and what every rank's allocations on it use (nothing is reserved: the
+// simulated GPU's memory is all the program's).
+static nvmlReturn_t memory_of(const char* fn, nvmlDevice_t device, const void* out, size_t* total, size_t* used) {
   const cudaDeviceProp* p;
-  size_t used = 0;
-  if (nvmlReturn_t e = gpu_of("nvmlDeviceGetMemoryInfo", device, &p, &used))
+  if (nvmlReturn_t e = gpu_of(fn, device, &p, used))
     return e;
-  if (!memory)
+  if (!out)
     return NVML_ERROR_INVALID_ARGUMENT;
-  *memory = nvmlMemory_t{p->totalGlobalMem, p->totalGlobalMem - used, used};
+  *total = p->totalGlobalMem;
+  return NVML_SUCCESS;
+}
+
+ORR_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  size_t total = 0, used = 0;
+  if (nvmlReturn_t e = memory_of("nvmlDeviceGetMemoryInfo", device, memory, &total, &used))
+    return e;
+  *memory = nvmlMemory_t{total, total - used, used};
   return NVML_SUCCESS;
 }
 
 ORR_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
-  const cudaDeviceProp* p;
-  size_t used = 0;
-  if (nvmlReturn_t e = gpu_of("nvmlDeviceGetMemoryInfo_v2", device, &p, &used))
+  size_t total = 0, used = 0;
+  if (nvmlReturn_t e = memory_of("nvmlDeviceGetMemoryInfo_v2", device, memory, &total, &used))
     return e;
-  if (!memory)
-    return NVML_ERROR_INVALID_ARGUMENT;
   if (memory->version != ORRERY_NVML_MEMORY_V2)
     return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-  // nothing reserved for the driver: the simulated GPU's memory is all the program's
-  *memory = nvmlMemory_v2_t{ORRERY_NVML_MEMORY_V2, p->totalGlobalMem, 0, p->totalGlobalMem - used, used};
+  *memory = nvmlMemory_v2_t{ORRERY_NVML_MEMORY_V2, total, 0, total - used, used};
   return NVML_SUCCESS;
 }
 
