@@ -174,11 +174,16 @@ double monotonic_now() {  // the kernel's clock: the program's clock_gettime rea
 }
 
 void check_limits(double) {
+  const char* reached = nullptr;
   if (now() > run_description().sim_time_limit_s)
-    end_run("sim_time_limit", -1, 0);
+    reached = "sim_time_limit";
   // one system call every 64 steps: a few microseconds of a second's thousands of steps
-  if ((++g_steps & 63) == 0 && monotonic_now() > g_wall_deadline)
-    end_run("wall_time_limit", -1, 0);
+  else if ((++g_steps & 63) == 0 && monotonic_now() > g_wall_deadline)
+    reached = "wall_time_limit";
+  if (!reached)
+    return;
+  account_work_in_flight();  // as the MPI call a rank is in counts up to the stop
+  end_run(reached, -1, 0);
 }
 }  // namespace
 

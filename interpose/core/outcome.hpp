@@ -24,6 +24,8 @@ void on_deadlock();              // SimGrid's on_deadlock
 void install_failure_handlers(); // a rank's exit(), fatal signals
 void install_limits();           // --sim-time-limit, --wall-time-limit
 bool is_work(const Op& op);      // work that takes the GPU time (pending work ends a run)
+// At a limit's stop (streams.cpp): the work the GPUs are running, accounted as ending now.
+void account_work_in_flight();
 
 }  // namespace orrery
 

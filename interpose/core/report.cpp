@@ -92,7 +92,9 @@ void write_report() {
           if (is_work(op))
             fprintf(f, "%d\tpending\t%s\t%d\t%d\t%.17g\n", r->id, describe(op).c_str(), stream_number(*r, s),
                     s->device, at);
-    // A call the run ended in counts until the end.
+    // A call, or a wait for the GPU, the run ended in counts until the end.
+    if (r->gpu_wait_since >= 0)
+      r->stats.gpu_wait_s += at - r->gpu_wait_since;
     if (const Rank::MpiCall& c = r->in_mpi; c.name) {
       Tally& t = r->stats.mpi[c.name];
       t.count++;

@@ -347,6 +347,7 @@ struct Rank {
     int tag = kNoPeer;           // the same for tags (MPI_ANY_TAG)
     uint64_t call = 0;           // its number on the rank, when traced (core/trace.hpp)
   } in_mpi;
+  double gpu_wait_since = -1;  // a host wait for its GPU going on: its start (-1: none)
   MpiPath mpi_host, mpi_device;
   sg4::Host* cpu = nullptr;          // its process's host endpoint (host-buffer messages)
   sg4::Host* host = nullptr;

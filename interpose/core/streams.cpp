@@ -7,6 +7,7 @@
  * waits for them. */
 #include "core/capture.hpp"
 #include "core/execution.hpp"
+#include "core/outcome.hpp"
 #include "core/ranks.hpp"
 #include "core/trace.hpp"
 
@@ -200,6 +201,18 @@ static void take_up_head(Stream* s) {
     s->driver = Stream::Driver::Worker;
     wake_worker(s);
   }
+}
+
+/* At a limit's stop (outcome.cpp): the work each stream's GPU is running as an activity of its own
+ * (a kernel, a memset, a copy) is accounted as if it ended at the stop, in the rank's figures, terms
+ * and trace, as the MPI call a rank is in counts up to the stop. The stop comes at an event of
+ * SimGrid's, often such an activity's end, not yet taken in. Work a stream's worker runs (staged
+ * copies, collectives, host functions) is not. */
+void account_work_in_flight() {
+  for (auto& [pid, r] : ranks())
+    for (Stream* s : r->streams)
+      if (s->driver == Stream::Driver::Gpu && !s->queue.empty() && s->started_at < now())
+        finish_without_worker(s, s->queue.front(), s->started_at);
 }
 
 static void on_gpu_done(const sg4::Activity& a) {
@@ -414,8 +427,10 @@ class GpuWait {
     if (trace::on())
       trace::gpu_wait_begin(r, s, device);
     host_enter(r, HostState::GpuWait);
+    r.gpu_wait_since = t0_;  // (a run that ends during the wait counts it to the end: report.cpp)
   }
   ~GpuWait() {
+    rank_.gpu_wait_since = -1;
     host_leave(rank_);
     if (trace::on())
       trace::gpu_wait_end(rank_);

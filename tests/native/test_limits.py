@@ -41,8 +41,7 @@ def test_a_run_past_its_simulated_time_limit_stops_at_the_first_event_past_it(ru
     """Each iteration takes P = L + BUSY + S (launch, kernel, synchronisation: the rank's host
     overheads are no events of SimGrid's). The limit, 10.5 ms, falls inside the 11th kernel,
     [10 P + L, 10 P + L + BUSY] (P is 1 ms and some microseconds): the first event past it is that
-    kernel's end, where the run stops. Ten kernels had ended; the rank waits in its
-    synchronisation, outside MPI."""
+    kernel's end, where the run stops; the rank waits in its synchronisation, outside MPI."""
     launch_s, sync_s = h100.overheads.launch, h100.overheads.sync
     period = launch_s + BUSY + sync_s
     assert 10 * period + launch_s < 10.5e-3 < 10 * period + launch_s + BUSY  # the derivation's premise
@@ -64,10 +63,18 @@ def test_a_run_past_its_simulated_time_limit_stops_at_the_first_event_past_it(ru
         "with rank 0 outside MPI"
     )
     assert r.stderr.splitlines()[-1] == f"orrery: sim_time_limit: {failure['message']}"
+    # The kernel whose end stopped the run counts, as the MPI call a rank is in does: eleven
+    # kernels, and the rank waited for each in its synchronisation, up to the stop. Its terms are
+    # those kernels and its host overheads (11 launches, 10 synchronisations that returned).
     (rank,) = res["ranks"]
     assert not rank["finished"]
-    assert rank["kernels"]["busy(float*)"]["count"] == 10
-    assert rank["kernels"]["busy(float*)"]["time_s"] == pytest.approx(10 * BUSY, rel=REL)
+    assert rank["kernels"]["busy(float*)"]["count"] == 11
+    assert rank["kernels"]["busy(float*)"]["time_s"] == pytest.approx(11 * BUSY, rel=REL)
+    assert rank["gpu_wait_s"] == pytest.approx(11 * BUSY, rel=REL)
+    terms = res["terms"]["critical"]
+    assert terms["kernels_s"] == pytest.approx(11 * BUSY, rel=REL)
+    assert terms["host_overheads_s"] == pytest.approx(11 * launch_s + 10 * sync_s, rel=REL)
+    assert terms["copies_sync_s"] == terms["host_s"] == 0
 
 
 def test_a_run_stopped_at_its_simulated_time_limit_is_the_same_every_time(run_program, programs, costs):
@@ -94,9 +101,9 @@ def test_the_ranks_of_a_run_stopped_at_a_limit_are_named_where_they_were(run_pro
     # left the reduction before it a few nanoseconds apart: an intra-node message's latency)
     assert failure["time_s"] - waiting["since_s"] == pytest.approx(h100.overheads.launch + BUSY, abs=0.1 * US)
     assert 5.5e-3 < failure["time_s"] <= 5.5e-3 + BUSY
-    # five kernels ended before the sixth's end stopped the run; rank 0's sixth reduction, the one
-    # it was in, counts too, as a deadlock's blocked call does
-    assert r.results["ranks"][1]["kernels"]["busy(float*)"]["count"] == 5
+    # the sixth kernel's end stopped the run: it counts, and so does rank 0's sixth reduction, the
+    # one it was in, as a deadlock's blocked call does
+    assert r.results["ranks"][1]["kernels"]["busy(float*)"]["count"] == 6
     assert r.results["ranks"][0]["mpi"]["MPI_Allreduce"]["count"] == 6
 
 
