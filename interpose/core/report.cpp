@@ -16,8 +16,9 @@ namespace orrery {
 /* ---------------- the report ----------------
  * One row per (rank, category, name); orrery/results.py reads it by its header. A run's outcome
  * comes first: a status row (rank, "status", status, code, 0, time), then for a deadlock or a
- * limit reached (--sim-time-limit, --wall-time-limit) one "blocked" row per rank still running (its MPI call, peer and tag as `count` and `bytes`
- * (Rank::kNoPeer, Rank::kAnyPeer), the call's start), and for pending GPU work one "pending"
+ * limit reached (--sim-time-limit, --wall-time-limit) one "blocked" row per rank still running
+ * (its MPI call, peer and tag as `count` and `bytes` (Rank::kNoPeer, Rank::kAnyPeer), the call's
+ * start), and for pending GPU work one "pending"
  * row per operation still queued (its description, the stream: 0 for the legacy default stream,
  * k for the rank's k-th created stream, the device, the time). Last, one "link" row per direction
  * of a platform link that carried anything (links.cpp): rank -1, its name, the transfers that

@@ -135,15 +135,15 @@ ORR_EXPORT const cudaDeviceProp* orrery_private_device_prop(const char* fn, int 
 
 /* The index-th GPU of the calling rank's node (NVML's numbering: its index in the node), nullptr
  * past the last. */
+static const std::vector<const GpuHost*>& node_gpus(const char* fn) {
+  return gpus_of_node(rank_self(fn).gpus.at(0)->node);
+}
 static Gpu* node_gpu(const char* fn, int index) {
-  Rank& r = rank_self(fn);
-  const auto& gpus = gpus_of_node(r.gpus.at(0)->node);
+  const auto& gpus = node_gpus(fn);
   return index >= 0 && index < (int)gpus.size() ? gpu_of_host(host_by_name(gpus[index]->host)) : nullptr;
 }
 
-ORR_EXPORT int orrery_private_node_gpu_count(const char* fn) {
-  return (int)gpus_of_node(rank_self(fn).gpus.at(0)->node).size();
-}
+ORR_EXPORT int orrery_private_node_gpu_count(const char* fn) { return (int)node_gpus(fn).size(); }
 
 ORR_EXPORT const cudaDeviceProp* orrery_private_node_gpu(const char* fn, int index, size_t* memory_used) {
   Gpu* g = node_gpu(fn, index);

@@ -28,15 +28,6 @@ nvmlReturn_t gpu_of(const char* fn, nvmlDevice_t device, const cudaDeviceProp** 
   return *prop ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
-nvmlReturn_t copy_string(const std::string& text, char* out, unsigned int length) {
-  if (!out)
-    return NVML_ERROR_INVALID_ARGUMENT;
-  if (length < text.size() + 1)
-    return NVML_ERROR_INSUFFICIENT_SIZE;
-  memcpy(out, text.c_str(), text.size() + 1);
-  return NVML_SUCCESS;
-}
-
 std::string uuid_text(const cudaDeviceProp& p) {
   const unsigned char* b = reinterpret_cast<const unsigned char*>(p.uuid.bytes);
   char text[48];
@@ -152,25 +143,22 @@ ORR_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* id, nvmlD
   return by_bus_id("nvmlDeviceGetHandleByPciBusId", id, device);
 }
 
-ORR_NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+// A GPU's index in its node: NVML's index, and its minor number (/dev/nvidiaN), a node's GPUs
+// being numbered in PCI order.
+static nvmlReturn_t index_answer(const char* fn, nvmlDevice_t device, unsigned int* out) {
   const cudaDeviceProp* p;
-  if (nvmlReturn_t e = gpu_of("nvmlDeviceGetIndex", device, &p))
+  if (nvmlReturn_t e = gpu_of(fn, device, &p))
     return e;
-  if (!index)
+  if (!out)
     return NVML_ERROR_INVALID_ARGUMENT;
-  *index = (unsigned)index_of(device);
+  *out = (unsigned)index_of(device);
   return NVML_SUCCESS;
 }
-
-// /dev/nvidiaN: a node's GPUs are numbered in PCI order, as their indices
+ORR_NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+  return index_answer("nvmlDeviceGetIndex", device, index);
+}
 ORR_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minor) {
-  const cudaDeviceProp* p;
-  if (nvmlReturn_t e = gpu_of("nvmlDeviceGetMinorNumber", device, &p))
-    return e;
-  if (!minor)
-    return NVML_ERROR_INVALID_ARGUMENT;
-  *minor = (unsigned)index_of(device);
-  return NVML_SUCCESS;
+  return index_answer("nvmlDeviceGetMinorNumber", device, minor);
 }
 
 ORR_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
@@ -184,7 +172,7 @@ ORR_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, 
   const cudaDeviceProp* p;
   if (nvmlReturn_t e = gpu_of("nvmlDeviceGetUUID", device, &p))
     return e;
-  return copy_string(uuid_text(*p), uuid, length);
+  return copy_string(uuid_text(*p).c_str(), uuid, length);
 }
 
 ORR_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {

@@ -9,8 +9,6 @@
 
 #include "core/ranks.hpp"
 
-#include <cstdio>
-#include <cstring>
 #include <map>
 
 namespace orrery_nvml {
@@ -27,15 +25,10 @@ std::map<int, int>& init_counts() {  // rank -> nvmlInit calls not yet shut down
 
 int& init_count(const char* fn) { return init_counts()[orrery::rank_self(fn).id]; }
 
-nvmlReturn_t copy_string(const char* fn, const char* text, char* out, unsigned int length) {
+nvmlReturn_t version_text(const char* fn, const char* text, char* out, unsigned int length) {
   if (nvmlReturn_t e = initialised(fn))
     return e;
-  if (!out)
-    return NVML_ERROR_INVALID_ARGUMENT;
-  if (length < strlen(text) + 1)
-    return NVML_ERROR_INSUFFICIENT_SIZE;
-  memcpy(out, text, strlen(text) + 1);
-  return NVML_SUCCESS;
+  return copy_string(text, out, length);
 }
 }  // namespace
 
@@ -104,10 +97,10 @@ ORR_NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
 }
 
 ORR_NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
-  return copy_string("nvmlSystemGetDriverVersion", kDriverVersion, version, length);
+  return version_text("nvmlSystemGetDriverVersion", kDriverVersion, version, length);
 }
 ORR_NVML_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
-  return copy_string("nvmlSystemGetNVMLVersion", kNvmlVersion, version, length);
+  return version_text("nvmlSystemGetNVMLVersion", kNvmlVersion, version, length);
 }
 
 static nvmlReturn_t cuda_driver_version(int* version) {

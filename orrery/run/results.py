@@ -378,13 +378,6 @@ def _signal_name(number: int) -> str:
     return f"signal {number} ({sig.name}: {signal.strsignal(sig)})"
 
 
-def _rank_list(ranks: list[int]) -> str:
-    words = [f"rank {r}" if len(ranks) == 1 else str(r) for r in ranks]
-    if len(words) == 1:
-        return words[0]
-    return "ranks " + ", ".join(words[:-1]) + " and " + words[-1]
-
-
 def _peer(value: int) -> str | int | None:
     return "any" if value == _ANY_PEER else None if value == _NO_PEER else value
 
@@ -511,7 +504,7 @@ def _failure(
         return status, EXIT_PENDING_GPU_WORK, Failure(msg, ranks, when, pending=pending)
     if status == _EXIT_AFTER_FINALIZE:
         msg = (
-            f"rank {rank} called exit(0) after MPI_Finalize {at} while {_rank_list(unfinished)} had not "
+            f"rank {rank} called exit(0) after MPI_Finalize {at} while {_rank_span(unfinished)} had not "
             "finished: SimGrid runs every rank in one process, which exit() ends; return from main instead"
         )
         return "orrery_error", EXIT_ORRERY_ERROR, Failure(msg, ranks, when)

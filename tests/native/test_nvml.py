@@ -12,9 +12,16 @@ and the index, big-endian), the memory each rank allocated.
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+
+from orrery import _paths
 
 pytestmark = pytest.mark.native
 
@@ -117,37 +124,27 @@ def test_a_call_nvml_s_stand_in_does_not_answer_stops_the_run_naming_it(run_prog
     assert "not reached" not in r.stdout
 
 
-def _gen():
-    import importlib.util
-    from pathlib import Path
+def _module(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    shim = Path(__file__).resolve().parents[2] / "interpose"
-    spec = importlib.util.spec_from_file_location("gen_exports", shim / "gen_exports.py")
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
-    return shim, gen
+
+SHIM = Path(__file__).resolve().parents[2] / "interpose"
+gen = _module("gen_exports", SHIM / "gen_exports.py")
+lister = _module("list_nvml_symbols", SHIM / "nvml" / "list_nvml_symbols.py")
 
 
 def test_the_library_exports_every_function_nvml_s_header_declares_once():
     """libnvidia-ml.so.1 as installed: each of nvml_symbols.txt's functions defined, a row or a
     refusing stub, and nothing else of NVML's name; the list itself is what list_nvml_symbols.py
     reads from a header (checked here on a header of three declarations, one in a comment)."""
-    import subprocess
-
-    from orrery import _paths
-
-    shim, gen = _gen()
     lib = _paths.lib_dir() / "libnvidia-ml.so.1"
     nm = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True)
     exported = sorted(line.split()[-1] for line in nm.stdout.splitlines() if line.split()[-1].startswith("nvml"))
-    assert exported == sorted(gen.NVML.real(shim))
-    rows = gen.NVML.calls(shim)
-    assert {c.symbol for c in rows} <= set(exported)
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("list_nvml_symbols", shim / "nvml" / "list_nvml_symbols.py")
-    lister = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(lister)
+    assert exported == sorted(gen.NVML.real(SHIM))
+    assert {c.symbol for c in gen.NVML.calls(SHIM)} <= set(exported)
     header = (
         "nvmlReturn_t DECLDIR nvmlInit_v2(void);\n/* nvmlReturn_t DECLDIR nvmlExample(void); */\n"
         "const DECLDIR char* nvmlErrorString(nvmlReturn_t result);\n"
@@ -170,18 +167,13 @@ def test_the_library_exports_every_function_nvml_s_header_declares_once():
     ],
 )
 def test_an_nvml_row_the_build_would_get_wrong_stops_the_generator_naming_it(tmp_path, row, message):
-    import shutil
-    import subprocess
-    import sys
-
-    shim, _ = _gen()
     tables = tmp_path / "interpose"
-    shutil.copytree(shim / "nvml", tables / "nvml")
+    shutil.copytree(SHIM / "nvml", tables / "nvml")
     with (tables / "nvml" / "nvml_api.def").open("a") as f:
         f.write(row + "\n")
     out = tmp_path / "generated"
     p = subprocess.run(
-        [sys.executable, str(shim / "gen_exports.py"), "--nvml", str(tables), str(out)], capture_output=True, text=True
+        [sys.executable, str(SHIM / "gen_exports.py"), "--nvml", str(tables), str(out)], capture_output=True, text=True
     )
     assert (p.returncode, p.stderr) == (1, f"gen_exports.py: {message}\n")
     assert not out.exists()
