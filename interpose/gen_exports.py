@@ -457,7 +457,7 @@ def write_build(src: Path, out: Path) -> None:
 
 # ---- the CUDA driver stand-in, libcuda.so.1 (driver/) ----
 
-DRIVER_FAMILIES = ("device", "context", "memory", "stream", "vmm", "entry", "errors", "generated")
+DRIVER_FAMILIES = ("device", "context", "memory", "stream", "module", "vmm", "entry", "errors", "generated")
 
 
 def driver_calls(src: Path) -> list[Call]:

@@ -10,8 +10,9 @@ cd "$(dirname "$0")/.."
 # autoconf automake libtool: tests/native/test_autotools.py generates its project's configure;
 # gfortran: SMPI's smpif90 (orrery-mpif90) compiles Fortran with it
 # libmimalloc2.0: the allocator orrery run gives SMPI's launcher (orrery/run/launch.py, ALLOCATOR)
+# libzstd-dev: the shim reads nvcc's zstd-compressed fat binary entries (interpose/core/cubin.cpp)
 packages=(libsimgrid-dev nlohmann-json3-dev g++ cmake pkg-config make python3 python3-venv python3-dev
-          autoconf automake libtool gfortran libmimalloc2.0)
+          autoconf automake libtool gfortran libmimalloc2.0 libzstd-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

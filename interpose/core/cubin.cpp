@@ -8,7 +8,12 @@
  * - the fat binary: magic 0xba55ed50, a 16-byte header (its size at byte 6, the entries' total
  *   size at byte 8), then entries, each a header (kind at byte 0: 1 PTX, 2 cubin; its own size at
  *   byte 4; the payload's size at byte 8; the architecture, 90 for sm_90, at byte 28; flags at
- *   byte 40, 0x2000 or 0x8000 when the payload is compressed) and its payload;
+ *   byte 40, 0x2000 or 0x8000 when the payload is compressed; the size decompressed at byte 64)
+ *   and its payload. nvcc 13 compresses PTX by default and cubins under -Xfatbin -compress-all,
+ *   both as a zstd frame (0x8000), which libzstd reads; 0x2000 is an older form, not read here;
+ * - a cubin alone (cuModuleLoadData's image, nvcc -cubin): an ELF file for EM_CUDA (190) whose
+ *   e_flags hold its architecture at bits 8-15 (0x5a for sm_90; CUDA 13's ELF ABI version 8);
+ * - PTX text: its kernels are its .entry directives, its architecture its .target;
  * - a cubin: an ELF file whose section .nv.info holds, per kernel symbol, its registers
  *   (EIATTR_REGCOUNT, 0x2f) and stack frame (EIATTR_FRAME_SIZE, 0x11); .nv.info.KERNEL holds its
  *   launch bounds (EIATTR_MAX_THREADS, 0x05), parameter bytes (EIATTR_CBANK_PARAM_SIZE, 0x19)
@@ -23,8 +28,11 @@
 #include "core/cubin.hpp"
 
 #include <elf.h>
+#include <zstd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -35,8 +43,9 @@ namespace orrery {
 namespace {
 
 constexpr uint32_t kWrapperMagic = 0x466243b1, kFatbinMagic = 0xba55ed50;
-constexpr uint16_t kEntryCubin = 2;
-constexpr uint64_t kCompressed = 0x2000 | 0x8000;
+constexpr uint16_t kEntryPtx = 1, kEntryCubin = 2;
+constexpr uint64_t kCompressed = 0x2000 | 0x8000, kZstd = 0x8000;
+constexpr uint16_t kEmCuda = 190;  // EM_CUDA
 
 struct Wrapper {
   int32_t magic;
@@ -222,12 +231,103 @@ std::map<std::string, KernelResources> read_cubin(const unsigned char* image, si
 
 namespace {
 
-/* The cubin a GPU of compute capability major.minor runs out of a fat binary (the highest
- * architecture of its major version at most its own), or false and why not. With `any`, the
- * highest architecture's when none is the GPU's (what holds the same for all: variables' initial
- * values). */
+/* A fat binary's entry's payload, decompressed where nvcc compressed it with zstd (flag 0x8000:
+ * nvcc 13's PTX by default, its cubins under -Xfatbin -compress-all or -compress-mode): into
+ * `buffer`, which then holds it. False, with why, for the older compression (0x2000) or bad data. */
+bool payload(const unsigned char* entry, uint32_t entry_header, uint64_t size, uint64_t flags, const std::string& what,
+             const unsigned char*& data, uint64_t& data_size, std::vector<unsigned char>& buffer, std::string& why) {
+  data = entry + entry_header;
+  data_size = size;
+  if (!(flags & kCompressed))
+    return true;
+  if (!(flags & kZstd)) {
+    why = "its " + what + " is compressed in the older form (flag 0x2000), which Orrery cannot read";
+    return false;
+  }
+  size = ZSTD_findFrameCompressedSize(data, size);  // the payload is padded to 8 bytes
+  if (ZSTD_isError(size)) {
+    why = "its " + what + " is not a zstd frame Orrery can read";
+    return false;
+  }
+  unsigned long long n = ZSTD_getFrameContentSize(data, size);
+  if (n == ZSTD_CONTENTSIZE_ERROR || n == ZSTD_CONTENTSIZE_UNKNOWN || n > (1ull << 32)) {
+    why = "its " + what + " is not a zstd frame Orrery can read";
+    return false;
+  }
+  buffer.resize(n);
+  size_t got = ZSTD_decompress(buffer.data(), n, data, size);
+  if (ZSTD_isError(got) || got != n) {
+    why = "its " + what + " does not decompress (zstd: " + ZSTD_getErrorName(got) + ")";
+    return false;
+  }
+  data = buffer.data();
+  data_size = n;
+  return true;
+}
+
+/* What a fat binary (its magic first) holds for a GPU of compute capability major.minor. */
+struct FatbinChoice {
+  const unsigned char* cubin = nullptr;  // the cubin the GPU runs (the highest sm_XY of its major version, Y at most its minor)
+  uint64_t cubin_size = 0;
+  int sm = -1;
+  const unsigned char* ptx = nullptr;  // the PTX of the highest virtual architecture at most the GPU's
+  uint64_t ptx_size = 0;
+  int ptx_sm = -1;
+  std::string built;  // the cubins' architectures, for messages
+  std::string why;    // why an entry chosen could not be read
+};
+
+bool choose(const unsigned char* fb, int major, int minor, bool any, FatbinChoice& c,
+            std::vector<unsigned char>& cubin_buffer, std::vector<unsigned char>* ptx_buffer) {
+  uint16_t header = at<uint16_t>(fb, 6);
+  uint64_t total = at<uint64_t>(fb, 8);
+  const unsigned char *best = nullptr, *best_ptx = nullptr;
+  uint64_t best_size = 0, best_flags = 0, ptx_size = 0, ptx_flags = 0;
+  uint32_t best_header = 0, ptx_header = 0;
+  bool best_is_gpus = false;
+  const int gpu = major * 10 + minor;
+  for (uint64_t off = header; off + 48 <= header + total;) {
+    const unsigned char* e = fb + off;
+    uint16_t kind = at<uint16_t>(e, 0);
+    uint32_t entry_header = at<uint32_t>(e, 4);
+    uint64_t size = at<uint64_t>(e, 8);
+    if (kind == 0 || entry_header < 48)
+      break;
+    int entry_sm = (int)at<uint32_t>(e, 28);
+    if (kind == kEntryCubin) {
+      c.built += (c.built.empty() ? "" : ", ") + std::string("sm_") + std::to_string(entry_sm);
+      bool gpus = entry_sm / 10 == major && entry_sm % 10 <= minor;
+      if ((gpus && (!best_is_gpus || entry_sm > c.sm)) || (any && !best_is_gpus && entry_sm > c.sm)) {
+        best_is_gpus = gpus;
+        best = e;
+        best_header = entry_header;
+        best_size = size;
+        best_flags = at<uint64_t>(e, 40);
+        c.sm = entry_sm;
+      }
+    } else if (kind == kEntryPtx && entry_sm <= gpu && entry_sm > c.ptx_sm) {
+      best_ptx = e;
+      ptx_header = entry_header;
+      ptx_size = size;
+      ptx_flags = at<uint64_t>(e, 40);
+      c.ptx_sm = entry_sm;
+    }
+    off += entry_header + size;
+  }
+  if (best && !payload(best, best_header, best_size, best_flags, "sm_" + std::to_string(c.sm) + " code", c.cubin,
+                       c.cubin_size, cubin_buffer, c.why))
+    return false;
+  if (best_ptx && ptx_buffer && !best_is_gpus &&  // PTX the GPU would compile: only without its cubin
+      !payload(best_ptx, ptx_header, ptx_size, ptx_flags, "PTX", c.ptx, c.ptx_size, *ptx_buffer, c.why))
+    return false;
+  return true;
+}
+
+/* The cubin a GPU of compute capability major.minor runs out of the fat binary of nvcc's wrapper,
+ * or false and why not. With `any`, the highest architecture's when none is the GPU's (what holds
+ * the same for all: variables' initial values). */
 bool select_cubin(const void* wrapper_ptr, int major, int minor, const unsigned char*& image, uint64_t& size,
-                  int& sm, std::string& why, bool any = false) {
+                  int& sm, std::vector<unsigned char>& buffer, std::string& why, bool any = false) {
   const Wrapper* w = (const Wrapper*)wrapper_ptr;
   // Version 1: a whole program's code; version 2: relocatable device code (-rdc) after nvcc's
   // device link, whose fat binary holds the linked cubin.
@@ -236,50 +336,60 @@ bool select_cubin(const void* wrapper_ptr, int major, int minor, const unsigned 
     why = "its fat binary is not one Orrery can read";
     return false;
   }
-  const unsigned char* fb = w->data;
-  uint16_t header = at<uint16_t>(fb, 6);
-  uint64_t total = at<uint64_t>(fb, 8);
-  const unsigned char* best = nullptr;
-  uint64_t best_size = 0, best_flags = 0;
-  int best_sm = -1;
-  bool best_is_gpus = false;
-  std::string built;
-  for (uint64_t off = header; off + 48 <= header + total;) {
-    const unsigned char* e = fb + off;
-    uint16_t kind = at<uint16_t>(e, 0);
-    uint32_t entry_header = at<uint32_t>(e, 4);
-    uint64_t payload = at<uint64_t>(e, 8);
-    if (kind == 0 || entry_header < 48)
-      break;
-    int entry_sm = (int)at<uint32_t>(e, 28);
-    if (kind == kEntryCubin) {
-      built += (built.empty() ? "" : ", ") + std::string("sm_") + std::to_string(entry_sm);
-      bool gpus = entry_sm / 10 == major && entry_sm % 10 <= minor;
-      if ((gpus && (!best_is_gpus || entry_sm > best_sm)) || (any && !best_is_gpus && entry_sm > best_sm)) {
-        best_is_gpus = gpus;
-        best = e + entry_header;
-        best_size = payload;
-        best_flags = at<uint64_t>(e, 40);
-        best_sm = entry_sm;
-      }
-    }
-    off += entry_header + payload;
+  FatbinChoice c;
+  if (!choose(w->data, major, minor, any, c, buffer, nullptr)) {
+    why = c.why;
+    return false;
   }
   std::string arch = "sm_" + std::to_string(major * 10 + minor);
-  if (!best) {
+  if (!c.cubin) {
     why = "the program has no code for the simulated GPU's " + arch + " (" +
-          (built.empty() ? std::string("PTX only") : "only " + built) +
+          (c.built.empty() ? std::string("PTX only") : "only " + c.built) +
           "), which a real GPU would compile from PTX as it loads: build with -arch=" + arch;
     return false;
   }
-  if (best_flags & kCompressed) {
-    why = "its sm_" + std::to_string(best_sm) + " code is compressed (nvcc -Xfatbin -compress-all)";
-    return false;
-  }
-  image = best;
-  size = best_size;
-  sm = best_sm;
+  image = c.cubin;
+  size = c.cubin_size;
+  sm = c.sm;
   return true;
+}
+
+/* The size of an ELF image from its headers: the end of its last table or section. */
+uint64_t elf_size(const unsigned char* p) {
+  Elf64_Ehdr h = at<Elf64_Ehdr>(p, 0);
+  uint64_t end = std::max<uint64_t>(h.e_shoff + (uint64_t)h.e_shnum * h.e_shentsize,
+                                    h.e_phoff + (uint64_t)h.e_phnum * h.e_phentsize);
+  for (int i = 0; i < h.e_shnum; i++) {
+    Elf64_Shdr s = at<Elf64_Shdr>(p, h.e_shoff + (uint64_t)i * h.e_shentsize);
+    if (s.sh_type != SHT_NOBITS)
+      end = std::max(end, s.sh_offset + s.sh_size);
+  }
+  return end;
+}
+
+/* The kernels PTX text declares (its .entry directives), and its target architecture. */
+void ptx_entries(const std::string& ptx, std::map<std::string, KernelResources>& kernels, int& target) {
+  auto word_end = [&](size_t i) {
+    while (i < ptx.size() && (isalnum((unsigned char)ptx[i]) || ptx[i] == '_' || ptx[i] == '$' || ptx[i] == '.'))
+      i++;
+    return i;
+  };
+  for (size_t at = ptx.find(".entry"); at != std::string::npos; at = ptx.find(".entry", at + 6)) {
+    size_t i = at + 6;
+    if (i < ptx.size() && !isspace((unsigned char)ptx[i]))
+      continue;  // .entryfoo is not the directive
+    while (i < ptx.size() && isspace((unsigned char)ptx[i]))
+      i++;
+    size_t end = word_end(i);
+    if (end > i)
+      kernels[ptx.substr(i, end - i)] = KernelResources{};
+  }
+  size_t t = ptx.find(".target");
+  if (t != std::string::npos) {
+    size_t sm = ptx.find("sm_", t);
+    if (sm != std::string::npos && sm < ptx.find('\n', t))
+      target = atoi(ptx.c_str() + sm + 3);
+  }
 }
 
 }  // namespace
@@ -289,9 +399,85 @@ FatbinKernels read_fatbin(const void* wrapper_ptr, int major, int minor, size_t 
   const unsigned char* image;
   uint64_t size;
   int sm;
-  if (select_cubin(wrapper_ptr, major, minor, image, size, sm, result.why))
+  std::vector<unsigned char> buffer;
+  if (select_cubin(wrapper_ptr, major, minor, image, size, sm, buffer, result.why))
     result.kernels = read_cubin(image, size, sm, reserved_shared, result.why);
   return result;
+}
+
+ModuleImage read_module(const void* image_ptr, int major, int minor, size_t reserved_shared) {
+  ModuleImage m;
+  const unsigned char* p = (const unsigned char*)image_ptr;
+  const std::string arch = "sm_" + std::to_string(major * 10 + minor);
+  if (!p) {
+    m.why = "no image";
+    return m;
+  }
+  auto from_cubin = [&](const unsigned char* cubin, uint64_t size, int sm) {
+    if (sm / 10 != major || sm % 10 > minor) {
+      m.status = ModuleImage::NoBinaryForGpu;
+      m.why = "its code is for sm_" + std::to_string(sm) + ", which the simulated GPU's " + arch + " cannot run";
+      return;
+    }
+    m.kernels = read_cubin(cubin, size, sm, reserved_shared, m.why);
+    m.status = m.why.empty() ? ModuleImage::Loaded : ModuleImage::Invalid;
+    m.has_code = m.status == ModuleImage::Loaded;
+  };
+  auto from_ptx = [&](std::string text) {
+    int target = 0;
+    ptx_entries(text, m.kernels, target);
+    if (text.find(".version") == std::string::npos) {
+      m.why = "it is neither a fat binary, a cubin nor PTX";
+      return;
+    }
+    if (target > major * 10 + minor) {
+      m.status = ModuleImage::NoBinaryForGpu;
+      m.why = "its PTX targets sm_" + std::to_string(target) + ", beyond the simulated GPU's " + arch;
+      m.kernels.clear();
+      return;
+    }
+    m.status = ModuleImage::Loaded;
+    m.ptx = std::move(text);
+    m.why = "its code is PTX, which the driver compiles for the GPU as the module loads";
+  };
+  if (at<uint32_t>(p, 0) == kWrapperMagic) {  // cuModuleLoadFatBinary may be given nvcc's wrapper
+    const Wrapper* w = (const Wrapper*)p;
+    p = w->data;
+    if (!p) {
+      m.why = "its fat binary wrapper points to no fat binary";
+      return m;
+    }
+  }
+  if (at<uint32_t>(p, 0) == kFatbinMagic) {
+    FatbinChoice c;
+    std::vector<unsigned char> cubin_buffer, ptx_buffer;
+    if (!choose(p, major, minor, false, c, cubin_buffer, &ptx_buffer)) {
+      m.status = ModuleImage::Unreadable;
+      m.why = c.why;
+      return m;
+    }
+    if (c.cubin && c.sm / 10 == major && c.sm % 10 <= minor)
+      from_cubin(c.cubin, c.cubin_size, c.sm);
+    else if (c.ptx)
+      from_ptx(std::string((const char*)c.ptx, strnlen((const char*)c.ptx, c.ptx_size)));
+    else {
+      m.status = ModuleImage::NoBinaryForGpu;
+      m.why = "its fat binary has no code for the simulated GPU's " + arch + " (" +
+              (c.built.empty() ? std::string("nor PTX it could compile") : "only " + c.built + ", and no PTX it could compile") + ")";
+    }
+    return m;
+  }
+  if (!memcmp(p, ELFMAG, SELFMAG)) {
+    if (p[EI_CLASS] != ELFCLASS64 || at<Elf64_Ehdr>(p, 0).e_machine != kEmCuda) {
+      m.why = "it is an ELF file, but not a CUDA cubin";
+      return m;
+    }
+    uint32_t flags = at<Elf64_Ehdr>(p, 0).e_flags;
+    from_cubin(p, elf_size(p), (int)((flags >> 8) & 0xff));  // EF_CUDA_SM, ELF ABI version 8 (CUDA 12.8 on)
+    return m;
+  }
+  from_ptx((const char*)p);
+  return m;
 }
 
 bool read_variable(const void* wrapper_ptr, int major, int minor, const std::string& name, size_t size,
@@ -299,7 +485,8 @@ bool read_variable(const void* wrapper_ptr, int major, int minor, const std::str
   const unsigned char* image;
   uint64_t image_size;
   int sm;
-  if (!select_cubin(wrapper_ptr, major, minor, image, image_size, sm, why, true))
+  std::vector<unsigned char> buffer;
+  if (!select_cubin(wrapper_ptr, major, minor, image, image_size, sm, buffer, why, true))
     return false;
   Elf elf(image, image_size);
   std::optional<Elf64_Sym> sym = elf.ok() ? elf.symbol(name) : std::nullopt;

@@ -37,6 +37,21 @@ struct FatbinKernels {
 };
 FatbinKernels read_fatbin(const void* wrapper, int major, int minor, size_t reserved_shared);
 
+/* A module's image as the driver's cuModuleLoadData is given it: a fat binary (or nvcc's wrapper of
+ * one), a cubin, or PTX text. Loaded: its kernels by mangled name, with their resources where it
+ * holds a cubin the GPU runs (has_code); else their names only, from the PTX a real driver compiles
+ * as it loads (ptx holds it, and `why` says so). Invalid, NoBinaryForGpu: `why` says what is wrong
+ * (CUDA_ERROR_INVALID_IMAGE, CUDA_ERROR_NO_BINARY_FOR_GPU); Unreadable: a real driver would load
+ * it, but Orrery cannot read it (an older compression). */
+struct ModuleImage {
+  enum Status { Loaded, Invalid, NoBinaryForGpu, Unreadable } status = Invalid;
+  std::map<std::string, KernelResources> kernels;
+  bool has_code = false;
+  std::string ptx;
+  std::string why;
+};
+ModuleImage read_module(const void* image, int major, int minor, size_t reserved_shared);
+
 /* The initial bytes of the variable `name` (its symbol, `size` bytes) in the cubin of the same fat
  * binary that a GPU of compute capability major.minor runs: its initialiser (.nv.global.init), or
  * zeros for one without (.nv.global). False, with `why`, when they cannot be read. A __managed__

@@ -510,9 +510,9 @@ void register_symbol(const void* host_var, size_t size);
 // `fatbin`'s code for that device (cudart/memory.cpp).
 void* managed_variable(const void* fatbin, const char* name, size_t size);
 struct KernelResources;  // core/cubin.hpp
-// A kernel the program registered (__cudaRegisterFunction, per rank's copy of the program): its
-// names, the fat binary holding its code, and what cudaFuncSetAttribute and
-// cudaFuncSetCacheConfig set for it (cudart/function.cpp).
+// A kernel the program registered (__cudaRegisterFunction, per rank's copy of the program) or a
+// module it loaded through the driver holds (cudart/module.cpp): its names, the fat binary holding
+// its code, and what cudaFuncSetAttribute and cudaFuncSetCacheConfig set for it (cudart/function.cpp).
 struct Kernel {
   std::string name;              // demangled: the cost file's and the reports' name
   std::string mangled;           // the cubin's
@@ -523,8 +523,13 @@ struct Kernel {
   // Its code's resources for the GPU (core/cubin.hpp), once looked up; null where there is none.
   const KernelResources* code = nullptr;
   bool code_looked_up = false;
+  std::string no_code;  // a module's kernel without code for the GPU: why (its fat binary's otherwise)
 };
 Kernel* registered_kernel(const void* stub);  // null where no kernel is registered
+// A module's kernel, by its mangled name: launched and queried by its handle as a registered kernel
+// by its stub, until its module is unloaded.
+Kernel& register_kernel(const void* handle, const std::string& mangled);
+void unregister_kernel(const void* handle);
 // Whether a launch of `threads` per block with `dynamic_shared` bytes fits the kernel, as a real
 // GPU checks it: cudaErrorInvalidValue beyond its dynamic shared memory limit,
 // cudaErrorLaunchOutOfResources beyond the threads its registers and launch bounds allow. Checked

@@ -47,6 +47,8 @@ const KernelResources* find_resources(Rank& r, Kernel& k) {
 const KernelResources& resources(Rank& r, Kernel& k, const char* fn) {
   if (const KernelResources* res = find_resources(r, k))
     return *res;
+  if (!k.no_code.empty())
+    fatal("%s: kernel '%s': %s", fn, k.name.c_str(), k.no_code.c_str());
   const FatbinKernels& f = fatbin_of(r, k);
   fatal("%s: kernel '%s': %s", fn, k.name.c_str(),
         f.why.empty() ? "its code is not in the program's fat binary" : f.why.c_str());

@@ -33,6 +33,15 @@ static std::string demangle(const char* mangled) {
   return out;
 }
 
+Kernel& register_kernel(const void* handle, const std::string& mangled) {
+  Kernel& k = kernels()[handle] = Kernel{};
+  k.name = demangle(mangled.c_str());
+  k.mangled = mangled;
+  return k;
+}
+
+void unregister_kernel(const void* handle) { kernels().erase(handle); }
+
 /* The keys a cost entry may use for a kernel, most specific first: the full
  * demangled signature, the name without its parameter list (and without a
  * template's return type), and that name without template arguments. */

@@ -69,6 +69,21 @@ CUresult orrery_private_vmm_set_access(const char* fn, CUdeviceptr ptr, size_t s
 CUresult orrery_private_vmm_retain(const char* fn, const void* addr, CUmemGenericAllocationHandle* handle);
 CUresult orrery_private_vmm_properties(const char* fn, CUmemGenericAllocationHandle handle, int* device, size_t* size);
 
+// Modules (cudart/module.cpp): an image loaded for the calling rank's current GPU, as its driver
+// would, its PTX compiled with `ptxas_options` (CUDA_ERROR_INVALID_IMAGE, NO_BINARY_FOR_GPU,
+// INVALID_PTX, with what went wrong in *log until the next load); unloaded; a kernel of it by
+// mangled name (NOT_FOUND), or all of them (with out null, their count; else exactly *count of
+// them). A function's module. function_check: INVALID_HANDLE unless `function` is a kernel the
+// rank may launch (a module's it holds, or one its program registered); with needs_code, it stops
+// the run naming `fn` where the kernel's resources are not known (PTX, no ptxas to compile it).
+CUresult orrery_private_module_load(const char* fn, const void* image, const char* ptxas_options, CUmodule* out,
+                                    const char** log);
+CUresult orrery_private_module_unload(const char* fn, CUmodule module);
+CUresult orrery_private_module_function(const char* fn, CUmodule module, const char* name, CUfunction* out);
+CUresult orrery_private_module_functions(const char* fn, CUmodule module, CUfunction* out, unsigned* count);
+CUresult orrery_private_function_module(const char* fn, const void* function, CUmodule* out);
+CUresult orrery_private_function_check(const char* fn, const void* function, bool needs_code);
+
 // NVML's view (libnvidia-ml.so.1, interpose/nvml/): the GPUs of the calling rank's node, all of
 // them whatever the rank sees (NVML ignores CUDA_VISIBLE_DEVICES), numbered by their index in the
 // node (PCI order, as NVML numbers them). The index-th one's description and its memory in use

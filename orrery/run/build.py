@@ -82,6 +82,16 @@ def _is(folder: str, resolved: Path) -> bool:
         return False
 
 
+def ptxas() -> str | None:
+    """The CUDA toolkit's PTX compiler beside its nvcc, or None without one: the driver's JIT in
+    `orrery run` (a module loaded from PTX, interpose/cudart/module.cpp, ORRERY_PTXAS)."""
+    try:
+        found = Path(_tool("nvcc", "")).resolve().parent / "ptxas"
+    except BuildError:
+        return None
+    return str(found) if found.is_file() and os.access(found, os.X_OK) else None
+
+
 @functools.cache
 def nvcc_options(exe: str) -> dict[str, bool]:
     """Every option the installed nvcc knows, long and short names, and whether it takes a value

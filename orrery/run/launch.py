@@ -651,6 +651,8 @@ def _run_in(
     env["ORRERY_RUN"] = str(out / "run.json")
     env["ORRERY_ERROR_FILE"] = str(out / "error.txt")
     env["ORRERY_STATUS_FILE"] = str(out / STATUS_FILE)
+    if "ORRERY_PTXAS" not in env and (compiler := build.ptxas()):  # the driver's JIT of PTX modules
+        env["ORRERY_PTXAS"] = compiler
     if deadline is not None:  # time.monotonic()'s clock, CLOCK_MONOTONIC, which the shim reads too
         env["ORRERY_WALL_DEADLINE"] = repr(deadline)
     size = exe.stat().st_size + sum(library_size(name) for name in private)

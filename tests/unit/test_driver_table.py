@@ -30,8 +30,8 @@ FILES = ["driver_api.def", "cuda13_driver_symbols.txt", "cuda13_driver_versions.
         ),
         (
             INIT.replace("device,", "devices,"),
-            "driver_api.def: cuInit: family 'devices', expected one of device, context, memory, stream, vmm, entry, "
-            "errors, generated",
+            "driver_api.def: cuInit: family 'devices', expected one of device, context, memory, stream, module, vmm, "
+            "entry, errors, generated",
         ),
         (
             INIT.replace("BOOKKEEP", "FORWARD_TIMED"),

@@ -1,0 +1,201 @@
+// Modules through the CUDA driver (tests/native/test_driver_modules.py): a program that loads its
+// kernels as the CUDA samples' *Drv programs and NVRTC's users do, from a cubin, a fat binary or
+// PTX, by path (cuModuleLoad), from memory (cuModuleLoadData, cuModuleLoadDataEx) or as a library
+// (cuLibraryLoadFromFile), then launches them with cuLaunchKernel and times them with the
+// runtime's events. Prints "name value" lines.
+//
+//   driver_modules run FILE [file|data|ex|library]   load FILE, query and launch its kernels
+//   driver_modules errors DIR                         the driver's errors for bad modules and launches
+//   driver_modules threads FILE                       a JIT option Orrery does not give ptxas
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#define CU(call)                                                          \
+  do {                                                                    \
+    CUresult e_ = (call);                                                 \
+    if (e_ != CUDA_SUCCESS) {                                             \
+      fprintf(stderr, "%s:%d: %s: %d\n", __FILE__, __LINE__, #call, e_); \
+      exit(1);                                                            \
+    }                                                                     \
+  } while (0)
+
+static std::string slurp(const char* path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// The time of `launch` on the default stream, between events around it (ms).
+template <typename F>
+static float timed(F launch) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  cudaEventRecord(a, 0);
+  CUresult e = launch();
+  cudaEventRecord(b, 0);
+  cudaEventSynchronize(b);
+  float ms = -1;
+  cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return e == CUDA_SUCCESS ? ms : -(float)e;
+}
+
+static void attributes(const char* tag, CUfunction f) {
+  int regs, shared, threads, local, ptx, binary, dynamic;
+  CU(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+  CU(cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f));
+  CU(cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
+  CU(cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f));
+  CU(cuFuncGetAttribute(&ptx, CU_FUNC_ATTRIBUTE_PTX_VERSION, f));
+  CU(cuFuncGetAttribute(&binary, CU_FUNC_ATTRIBUTE_BINARY_VERSION, f));
+  CU(cuFuncGetAttribute(&dynamic, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f));
+  printf("attr %s %d %d %d %d %d %d %d\n", tag, regs, shared, threads, local, ptx, binary, dynamic);
+  int blocks;
+  CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 256, 0));
+  printf("occupancy_%s_256 %d\n", tag, blocks);
+}
+
+static int run(const char* path, const char* how) {
+  CUmodule m;
+  CUlibrary lib = nullptr;
+  std::string image = slurp(path);
+  if (!strcmp(how, "file")) {
+    CU(cuModuleLoad(&m, path));
+  } else if (!strcmp(how, "data")) {
+    CU(cuModuleLoadData(&m, image.c_str()));
+  } else if (!strcmp(how, "ex")) {  // as the CUDA samples' JIT: logs, their sizes, at most 32 registers
+    char info[256], error[256];
+    CUjit_option options[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+                              CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_MAX_REGISTERS};
+    void* values[] = {info, (void*)(size_t)sizeof info, error, (void*)(size_t)sizeof error, (void*)(size_t)32};
+    CU(cuModuleLoadDataEx(&m, image.c_str(), 5, options, values));
+    printf("ex_logs %zu %zu\n", (size_t)values[1], (size_t)values[3]);
+  } else {
+    CU(cuLibraryLoadFromFile(&lib, path, nullptr, nullptr, 0, nullptr, nullptr, 0));
+    CU(cuLibraryGetModule(&m, lib));
+  }
+  unsigned count;
+  CU(cuModuleGetFunctionCount(&count, m));
+  printf("functions %u\n", count);
+  CUfunction all[8];
+  CU(cuModuleEnumerateFunctions(all, count, m));
+  for (unsigned i = 0; i < count; i++) {
+    const char* name;
+    CU(cuFuncGetName(&name, all[i]));
+    printf("function %s\n", name);
+  }
+  CUfunction busy, brief, scaled;
+  if (lib) {  // a library's kernels, and their functions in the current context
+    CUkernel k;
+    CU(cuLibraryGetKernel(&k, lib, "busy"));
+    CU(cuKernelGetFunction(&busy, k));
+    CU(cuLibraryGetKernel(&k, lib, "brief"));
+    CU(cuKernelGetFunction(&brief, k));
+    int regs;
+    CU(cuKernelGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 0));
+    printf("kernel_brief_regs %d\n", regs);
+  } else {
+    CU(cuModuleGetFunction(&busy, m, "busy"));
+    CU(cuModuleGetFunction(&brief, m, "brief"));
+  }
+  CU(cuModuleGetFunction(&scaled, m, "_Z6scaledIdEvPT_S0_"));
+  CUmodule owner;
+  CU(cuFuncGetModule(&owner, busy));
+  printf("owner_is_module %d\n", owner == m);
+  printf("missing %d\n", (int)cuModuleGetFunction(&busy, m, "missing"));
+  attributes("busy", busy);
+  attributes("brief", brief);
+
+  const int n = 1 << 20;
+  CUdeviceptr x;
+  CU(cuMemAlloc(&x, n * sizeof(float)));
+  int count_arg = n;
+  void* params[] = {&x, &count_arg};
+  printf("busy_ms %.6f\n", timed([&] { return cuLaunchKernel(busy, n / 256, 1, 1, 256, 1, 1, 0, 0, params, nullptr); }));
+  // brief's parameters as one buffer (cuLaunchKernel's `extra`, as vectorAddDrv passes them)
+  size_t size = sizeof x;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &x, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+  printf("brief_ms %.6f\n", timed([&] { return cuLaunchKernel(brief, 4, 1, 1, 256, 1, 1, 0, 0, nullptr, extra); }));
+  double a = 2;
+  void* scaled_params[] = {&x, &a};
+  printf("scaled_ms %.6f\n",
+         timed([&] { return cuLaunchKernel(scaled, 10, 1, 1, 100, 1, 1, 0, 0, scaled_params, nullptr); }));
+  // past brief's launch bounds (256 threads): CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+  printf("brief_512 %d\n", (int)cuLaunchKernel(brief, 1, 1, 1, 512, 1, 1, 0, 0, nullptr, extra));
+  printf("both_params %d\n", (int)cuLaunchKernel(busy, 1, 1, 1, 1, 1, 1, 0, 0, params, extra));
+  // on a runtime stream (simpleDrvRuntime): ordered there
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  CU(cuLaunchKernel(busy, 1, 1, 1, 32, 1, 1, 0, (CUstream)s, params, nullptr));
+  printf("stream_query %d\n", (int)cuStreamQuery((CUstream)s));
+  CU(cuStreamSynchronize((CUstream)s));
+  printf("runtime_last_error %d\n", (int)cudaGetLastError());
+  CU(cuMemFree(x));
+  if (lib) {
+    CU(cuLibraryUnload(lib));
+  } else {
+    CU(cuModuleUnload(m));
+  }
+  printf("unload_again %d\n", (int)cuModuleUnload(m));
+  printf("launch_unloaded %d\n", (int)cuLaunchKernel(busy, 1, 1, 1, 1, 1, 1, 0, 0, params, nullptr));
+  return 0;
+}
+
+static int errors(const std::string& dir) {
+  CUmodule m;
+  printf("missing_file %d\n", (int)cuModuleLoad(&m, (dir + "/absent.cubin").c_str()));
+  printf("not_an_image %d\n", (int)cuModuleLoadData(&m, "this is neither PTX nor a cubin"));
+  printf("sm80_cubin %d\n", (int)cuModuleLoad(&m, (dir + "/sm80.cubin").c_str()));
+  const char* name = "";
+  cuGetErrorName(CUDA_ERROR_NO_BINARY_FOR_GPU, &name);
+  printf("no_binary_name %s\n", name);
+  printf("sm100_ptx %d\n", (int)cuModuleLoad(&m, (dir + "/sm100.ptx").c_str()));
+  char log[512] = "";
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {log, (void*)(size_t)sizeof log};
+  std::string bad = slurp((dir + "/bad.ptx").c_str());
+  printf("bad_ptx %d\n", (int)cuModuleLoadDataEx(&m, bad.c_str(), 2, options, values));
+  printf("bad_ptx_log_bytes %zu\n", (size_t)values[1]);
+  printf("bad_ptx_log %s\n", strchr(log, '\n') ? std::string(log, strchr(log, '\n')).c_str() : log);
+  CU(cuCtxSetCurrent(nullptr));
+  printf("no_context %d\n", (int)cuModuleLoad(&m, (dir + "/sm90.cubin").c_str()));
+  return 0;
+}
+
+// CU_JIT_THREADS_PER_BLOCK: the threads the compiler should target, which ptxas takes no option for
+static int threads(const char* path) {
+  std::string ptx = slurp(path);
+  CUmodule m;
+  CUjit_option options[] = {CU_JIT_THREADS_PER_BLOCK};
+  void* values[] = {(void*)(size_t)128};
+  printf("loaded %d\n", (int)cuModuleLoadDataEx(&m, ptx.c_str(), 1, options, values));
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  CU(cuInit(0));
+  CUcontext ctx;
+  CU(cuDevicePrimaryCtxRetain(&ctx, 0));
+  CU(cuCtxSetCurrent(ctx));
+  int rc = 2;
+  if (argc == 4 && !strcmp(argv[1], "run"))
+    rc = run(argv[2], argv[3]);
+  else if (argc == 3 && !strcmp(argv[1], "errors"))
+    rc = errors(argv[2]);
+  else if (argc == 3 && !strcmp(argv[1], "threads"))
+    rc = threads(argv[2]);
+  else
+    fprintf(stderr, "usage: driver_modules run FILE file|data|ex|library | errors DIR | threads FILE\n");
+  MPI_Finalize();
+  return rc;
+}
