@@ -143,6 +143,13 @@ typedef struct CUmemAccessDesc_st {
   CUmemAccess_flags flags;
 } CUmemAccessDesc;
 
+/* cuCtxCreate's parameters: execution affinity and CUDA-in-graphics, not simulated */
+typedef struct CUctxCreateParams_st {
+  void* execAffinityParams;
+  int numExecAffinityParams;
+  void* cigParams;
+} CUctxCreateParams;
+
 /* Modules, libraries and their kernels (driver/module.cpp) */
 typedef struct CUmod_st* CUmodule;
 typedef struct CUfunc_st* CUfunction;
@@ -173,6 +180,7 @@ enum {
   CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 15,
 };
 typedef int CUfunc_cache;
+typedef size_t (*CUoccupancyB2DSize)(int blockSize);
 typedef int CUmoduleLoadingMode;
 enum { CU_MODULE_EAGER_LOADING = 0x1, CU_MODULE_LAZY_LOADING = 0x2 };
 typedef int CUfunctionLoadingState;

@@ -53,6 +53,18 @@ ORR_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+// Deprecated since CUDA 5.0, still called (the samples' matrixMulDynlinkJIT)
+ORR_EXPORT CUresult cuDeviceComputeCapability(int* major, int* minor, CUdevice dev) {
+  const cudaDeviceProp* p = orrery_private_device_prop("cuDeviceComputeCapability", dev);
+  if (!p)
+    return CUDA_ERROR_INVALID_DEVICE;
+  if (!major || !minor)
+    return CUDA_ERROR_INVALID_VALUE;
+  *major = p->major;
+  *minor = p->minor;
+  return CUDA_SUCCESS;
+}
+
 namespace {
 
 // CUdevice_attribute's names (cuda.h, CUDA 13.0; the first of the aliases of a value), for the

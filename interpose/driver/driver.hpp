@@ -12,7 +12,10 @@ namespace orrery_driver {
  * (programs only compare and pass contexts). The rank's device numbers index it. */
 constexpr int kMaxDevices = 256;
 CUcontext primary_context(const char* fn, int device);
-int device_of_context(CUcontext ctx);  // -1: not a primary context
+int device_of_context(CUcontext ctx);  // -1: no context (a primary one or one of cuCtxCreate's)
+// The device's context for what lives on it (its memory, its streams): the one cuCtxCreate made
+// there, else its primary context.
+CUcontext device_context(const char* fn, int device);
 bool valid_device(const char* fn, CUdevice dev);
 
 /* A runtime call's error as the driver's: CUDA numbers most of them alike (invalid value, out of

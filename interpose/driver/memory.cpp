@@ -29,7 +29,7 @@ static CUresult attribute(const char* fn, void* data, CUpointer_attribute attr, 
   }
   switch (attr) {
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned*)data = (unsigned)p.memory_type; break;
-    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext*)data = primary_context(fn, p.device); break;
+    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext*)data = device_context(fn, p.device); break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr*)data = ptr; break;  // unified addressing
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
       if (p.memory_type != CU_MEMORYTYPE_HOST && !p.managed)  // device memory has no host address

@@ -8,6 +8,7 @@
 
 #include "cudart/cuda_api.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -346,6 +347,52 @@ ORR_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* bl
 ORR_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction f, int block_size,
                                                                 size_t dynamic) {
   return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, block_size, dynamic, 0);
+}
+
+/* The block size that puts the most threads on a multiprocessor, as cuda_runtime.h's
+ * cudaOccupancyMaxPotentialBlockSize finds it: from the largest block the kernel and the device
+ * allow down by warps, each size's occupancy (with its dynamic shared memory), the first size of
+ * the best; and the grid that fills the GPU with blocks of it. */
+ORR_EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int* min_grid, int* block, CUfunction f,
+                                                              CUoccupancyB2DSize shared_of, size_t shared, int limit,
+                                                              unsigned int flags) {
+  const char* fn = "cuOccupancyMaxPotentialBlockSize";
+  if (!min_grid || !block)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = orrery_private_function_check(fn, f, true))
+    return e;
+  const cudaDeviceProp* p = orrery_private_device_prop(fn, orrery_private_current_device(fn));
+  cudaFuncAttributes a;
+  if (CUresult e = via_runtime(fn, [&] { return cudaFuncGetAttributes(&a, f); }))
+    return e;
+  limit = limit <= 0 ? p->maxThreadsPerBlock : std::min(limit, p->maxThreadsPerBlock);
+  limit = std::min(limit, a.maxThreadsPerBlock);
+  const int warp = p->warpSize;
+  int best_threads = 0, best_block = 0, best_blocks = 0;
+  for (int aligned = (limit + warp - 1) / warp * warp; aligned > 0; aligned -= warp) {
+    int size = std::min(aligned, limit);
+    size_t dynamic = shared_of ? shared_of(size) : shared;
+    int blocks = 0;
+    if (CUresult e = via_runtime(fn, [&] {
+          return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, f, size, dynamic, flags);
+        }))
+      return e;
+    if (blocks * size > best_threads) {
+      best_threads = blocks * size;
+      best_block = size;
+      best_blocks = blocks;
+    }
+    if (best_threads == p->maxThreadsPerMultiProcessor)
+      break;
+  }
+  *min_grid = best_blocks * p->multiProcessorCount;
+  *block = best_block;
+  return CUDA_SUCCESS;
+}
+
+ORR_EXPORT CUresult cuOccupancyMaxPotentialBlockSize(int* min_grid, int* block, CUfunction f,
+                                                     CUoccupancyB2DSize shared_of, size_t shared, int limit) {
+  return cuOccupancyMaxPotentialBlockSizeWithFlags(min_grid, block, f, shared_of, shared, limit, 0);
 }
 
 ORR_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,

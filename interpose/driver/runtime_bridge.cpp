@@ -14,9 +14,11 @@
 #include "core/runtime.hpp"
 #include "core/trace.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -44,6 +46,9 @@ struct PrimaryContext {
 struct DriverState {
   std::map<int, PrimaryContext> primary;
   bool unbound = false;  // cuCtxSetCurrent(NULL) made no context current
+  std::map<int, bool> created;  // the devices that have a context of cuCtxCreate's
+  int created_current = -1;     // the device whose created context is current (while it is current)
+  std::vector<uintptr_t> stack;  // cuCtxPushCurrent's contexts below the current one
 };
 DriverState& state_of(const Rank& r) {
   static std::map<int, DriverState> states;
@@ -224,6 +229,37 @@ ORR_EXPORT bool orrery_private_context_bound(const char* fn, int set) {
   if (set >= 0)
     s.unbound = set == 0;
   return !s.unbound;
+}
+
+ORR_EXPORT int orrery_private_created_context(const char* fn, int op, int device) {
+  Rank& r = rank_self(fn);
+  DriverState& s = state_of(r);
+  switch (op) {
+    case 0: return device_of(r, device) && s.created[device];
+    case 1:
+    case 2:
+      s.created[device] = op == 1;
+      if (op == 2 && s.created_current == device)
+        s.created_current = -1;
+      return 1;
+    case 3: return s.created_current == r.device ? s.created_current : -1;
+    default: s.created_current = device; return 1;
+  }
+}
+
+ORR_EXPORT bool orrery_private_context_stack(const char* fn, int op, uintptr_t* context) {
+  std::vector<uintptr_t>& stack = state_of(rank_self(fn)).stack;
+  if (op == 0) {
+    stack.push_back(*context);
+  } else if (op == 1) {
+    if (stack.empty())
+      return false;
+    *context = stack.back();
+    stack.pop_back();
+  } else {
+    stack.erase(std::remove(stack.begin(), stack.end(), *context), stack.end());
+  }
+  return true;
 }
 
 ORR_EXPORT size_t orrery_private_vmm_granularity(void) { return kGranularity; }

@@ -42,7 +42,7 @@ ORR_EXPORT CUresult cuStreamGetCtx(CUstream stream, CUcontext* ctx) {
   int device = 0;
   if (CUresult e = via_runtime(__func__, [&] { return cudaStreamGetDevice(stream, &device); }))
     return e;
-  *ctx = primary_context(fn, device);
+  *ctx = device_context(fn, device);
   return CUDA_SUCCESS;
 }
 

@@ -116,6 +116,11 @@ def test_a_module_s_kernels_run_and_answer_as_their_compiled_code(
         # 256 threads: 8 blocks fill a multiprocessor's 2048 threads before its registers or
         # shared memory run out (8 blocks x 256 threads x at most 16 registers, 8 x 3 KiB)
         assert regs <= 16 and v[f"occupancy_{kernel}_256"] == 8
+        # the largest block the kernel allows fills a multiprocessor's 2048 threads (with 1 KiB
+        # of dynamic shared memory): busy 2 blocks of 1024, brief 8 of 256; a grid of that many
+        # blocks per multiprocessor
+        blocks = 2048 // bound
+        assert fields(r.stdout, f"potential {kernel}") == [str(blocks * h100.gpu.sm_count), str(bound)]
     if how == "library":
         assert v["kernel_brief_regs"] == compiled["brief"][0]
     if how == "ex":  # no log to write: both sizes are 0 bytes
@@ -181,4 +186,33 @@ def test_a_jit_option_ptxas_is_not_given_stops_the_run_naming_it(run_program, pr
     assert (
         "orrery: error: cuModuleLoadDataEx: JIT option 1 (CUjit_option), which Orrery does not give its PTX "
         "compiler (ptxas)"
+    ) in r.stderr
+
+
+def test_a_created_context_is_its_device_s_and_stacks_as_cuda_s(run_program, programs, images, h100, tmp_path):
+    """cuCtxCreate (the CUDA samples' *Drv programs): a context of its own, current over the primary
+    one, holding the memory, streams and modules made in it; cuCtxPushCurrent/PopCurrent stack;
+    destroying it waits for its work (one busy kernel: the run ends no sooner than L + BUSY) and
+    makes the context below current."""
+    r = run_program(
+        programs["driver_modules"], "contexts", str(images / "sm90.cubin"), options=(*ONE_GPU, *cost_options(tmp_path))
+    )
+    assert r.returncode == 0, r.stderr
+    v = r.values()
+    for key in ("created_differs", "created_current", "memory_context_is_created", "stream_context_is_created"):
+        assert v[key] == 1, key
+    assert v["created_device"] == 0
+    assert (v["pushed_primary_current"], v["popped_primary"], v["created_current_again"]) == (1, 1, 1)
+    assert v["primary_current_after_destroy"] == 1 and v["none_after_pop"] == 1
+    assert v["destroy_again"] == v["destroy_primary"] == v["pop_empty"] == CUDA_ERROR_INVALID_CONTEXT
+    assert r.results["makespan_s"] >= h100.overheads.launch + BUSY
+
+
+def test_a_second_created_context_on_one_gpu_stops_the_run_naming_why(run_program, programs):
+    r = run_program(programs["driver_modules"], "second_context", options=ONE_GPU)
+    assert r.returncode == 3
+    assert "first 0" in r.stdout and "second" not in r.stdout
+    assert (
+        "orrery: error: cuCtxCreate_v4: a second context on one GPU: contexts sharing a GPU take turns on it "
+        "(time-slicing), which Orrery does not simulate"
     ) in r.stderr

@@ -7,6 +7,9 @@
 //   driver_modules run FILE [file|data|ex|library]   load FILE, query and launch its kernels
 //   driver_modules errors DIR                         the driver's errors for bad modules and launches
 //   driver_modules threads FILE                       a JIT option Orrery does not give ptxas
+//   driver_modules contexts FILE                      a context of cuCtxCreate's, pushed and popped
+//   driver_modules second_context                     two created contexts on one GPU
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -62,7 +65,11 @@ static void attributes(const char* tag, CUfunction f) {
   int blocks;
   CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 256, 0));
   printf("occupancy_%s_256 %d\n", tag, blocks);
+  int grid, block;
+  CU(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, nullptr, 1024, 0));
+  printf("potential %s %d %d\n", tag, grid, block);
 }
+
 
 static int run(const char* path, const char* how) {
   CUmodule m;
@@ -181,6 +188,66 @@ static int threads(const char* path) {
   return 0;
 }
 
+static void print_context(const char* tag, CUcontext expected) {
+  CUcontext c = nullptr;
+  CU(cuCtxGetCurrent(&c));
+  printf("%s %d\n", tag, c == expected);
+}
+
+// A context of cuCtxCreate's: current once made, on top of the primary one main made current; the
+// context of its memory and streams; pushed under and popped from; destroyed back to the primary.
+static int contexts(const char* path) {
+  CUcontext primary, created, popped;
+  CU(cuCtxGetCurrent(&primary));
+  CU(cuCtxCreate(&created, nullptr, 0, 0));
+  printf("created_differs %d\n", created != primary);
+  print_context("created_current", created);
+  CUdevice dev = -1;
+  CU(cuCtxGetDevice(&dev));
+  printf("created_device %d\n", dev);
+  CUmodule m;
+  CU(cuModuleLoad(&m, path));
+  CUfunction busy;
+  CU(cuModuleGetFunction(&busy, m, "busy"));
+  CUdeviceptr x;
+  CU(cuMemAlloc(&x, 1 << 20));
+  CUcontext owner = nullptr;
+  CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, x));
+  printf("memory_context_is_created %d\n", owner == created);
+  CUstream s;
+  CU(cuStreamCreate(&s, 0));
+  CU(cuStreamGetCtx(s, &owner));
+  printf("stream_context_is_created %d\n", owner == created);
+  int n = 1 << 18;
+  void* params[] = {&x, &n};
+  CU(cuLaunchKernel(busy, n / 256, 1, 1, 256, 1, 1, 0, s, params, nullptr));
+  CU(cuCtxPushCurrent(primary));
+  print_context("pushed_primary_current", primary);
+  CU(cuCtxPopCurrent(&popped));
+  printf("popped_primary %d\n", popped == primary);
+  print_context("created_current_again", created);
+  CU(cuStreamDestroy(s));
+  CU(cuMemFree(x));
+  CU(cuModuleUnload(m));
+  CU(cuCtxDestroy(created));  // waits for its work: the kernel above
+  print_context("primary_current_after_destroy", primary);
+  printf("destroy_again %d\n", (int)cuCtxDestroy(created));
+  printf("destroy_primary %d\n", (int)cuCtxDestroy(primary));
+  CU(cuCtxPopCurrent(&popped));
+  print_context("none_after_pop", nullptr);
+  printf("pop_empty %d\n", (int)cuCtxPopCurrent(&popped));
+  return 0;
+}
+
+static int second_context() {
+  CUcontext a, b;
+  CU(cuCtxCreate(&a, nullptr, 0, 0));
+  printf("first %d\n", 0);
+  cuCtxCreate(&b, nullptr, 0, 0);
+  printf("second %d\n", 0);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   CU(cuInit(0));
@@ -194,8 +261,13 @@ int main(int argc, char** argv) {
     rc = errors(argv[2]);
   else if (argc == 3 && !strcmp(argv[1], "threads"))
     rc = threads(argv[2]);
+  else if (argc == 3 && !strcmp(argv[1], "contexts"))
+    rc = contexts(argv[2]);
+  else if (argc == 2 && !strcmp(argv[1], "second_context"))
+    rc = second_context();
   else
-    fprintf(stderr, "usage: driver_modules run FILE file|data|ex|library | errors DIR | threads FILE\n");
+    fprintf(stderr, "usage: driver_modules run FILE file|data|ex|library | errors DIR | threads FILE | contexts FILE | "
+                    "second_context\n");
   MPI_Finalize();
   return rc;
 }
