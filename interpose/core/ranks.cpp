@@ -33,11 +33,13 @@ sg4::MutexPtr& sim_mutex() { return g_sim_mutex; }
 static Rank& rank_created(const char* function);
 
 /* The ranks by actor id, for the lookup at every call (the map above keeps them in rank order
- * for the report); nullptr for the actors that are no rank (streams). */
-static std::vector<Rank*>& by_pid() {
-  static std::vector<Rank*> v;
-  return v;
-}
+ * for the report); nullptr for the actors that are no rank (streams). Built as the library loads,
+ * not at its first use: that use can be the host clock's (host_clock.cpp) in a program's static
+ * initialisation, called by the allocator while glibc's atexit holds its lock to grow its list
+ * (NVRTC registers dozens of destructors), and registering this vector's destructor there waited
+ * for that lock for ever. */
+static std::vector<Rank*> g_by_pid;
+static std::vector<Rank*>& by_pid() { return g_by_pid; }
 
 Rank* rank_of_actor(long pid) {
   const std::vector<Rank*>& v = by_pid();

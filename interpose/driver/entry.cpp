@@ -59,3 +59,12 @@ ORR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int vers
                                         CUdriverProcAddressQueryResult* status) {
   return get_proc(symbol, pfn, version, flags, status);
 }
+
+/* NVIDIA's private tables of internal entry points, by UUID: none is Orrery's. NVRTC asks the
+ * driver it loads for one and compiles without it. */
+ORR_EXPORT CUresult cuGetExportTable(const void** table, const CUuuid* id) {
+  if (!table || !id)
+    return CUDA_ERROR_INVALID_VALUE;
+  *table = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}

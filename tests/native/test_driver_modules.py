@@ -163,6 +163,7 @@ def test_bad_modules_get_the_driver_s_errors(run_program, programs, images):
     assert " ".join(log).startswith("ptxas application ptx input, line ")
     assert "Not a name of any known instruction: 'bogus'" in " ".join(log)
     assert v["bad_ptx_log_bytes"] >= len(" ".join(log))
+    assert fields(r.stdout, "export_table") == [str(CUDA_ERROR_INVALID_VALUE), "1"]  # no private table
     assert v["no_context"] == CUDA_ERROR_INVALID_CONTEXT
 
 
