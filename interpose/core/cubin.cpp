@@ -400,8 +400,31 @@ FatbinKernels read_fatbin(const void* wrapper_ptr, int major, int minor, size_t 
   uint64_t size;
   int sm;
   std::vector<unsigned char> buffer;
-  if (select_cubin(wrapper_ptr, major, minor, image, size, sm, buffer, result.why))
+  if (select_cubin(wrapper_ptr, major, minor, image, size, sm, buffer, result.why)) {
     result.kernels = read_cubin(image, size, sm, reserved_shared, result.why);
+    return result;
+  }
+  // No cubin the GPU runs: the PTX a real GPU would compile as the program loads, if any
+  const Wrapper* w = (const Wrapper*)wrapper_ptr;
+  if (!w || w->magic != (int32_t)kWrapperMagic || !w->data || at<uint32_t>(w->data, 0) != kFatbinMagic)
+    return result;
+  FatbinChoice c;
+  std::vector<unsigned char> cubin_buffer, ptx_buffer;
+  if (!choose(w->data, major, minor, false, c, cubin_buffer, &ptx_buffer)) {
+    result.why = c.why;
+    return result;
+  }
+  std::string arch = "sm_" + std::to_string(major * 10 + minor);
+  std::string built = c.built.empty() ? std::string("PTX only") : "only " + c.built;
+  if (c.ptx) {
+    result.ptx.assign((const char*)c.ptx, strnlen((const char*)c.ptx, c.ptx_size));
+    result.why = "the program has no code for the simulated GPU's " + arch + " (" + built +
+                 "), which a real GPU compiles from PTX as the program loads";
+  } else {
+    result.no_code = true;
+    result.why = "the program has no code for the simulated GPU's " + arch + " (" + built +
+                 ") and no PTX it could compile for it: build with -arch=" + arch;
+  }
   return result;
 }
 

@@ -34,8 +34,18 @@ struct KernelResources {
 struct FatbinKernels {
   std::map<std::string, KernelResources> kernels;
   std::string why;
+  std::string ptx;      // without a cubin for the GPU: the PTX it would compile (the highest at most its own)
+  bool no_code = false;  // neither a cubin for the GPU nor PTX: a real GPU cannot run its kernels
 };
 FatbinKernels read_fatbin(const void* wrapper, int major, int minor, size_t reserved_shared);
+
+/* The driver's JIT (core/jit.cpp): ptxas's cubin of `ptx` for sm_<sm> with ptxas's `options`, into
+ * `cubin`; false with ptxas's message (naming its input as the driver does) in `why`. Each text
+ * is compiled once per process (every rank's copy of a program carries the same). Where no ptxas
+ * is available (jit_available), why_no_jit says so. */
+bool jit_available();
+std::string why_no_jit();
+bool jit(const std::string& ptx, const std::string& options, int sm, std::string& cubin, std::string& why);
 
 /* A module's image as the driver's cuModuleLoadData is given it: a fat binary (or nvcc's wrapper of
  * one), a cubin, or PTX text. Loaded: its kernels by mangled name, with their resources where it

@@ -26,6 +26,7 @@ enum {
   cudaErrorInvalidMemcpyDirection = 21,
   cudaErrorInvalidDeviceFunction = 98,
   cudaErrorNoDevice = 100,
+  cudaErrorNoKernelImageForDevice = 209,
   cudaErrorUnsupportedLimit = 215,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,

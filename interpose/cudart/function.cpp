@@ -24,13 +24,33 @@ using namespace orrery;
 
 namespace {
 
+/* A fat binary's kernels for the GPU: its cubin's, or those of the PTX a real GPU compiles as the
+ * program loads, compiled by the driver's JIT (core/jit.cpp). */
+FatbinKernels kernels_for_gpu(const void* fatbin, const cudaDeviceProp& p) {
+  FatbinKernels f = read_fatbin(fatbin, p.major, p.minor, p.reservedSharedMemPerBlock);
+  if (f.ptx.empty())
+    return f;
+  std::string cubin, why;
+  if (!jit_available()) {
+    f.why += ", and " + why_no_jit() + ": build with -arch=sm_" + std::to_string(p.major * 10 + p.minor);
+    return f;
+  }
+  if (!jit(f.ptx, "", p.major * 10 + p.minor, cubin, why)) {
+    f.why = "its PTX does not compile for the simulated GPU: " + why;
+    return f;
+  }
+  ModuleImage compiled = read_module(cubin.c_str(), p.major, p.minor, p.reservedSharedMemPerBlock);
+  if (compiled.status != ModuleImage::Loaded)
+    f.why = "the cubin ptxas compiled of its PTX: " + compiled.why;
+  f.kernels = std::move(compiled.kernels);
+  return f;
+}
+
 const FatbinKernels& fatbin_of(Rank& r, const Kernel& k) {
   static std::map<const void*, FatbinKernels> read;  // per fat binary, for the run's one GPU model
   auto it = read.find(k.fatbin);
-  if (it == read.end()) {
-    const cudaDeviceProp& p = current_gpu(r).prop;
-    it = read.emplace(k.fatbin, read_fatbin(k.fatbin, p.major, p.minor, p.reservedSharedMemPerBlock)).first;
-  }
+  if (it == read.end())
+    it = read.emplace(k.fatbin, kernels_for_gpu(k.fatbin, current_gpu(r).prop)).first;
   return it->second;
 }
 
@@ -53,6 +73,9 @@ const KernelResources& resources(Rank& r, Kernel& k, const char* fn) {
   fatal("%s: kernel '%s': %s", fn, k.name.c_str(),
         f.why.empty() ? "its code is not in the program's fat binary" : f.why.c_str());
 }
+
+// A kernel whose program has no code a real GPU of this kind could run (no cubin for it, no PTX)
+bool no_image(Rank& r, const Kernel& k) { return k.fatbin && fatbin_of(r, k).no_code; }
 
 int round_up(int x, int unit) { return (x + unit - 1) / unit * unit; }
 
@@ -140,8 +163,8 @@ namespace orrery {
 
 cudaError_t check_launch(Rank& r, Kernel& k, int threads, size_t dynamic_shared) {
   const KernelResources* res = find_resources(r, k);
-  if (!res)
-    return cudaSuccess;  // no code for the GPU: what it needs is not known here
+  if (!res)  // a real GPU cannot run a kernel without code for it; elsewhere what it needs is not known
+    return no_image(r, k) ? cudaErrorNoKernelImageForDevice : cudaSuccess;
   const cudaDeviceProp& p = current_gpu(r).prop;
   if (dynamic_shared > (size_t)max_dynamic_shared(p, k, *res))
     return cudaErrorInvalidValue;
@@ -153,7 +176,7 @@ cudaError_t check_launch(Rank& r, Kernel& k, int threads, size_t dynamic_shared)
 cudaError_t check_cooperative(Rank& r, Kernel& k, long blocks, int threads, size_t dynamic_shared) {
   const KernelResources* res = find_resources(r, k);
   if (!res)
-    return cudaSuccess;
+    return no_image(r, k) ? cudaErrorNoKernelImageForDevice : cudaSuccess;
   const cudaDeviceProp& p = current_gpu(r).prop;
   refuse_carveout(r, k, "cudaLaunchCooperativeKernel");
   long resident = (long)active_blocks(p, k, *res, threads, dynamic_shared) * p.multiProcessorCount;
@@ -169,6 +192,8 @@ ORR_EXPORT cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const voi
     return r.last_error = cudaErrorInvalidValue;
   if (!k)
     return r.last_error = cudaErrorInvalidDeviceFunction;
+  if (no_image(r, *k))
+    return r.last_error = cudaErrorNoKernelImageForDevice;
   const KernelResources& res = resources(r, *k, "cudaFuncGetAttributes");
   const cudaDeviceProp& p = current_gpu(r).prop;
   memset(attr, 0, sizeof *attr);
@@ -240,6 +265,8 @@ ORR_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(in
   if (!k)
     return r.last_error = cudaErrorInvalidDeviceFunction;
   refuse_carveout(r, *k, fn);
+  if (no_image(r, *k))
+    return r.last_error = cudaErrorNoKernelImageForDevice;
   *blocks = active_blocks(current_gpu(r).prop, *k, resources(r, *k, fn), block_size, dynamic);
   return cudaSuccess;
 }
@@ -264,6 +291,8 @@ ORR_EXPORT cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, 
     return r.last_error = cudaErrorInvalidDeviceFunction;
   refuse_carveout(r, *k, fn);
   const cudaDeviceProp& p = current_gpu(r).prop;
+  if (no_image(r, *k))
+    return r.last_error = cudaErrorNoKernelImageForDevice;
   const KernelResources& res = resources(r, *k, fn);
   if (active_blocks(p, *k, res, block_size, 0) < blocks)
     return r.last_error = cudaErrorInvalidValue;

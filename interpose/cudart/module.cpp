@@ -6,29 +6,17 @@
  *
  * A module belongs to the rank that loaded it (its context). Its image is read as the GPU's driver
  * would (core/cubin.hpp): the cubin the GPU runs out of a fat binary, or a cubin, or PTX, which the
- * driver compiles for the GPU as the module loads: here the CUDA toolkit's ptxas does, when
- * `orrery run` found one (ORRERY_PTXAS), so that the kernels' resources are the compiled code's.
+ * driver compiles for the GPU as the module loads: here the CUDA toolkit's ptxas does (core/jit.cpp),
+ * so that the kernels' resources are the compiled code's.
  * Loading costs no simulated time. */
 #include "core/cubin.hpp"
 #include "core/runtime.hpp"
 #include "driver/runtime_bridge.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
-#include <sstream>
-
-extern char** environ;
 
 namespace orrery {
 namespace {
@@ -64,72 +52,6 @@ Function* function_of(const Rank& r, const void* handle) {
   return it == functions().end() || it->second->module->owner != r.id ? nullptr : it->second;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-/* ptxas's cubin of `ptx` for sm_<sm>, as the driver's JIT compiles it, into `cubin`; false with
- * ptxas's message in `why`. Each text is compiled once per process (every rank loads the same). */
-bool jit(const char* ptxas, const std::string& options, const std::string& ptx, int sm, std::string& cubin,
-         std::string& why) {
-  // by architecture, options and text -> the cubin, or why there is none
-  static std::map<std::string, std::pair<std::string, std::string>> compiled;
-  std::string key = std::to_string(sm) + options + '\0' + ptx;
-  auto it = compiled.find(key);
-  if (it == compiled.end()) {
-    const char* tmp = getenv("TMPDIR");
-    std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/orrery-jit-XXXXXX";
-    std::string result, message;
-    if (!mkdtemp(dir.data())) {
-      message = "cannot make a folder for ptxas in " + dir.substr(0, dir.rfind('/')) + ": " + strerror(errno);
-    } else {
-      std::string in = dir + "/module.ptx", out = dir + "/module.cubin", log = dir + "/ptxas.log";
-      std::ofstream(in, std::ios::binary) << ptx;
-      std::string arch = "-arch=sm_" + std::to_string(sm);
-      std::vector<std::string> words{ptxas, arch};
-      std::istringstream extra(options);
-      for (std::string w; extra >> w;)
-        words.push_back(w);
-      for (const std::string& w : {std::string("-o"), out, in})
-        words.push_back(w);
-      std::vector<char*> argv;
-      for (std::string& w : words)
-        argv.push_back(w.data());
-      argv.push_back(nullptr);
-      posix_spawn_file_actions_t actions;
-      posix_spawn_file_actions_init(&actions);
-      posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      posix_spawn_file_actions_adddup2(&actions, 1, 2);
-      pid_t pid;
-      int status = 0;
-      int e = posix_spawn(&pid, ptxas, &actions, nullptr, argv.data(), environ);
-      posix_spawn_file_actions_destroy(&actions);
-      if (e != 0)
-        message = std::string("cannot run ") + ptxas + ": " + strerror(e);
-      else if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        // ptxas names its input as the driver's JIT does, not by the temporary file
-        message = read_file(log);
-        for (size_t at; (at = message.find(in)) != std::string::npos;)
-          message.replace(at, in.size(), "application ptx input");
-        while (!message.empty() && isspace((unsigned char)message.back()))
-          message.pop_back();
-        if (message.empty())
-          message = "ptxas " + arch + options + " failed";
-      } else {
-        result = read_file(out);
-      }
-      for (const std::string& f : {in, out, log})
-        unlink(f.c_str());
-      rmdir(dir.c_str());
-    }
-    it = compiled.emplace(key, std::make_pair(result, message)).first;
-  }
-  cubin = it->second.first;
-  why = it->second.second;
-  return why.empty();
-}
-
 std::string load_log;  // what the last load said went wrong (the JIT's error log), until the next load
 
 }  // namespace
@@ -155,11 +77,10 @@ ORR_EXPORT CUresult orrery_private_module_load(const char* fn, const void* image
     case ModuleImage::Loaded: break;
   }
   if (!m.ptx.empty()) {
-    const char* ptxas = getenv("ORRERY_PTXAS");
     std::string cubin, why;
-    if (!ptxas || !*ptxas) {
-      m.why += ", and Orrery found no ptxas to compile it (orrery run looks beside nvcc)";
-    } else if (!jit(ptxas, ptxas_options ? ptxas_options : "", m.ptx, p.major * 10 + p.minor, cubin, why)) {
+    if (!jit_available()) {
+      m.why += ", and " + why_no_jit();
+    } else if (!jit(m.ptx, ptxas_options ? ptxas_options : "", p.major * 10 + p.minor, cubin, why)) {
       return failed(CUDA_ERROR_INVALID_PTX, why);
     } else {
       ModuleImage compiled = read_module(cubin.c_str(), p.major, p.minor, p.reservedSharedMemPerBlock);

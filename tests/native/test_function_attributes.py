@@ -65,6 +65,15 @@ def built(tmp_path_factory) -> Path:
         (d / "ptxas-dc.txt").write_text(orrery(*dc, check=True).stderr)
         orrery("nvcc", "-arch=sm_90", str(d / "dc.o"), "-o", str(d / "dc"), check=True)
         orrery("nvcc", str(SRC / "function_attributes.cu"), "-o", str(d / "default_arch"), check=True)
+        # what the default build carries for an sm_90 GPU: its PTX for compute_75, compiled by ptxas
+        ptx = ["-ptx", "-arch=compute_75", str(SRC / "function_attributes.cu"), "-o", str(d / "default.ptx")]
+        subprocess.run([_nvcc(), *ptx], check=True)
+        jit = [str(Path(_nvcc()).resolve().parent / "ptxas"), "-arch=sm_90", "-v", str(d / "default.ptx")]
+        p = subprocess.run([*jit, "-o", str(d / "default.cubin")], capture_output=True, text=True, check=True)
+        (d / "ptxas-default.txt").write_text(p.stderr)
+        # a cubin for sm_80 and no PTX: nothing an sm_90 GPU can run
+        sm80 = ["-gencode", "arch=compute_80,code=sm_80", str(SRC / "function_attributes.cu")]
+        orrery("nvcc", *sm80, "-o", str(d / "sm80_only"), check=True)
         compressed = ["-arch=sm_90", "-Xfatbin", "-compress-all", str(SRC / "function_attributes.cu")]
         orrery("nvcc", *compressed, "-o", str(d / "compressed"), check=True)
         subprocess.run([_nvcc(), str(SRC / "occupancy_oracle.cpp"), "-o", str(d / "oracle")], check=True)
@@ -210,13 +219,39 @@ def test_occupancy_with_another_carveout_stops_the_run_naming_it(run_program, bu
     ) in r.stderr
 
 
-def test_a_kernel_without_code_for_the_gpu_stops_the_query_naming_the_architectures(run_program, built):
-    r = run(run_program, built / "default_arch", "attributes")  # nvcc 13's default: sm_75 and its PTX
+def test_a_build_for_older_gpus_answers_from_its_ptx_compiled_for_the_gpu(run_program, built):
+    """nvcc 13's default build carries sm_75 code and its PTX: an sm_90 GPU compiles the PTX as the
+    program loads, and Orrery's ptxas does. Each kernel's resources are what ptxas said compiling
+    that PTX for sm_90 by hand; its PTX version 7.5, its binary 9.0."""
+    a, p = attributes(run_program, built, "default_arch"), ptxas(built, "default")
+    for k in KERNELS:
+        assert (a[k]["regs"], a[k]["shared"], a[k]["local"]) == (p[k]["regs"], p[k]["smem"], p[k]["stack"]), k
+        assert (a[k]["ptx"], a[k]["binary"]) == (75, 90), k
+
+
+def test_without_ptxas_a_build_for_older_gpus_stops_the_query_saying_why(run_program, built, monkeypatch):
+    monkeypatch.setenv("ORRERY_PTXAS", "")  # none: its PTX is not compiled
+    r = run(run_program, built / "default_arch", "attributes")
     assert r.returncode == 3
     assert (
         "orrery: error: cudaFuncGetAttributes: kernel 'empty_kernel()': the program has no code for the simulated "
-        "GPU's sm_90 (only sm_75), which a real GPU would compile from PTX as it loads: build with -arch=sm_90"
+        "GPU's sm_90 (only sm_75), which a real GPU compiles from PTX as the program loads, and Orrery found no "
+        "ptxas to compile it (orrery run looks beside nvcc): build with -arch=sm_90"
     ) in r.stderr
+
+
+def test_a_build_without_code_or_ptx_for_the_gpu_fails_as_on_a_gpu(run_program, built):
+    """sm_80 code only: an sm_90 GPU has no image of the kernels to run, so their queries and
+    launches fail with cudaErrorNoKernelImageForDevice (209), and nothing runs."""
+    r = run(run_program, built / "sm80_only", "attributes")
+    assert r.returncode == 0, r.stderr
+    answers = [line for line in r.stdout.splitlines() if line.split()[0] in KERNELS]
+    assert answers == [f"{k} 209 cudaErrorNoKernelImageForDevice" for k in KERNELS]
+    r = run(run_program, built / "sm80_only", "launch")
+    assert r.returncode == 0, r.stderr
+    launches = [line.split(maxsplit=2)[2] for line in r.stdout.splitlines() if line.startswith("launch ")]
+    assert len(launches) == 5 and set(launches) == {"209 cudaErrorNoKernelImageForDevice"}
+    assert r.results["ranks"][0]["kernels"] == {}
 
 
 def test_cub_reduces_and_sorts_unchanged(run_program, built):
@@ -242,8 +277,7 @@ def test_cub_reduces_and_sorts_unchanged(run_program, built):
 def test_a_launch_beyond_the_kernel_s_limits_fails_as_on_a_gpu(run_program, built):
     """Dynamic shared memory beyond the kernel's limit fails with cudaErrorInvalidValue, threads
     beyond its launch bounds or what its registers allow with cudaErrorLaunchOutOfResources; a
-    failed launch runs nothing. A program without code for the GPU is not checked (what the code
-    needs is not in it)."""
+    failed launch runs nothing."""
     r = run(run_program, built / "sm90", "launch")
     assert r.returncode == 0, r.stderr
     v = {line.split()[1]: " ".join(line.split()[2:]) for line in r.stdout.splitlines() if line.startswith("launch ")}
@@ -256,9 +290,12 @@ def test_a_launch_beyond_the_kernel_s_limits_fails_as_on_a_gpu(run_program, buil
     }
     counts = {name.split("(")[0]: k["count"] for name, k in r.results["ranks"][0]["kernels"].items()}
     assert counts == {"dynamic_kernel": 1, "register_kernel": 1}
+    # the default build (sm_75 and its PTX): checked against its PTX compiled for sm_90, the same
     r = run(run_program, built / "default_arch", "launch")
     assert r.returncode == 0, r.stderr
-    assert all(line.endswith("0 cudaSuccess") for line in r.stdout.splitlines() if line.startswith("launch "))
+    assert {
+        line.split()[1]: " ".join(line.split()[2:]) for line in r.stdout.splitlines() if line.startswith("launch ")
+    } == v
 
 
 def test_a_cooperative_launch_fails_beyond_the_blocks_the_gpu_holds_at_once(run_program, built):
