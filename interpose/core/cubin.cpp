@@ -445,6 +445,8 @@ ModuleImage read_module(const void* image_ptr, int major, int minor, size_t rese
     m.kernels = read_cubin(cubin, size, sm, reserved_shared, m.why);
     m.status = m.why.empty() ? ModuleImage::Loaded : ModuleImage::Invalid;
     m.has_code = m.status == ModuleImage::Loaded;
+    if (m.has_code)
+      m.cubin.assign((const char*)cubin, size);
   };
   auto from_ptx = [&](std::string text) {
     int target = 0;
@@ -501,6 +503,26 @@ ModuleImage read_module(const void* image_ptr, int major, int minor, size_t rese
   }
   from_ptx((const char*)p);
   return m;
+}
+
+bool cubin_variable(const std::string& cubin, const std::string& name, std::vector<unsigned char>& bytes) {
+  Elf elf((const unsigned char*)cubin.data(), cubin.size());
+  std::optional<Elf64_Sym> sym = elf.ok() ? elf.symbol(name) : std::nullopt;
+  if (!sym || ELF64_ST_TYPE(sym->st_info) != STT_OBJECT || sym->st_shndx >= elf.sections().size())
+    return false;
+  const Elf64_Shdr& section = elf.sections()[sym->st_shndx];
+  std::string where = elf.section_name(section);
+  // __device__ variables (.nv.global, .nv.global.init) and __constant__ ones (.nv.constant3 and up;
+  // banks 0 to 2 hold kernel parameters and the driver's constants)
+  bool variable = where == ".nv.global" || where == ".nv.global.init" ||
+                  (where.rfind(".nv.constant", 0) == 0 && where.size() == 13 && where[12] >= '3' && where[12] <= '9');
+  if (!variable)
+    return false;
+  bytes.assign(sym->st_size, 0);
+  const unsigned char* data = elf.bytes(section);
+  if (data && sym->st_value <= section.sh_size && sym->st_size <= section.sh_size - sym->st_value)
+    memcpy(bytes.data(), data + sym->st_value, sym->st_size);
+  return true;
 }
 
 bool read_variable(const void* wrapper_ptr, int major, int minor, const std::string& name, size_t size,

@@ -57,10 +57,16 @@ struct ModuleImage {
   enum Status { Loaded, Invalid, NoBinaryForGpu, Unreadable } status = Invalid;
   std::map<std::string, KernelResources> kernels;
   bool has_code = false;
+  std::string cubin;  // the cubin the GPU runs (has_code), for its variables
   std::string ptx;
   std::string why;
 };
 ModuleImage read_module(const void* image, int major, int minor, size_t reserved_shared);
+
+/* A variable of a cubin (a module's __device__ or __constant__ variable) by name: its initial
+ * bytes, as many as its size (zeros without an initialiser); false when the cubin has no variable
+ * of that name. */
+bool cubin_variable(const std::string& cubin, const std::string& name, std::vector<unsigned char>& bytes);
 
 /* The initial bytes of the variable `name` (its symbol, `size` bytes) in the cubin of the same fat
  * binary that a GPU of compute capability major.minor runs: its initialiser (.nv.global.init), or

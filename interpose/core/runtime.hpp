@@ -530,6 +530,10 @@ Kernel* registered_kernel(const void* stub);  // null where no kernel is registe
 // by its stub, until its module is unloaded.
 Kernel& register_kernel(const void* handle, const std::string& mangled);
 void unregister_kernel(const void* handle);
+// Device memory of a module's variable (cudart/module.cpp), allocated and counted as cudaMalloc's
+// (null when the GPU has not that much left), and given back with its module.
+void* allocate_module_memory(Gpu& g, size_t size, const char* fn, int rank);
+void free_module_memory(void* p);
 // Whether a launch of `threads` per block with `dynamic_shared` bytes fits the kernel, as a real
 // GPU checks it: cudaErrorInvalidValue beyond its dynamic shared memory limit,
 // cudaErrorLaunchOutOfResources beyond the threads its registers and launch bounds allow. Checked

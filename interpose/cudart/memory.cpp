@@ -252,6 +252,16 @@ static void free_device(std::map<uintptr_t, Allocation>::iterator it) {
   forget(it);
 }
 
+void* allocate_module_memory(Gpu& g, size_t size, const char* fn, int rank) {
+  return allocate_device(g, size, nullptr, fn, rank);
+}
+
+void free_module_memory(void* p) {
+  auto it = registry().find((uintptr_t)p);
+  if (it != registry().end())
+    free_device(it);
+}
+
 /* SMPI copies a message's data when it arrives; one sent from folded memory
  * carries nothing anyone reads, so its copy is skipped (the simulated time of
  * the message is unchanged). Small messages were already copied by SMPI into

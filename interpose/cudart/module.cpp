@@ -28,8 +28,10 @@ struct Function {  // a CUfunction: the address of one of these
 };
 struct Module {  // a CUmodule (and CUlibrary): the address of one of these
   int owner;     // the rank that loaded it
+  Gpu* gpu;      // the GPU it was loaded for (its context's)
   ModuleImage image;
   std::vector<std::unique_ptr<Function>> functions;  // by mangled name (the image's map's order)
+  std::map<std::string, std::pair<void*, size_t>> globals;  // its variables' device memory, once asked for
 };
 
 std::map<const void*, std::unique_ptr<Module>>& modules() {
@@ -91,6 +93,7 @@ ORR_EXPORT CUresult orrery_private_module_load(const char* fn, const void* image
   }
   auto module = std::make_unique<Module>();
   module->owner = r.id;
+  module->gpu = &current_gpu(r);
   module->image = std::move(m);
   for (auto& [name, resources] : module->image.kernels) {
     auto f = std::make_unique<Function>(Function{module.get(), name});
@@ -116,6 +119,8 @@ ORR_EXPORT CUresult orrery_private_module_unload(const char* fn, CUmodule handle
     unregister_kernel(f.get());
     functions().erase(f.get());
   }
+  for (const auto& [name, global] : m->globals)
+    free_module_memory(global.first);
   modules().erase(handle);
   return CUDA_SUCCESS;
 }
@@ -164,5 +169,33 @@ ORR_EXPORT CUresult orrery_private_function_check(const char* fn, const void* fu
     return CUDA_ERROR_INVALID_HANDLE;
   if (needs_code && !k->code && !k->no_code.empty())
     fatal("%s: kernel '%s': its resources are not known: %s", fn, k->name.c_str(), k->no_code.c_str());
+  return CUDA_SUCCESS;
+}
+
+/* A module's variable (cuModuleGetGlobal): device memory of its size on the module's GPU, holding
+ * its initial value, made the first time it is asked for and kept until the module is unloaded. */
+ORR_EXPORT CUresult orrery_private_module_global(const char* fn, CUmodule handle, const char* name, CUdeviceptr* out,
+                                                 size_t* bytes) {
+  Rank& r = rank_self(fn);
+  Module* m = module_of(r, handle);
+  if (!m)
+    return CUDA_ERROR_INVALID_HANDLE;
+  auto it = m->globals.find(name);
+  if (it == m->globals.end()) {
+    if (!m->image.has_code)
+      fatal("%s: variable '%s': %s", fn, name, m->image.why.c_str());
+    std::vector<unsigned char> initial;
+    if (!cubin_variable(m->image.cubin, name, initial))
+      return CUDA_ERROR_NOT_FOUND;
+    void* p = allocate_module_memory(*m->gpu, initial.size(), fn, r.id);
+    if (!p)
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(p, initial.data(), initial.size());
+    it = m->globals.emplace(name, std::make_pair(p, initial.size())).first;
+  }
+  if (out)
+    *out = (CUdeviceptr)it->second.first;
+  if (bytes)
+    *bytes = it->second.second;
   return CUDA_SUCCESS;
 }

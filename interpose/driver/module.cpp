@@ -229,6 +229,19 @@ ORR_EXPORT CUresult cuModuleGetFunction(CUfunction* f, CUmodule module, const ch
   return orrery_private_module_function(__func__, module, name, f);
 }
 
+// A module's __device__ or __constant__ variable: device memory holding its initial value
+ORR_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmodule module, const char* name) {
+  if (!name)
+    return CUDA_ERROR_INVALID_VALUE;
+  return orrery_private_module_global(__func__, module, name, dptr, bytes);
+}
+
+ORR_EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUlibrary library, const char* name) {
+  if (!name)
+    return CUDA_ERROR_INVALID_VALUE;
+  return orrery_private_module_global(__func__, (CUmodule)library, name, dptr, bytes);
+}
+
 ORR_EXPORT CUresult cuModuleGetFunctionCount(unsigned int* n, CUmodule module) { return count(__func__, n, module); }
 
 ORR_EXPORT CUresult cuModuleEnumerateFunctions(CUfunction* functions, unsigned int n, CUmodule module) {

@@ -91,6 +91,9 @@ CUresult orrery_private_module_function(const char* fn, CUmodule module, const c
 CUresult orrery_private_module_functions(const char* fn, CUmodule module, CUfunction* out, unsigned* count);
 CUresult orrery_private_function_module(const char* fn, const void* function, CUmodule* out);
 CUresult orrery_private_function_check(const char* fn, const void* function, bool needs_code);
+// A module's variable: its device memory and size (NOT_FOUND without one of that name).
+CUresult orrery_private_module_global(const char* fn, CUmodule module, const char* name, CUdeviceptr* out,
+                                      size_t* bytes);
 
 // NVML's view (libnvidia-ml.so.1, interpose/nvml/): the GPUs of the calling rank's node, all of
 // them whatever the rank sees (NVML ignores CUDA_VISIBLE_DEVICES), numbered by their index in the

@@ -29,6 +29,7 @@ CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_INVALID_IMAGE, CUDA_ERROR_INVALID_CONTEXT =
 CUDA_ERROR_NO_BINARY_FOR_GPU, CUDA_ERROR_INVALID_PTX, CUDA_ERROR_FILE_NOT_FOUND = 209, 218, 301
 CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_NOT_READY = 400, 500, 600
 CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
+CU_MEMORYTYPE_DEVICE = 2
 
 
 def _nvcc() -> str:
@@ -123,6 +124,11 @@ def test_a_module_s_kernels_run_and_answer_as_their_compiled_code(
         assert fields(r.stdout, f"potential {kernel}") == [str(blocks * h100.gpu.sm_count), str(bound)]
     if how == "library":
         assert v["kernel_brief_regs"] == compiled["brief"][0]
+    # brief's variables (kernels.cu): 8 floats and an int of device memory, found again at one
+    # address, given back with their module
+    assert fields(r.stdout, "coefficients") == ["32", str(CU_MEMORYTYPE_DEVICE)]
+    assert fields(r.stdout, "counter") == ["4", "1"] and v["global_missing"] == CUDA_ERROR_NOT_FOUND
+    assert v["globals_freed"] == 32 + 4
     if how == "ex":  # no log to write: both sizes are 0 bytes
         assert fields(r.stdout, "ex_logs") == ["0", "0"]
     L = h100.overheads.launch

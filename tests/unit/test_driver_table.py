@@ -73,8 +73,12 @@ def test_every_versioned_entry_point_is_an_exported_symbol_and_every_row_has_its
     assert by_base["cuMemAlloc"] == [(2000, "cuMemAlloc"), (3020, "cuMemAlloc_v2")]
     assert by_base["cuGetProcAddress"][-1] == (12000, "cuGetProcAddress_v2")
     assert by_base["cuMemcpyHtoD_ptds"] == [(7000, "cuMemcpyHtoD_v2_ptds")]
-    # a row is named as the library exports it, and a versioned row is the newest of its base
+    # a row is named as the library exports it, and a versioned row is the newest of its base, or
+    # an older one beside a row for the newest (cuCtxCreate_v2, which programs that load the
+    # driver themselves still name, beside cuCtxCreate_v4)
     newest = {symbols[-1][1] for symbols in by_base.values()}
+    rows = {call.symbol for call in gen.driver_calls(SHIM)}
     for call in gen.driver_calls(SHIM):
-        if "_v" in call.symbol:
-            assert call.symbol in newest, call.symbol
+        if "_v" in call.symbol and call.symbol not in newest:
+            base = next(b for b, symbols in by_base.items() if call.symbol in {s for _, s in symbols})
+            assert by_base[base][-1][1] in rows, call.symbol

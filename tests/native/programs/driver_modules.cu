@@ -121,6 +121,21 @@ static int run(const char* path, const char* how) {
   printf("missing %d\n", (int)cuModuleGetFunction(&busy, m, "missing"));
   attributes("busy", busy);
   attributes("brief", brief);
+  // brief's variables: device memory of their size (their initial values, which a copy to the
+  // host would not show in skeleton mode)
+  CUdeviceptr coefficients, counter;
+  size_t bytes = 0, counter_bytes = 0;
+  CU(cuModuleGetGlobal(&coefficients, &bytes, m, "coefficients"));
+  unsigned type = 0;
+  CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, coefficients));
+  printf("coefficients %zu %u\n", bytes, type);
+  CU(cuModuleGetGlobal(&counter, &counter_bytes, m, "counter"));
+  CUdeviceptr again;
+  CU(cuModuleGetGlobal(&again, nullptr, m, "counter"));
+  printf("counter %zu %d\n", counter_bytes, again == counter);
+  printf("global_missing %d\n", (int)cuModuleGetGlobal(&again, &bytes, m, "missing"));
+  size_t free_before, free_after, total;
+  CU(cuMemGetInfo(&free_before, &total));
 
   const int n = 1 << 20;
   CUdeviceptr x;
@@ -152,6 +167,8 @@ static int run(const char* path, const char* how) {
   } else {
     CU(cuModuleUnload(m));
   }
+  CU(cuMemGetInfo(&free_after, &total));  // the variables' memory, given back with their module
+  printf("globals_freed %zu\n", free_after - free_before);
   printf("unload_again %d\n", (int)cuModuleUnload(m));
   printf("launch_unloaded %d\n", (int)cuLaunchKernel(busy, 1, 1, 1, 1, 1, 1, 0, 0, params, nullptr));
   return 0;
