@@ -25,6 +25,11 @@ def nvcc_available() -> bool:
     return shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").is_file()
 
 
+def real_nvcc() -> str:
+    """The CUDA toolkit's own nvcc (not Orrery's wrapper), for what a test compiles without Orrery."""
+    return shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+
+
 needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit compiler) is not installed")
 
 

@@ -12,12 +12,11 @@ scaled 1 us + 1 ns per thread; derivations.cost_options), between runtime events
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import HERE, built_once, session_dir
+from conftest import HERE, built_once, real_nvcc, session_dir
 from derivations import BRIEF, BUSY, US, cost_options
 
 pytestmark = pytest.mark.native
@@ -32,10 +31,6 @@ CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
 CU_MEMORYTYPE_DEVICE = 2
 
 
-def _nvcc() -> str:
-    return shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-
-
 @pytest.fixture(scope="session")
 def images(tmp_path_factory) -> Path:
     """The kernels as the real nvcc builds them, with ptxas's report of the sm_90 cubin."""
@@ -44,7 +39,7 @@ def images(tmp_path_factory) -> Path:
         d.mkdir()
 
         def nvcc(*args: str) -> subprocess.CompletedProcess:
-            return subprocess.run([_nvcc(), *args, str(KERNELS)], capture_output=True, text=True, check=True)
+            return subprocess.run([real_nvcc(), *args, str(KERNELS)], capture_output=True, text=True, check=True)
 
         (d / "ptxas.txt").write_text(nvcc("-cubin", "-arch=sm_90", "-Xptxas", "-v", "-o", str(d / "sm90.cubin")).stderr)
         gencode = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]

@@ -9,12 +9,11 @@ dynamic shared memory sizes."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import HERE, built_once, orrery, session_dir
+from conftest import HERE, built_once, orrery, real_nvcc, session_dir
 
 from orrery import machines
 
@@ -23,10 +22,6 @@ pytestmark = pytest.mark.native
 SRC = HERE / "native" / "programs" / "function_attributes"
 KERNELS = ("empty_kernel", "shared_kernel", "local_kernel", "register_kernel", "dynamic_kernel")
 MACHINE = "dgx-h100"
-
-
-def _nvcc() -> str:
-    return shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 
 
 @pytest.fixture(scope="session")
@@ -67,8 +62,8 @@ def built(tmp_path_factory) -> Path:
         orrery("nvcc", str(SRC / "function_attributes.cu"), "-o", str(d / "default_arch"), check=True)
         # what the default build carries for an sm_90 GPU: its PTX for compute_75, compiled by ptxas
         ptx = ["-ptx", "-arch=compute_75", str(SRC / "function_attributes.cu"), "-o", str(d / "default.ptx")]
-        subprocess.run([_nvcc(), *ptx], check=True)
-        jit = [str(Path(_nvcc()).resolve().parent / "ptxas"), "-arch=sm_90", "-v", str(d / "default.ptx")]
+        subprocess.run([real_nvcc(), *ptx], check=True)
+        jit = [str(Path(real_nvcc()).resolve().parent / "ptxas"), "-arch=sm_90", "-v", str(d / "default.ptx")]
         p = subprocess.run([*jit, "-o", str(d / "default.cubin")], capture_output=True, text=True, check=True)
         (d / "ptxas-default.txt").write_text(p.stderr)
         # a cubin for sm_80 and no PTX: nothing an sm_90 GPU can run
@@ -76,7 +71,7 @@ def built(tmp_path_factory) -> Path:
         orrery("nvcc", *sm80, "-o", str(d / "sm80_only"), check=True)
         compressed = ["-arch=sm_90", "-Xfatbin", "-compress-all", str(SRC / "function_attributes.cu")]
         orrery("nvcc", *compressed, "-o", str(d / "compressed"), check=True)
-        subprocess.run([_nvcc(), str(SRC / "occupancy_oracle.cpp"), "-o", str(d / "oracle")], check=True)
+        subprocess.run([real_nvcc(), str(SRC / "occupancy_oracle.cpp"), "-o", str(d / "oracle")], check=True)
         orrery("nvcc", "-arch=sm_90", "-std=c++17", str(SRC / "cub_sort.cu"), "-o", str(d / "cub_sort"), check=True)
 
     return built_once(session_dir(tmp_path_factory, "built") / "function_attributes", make)
