@@ -227,6 +227,14 @@ def _check(opts: RunOptions, env: Mapping[str, str]) -> tuple[Path, bool, tuple[
         if value not in ("", *values):
             expected = " or ".join(f"'{v}'" for v in values) + ", or unset"
             raise InputError(f"environment variable {variable}", None, value, expected)
+    ptxas = env.get("ORRERY_PTXAS", "")
+    if ptxas and not (os.path.isfile(ptxas) and os.access(ptxas, os.X_OK)):
+        raise InputError(
+            "environment variable ORRERY_PTXAS",
+            None,
+            ptxas,
+            "the CUDA toolkit's ptxas (an executable), or empty for none",
+        )
     if opts.mode != "skeleton":
         raise InputError("--mode", None, opts.mode, "skeleton (Twin mode is not implemented yet)")
     if opts.d2h_fill not in FILL_POLICIES:

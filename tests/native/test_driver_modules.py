@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import HERE, built_once, real_nvcc, session_dir
+from conftest import HERE, built_once, orrery, real_nvcc, session_dir
 from derivations import BRIEF, BUSY, US, cost_options
 
 pytestmark = pytest.mark.native
@@ -218,3 +218,15 @@ def test_a_second_created_context_on_one_gpu_stops_the_run_naming_why(run_progra
         "orrery: error: cuCtxCreate_v4: a second context on one GPU: contexts sharing a GPU take turns on it "
         "(time-slicing), which Orrery does not simulate"
     ) in r.stderr
+
+
+def test_an_orrery_ptxas_that_is_no_program_stops_the_run_in_one_line(mpi_only, tmp_path):
+    out = tmp_path / "out"
+    missing = str(tmp_path / "no-ptxas")
+    proc = orrery("run", "--out", str(out), "--", str(mpi_only), "eager", "1", env={"ORRERY_PTXAS": missing})
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"orrery: error: environment variable ORRERY_PTXAS: got '{missing}', expected the CUDA toolkit's ptxas "
+        "(an executable), or empty for none"
+    ]
+    assert not out.exists()
