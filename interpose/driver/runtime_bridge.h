@@ -80,7 +80,7 @@ CUresult orrery_private_vmm_properties(const char* fn, CUmemGenericAllocationHan
 // Modules (cudart/module.cpp): an image loaded for the calling rank's current GPU, as its driver
 // would, its PTX compiled with `ptxas_options` (CUDA_ERROR_INVALID_IMAGE, NO_BINARY_FOR_GPU,
 // INVALID_PTX, with what went wrong in *log until the next load); unloaded; a kernel of it by
-// mangled name (NOT_FOUND), or all of them (with out null, their count; else exactly *count of
+// mangled name (NOT_FOUND), or all of them (with out null, their count; else at most *count of
 // them). A function's module. function_check: INVALID_HANDLE unless `function` is a kernel the
 // rank may launch (a module's it holds, or one its program registered); with needs_code, it stops
 // the run naming `fn` where the kernel's resources are not known (PTX, no ptxas to compile it).

@@ -94,7 +94,7 @@ def test_a_module_s_kernels_run_and_answer_as_their_compiled_code(
     v = r.values()
     functions = [line.split()[1] for line in r.stdout.splitlines() if line.startswith("function ")]
     assert sorted(functions) == sorted(["busy", "brief", SCALED]) and v["functions"] == 3
-    assert v["owner_is_module"] == 1 and v["missing"] == CUDA_ERROR_NOT_FOUND
+    assert v["owner_is_module"] == 1 and v["missing"] == CUDA_ERROR_NOT_FOUND and v["first_is_first"] == 1
     compiled = ptxas(images)
     # registers, static shared memory, the most threads a block may have (brief's launch bounds:
     # 256), local memory, PTX and binary versions, the dynamic shared memory left of 48 KiB

@@ -100,6 +100,9 @@ static int run(const char* path, const char* how) {
     CU(cuFuncGetName(&name, all[i]));
     printf("function %s\n", name);
   }
+  CUfunction first = nullptr;  // at most as many as asked for
+  CU(cuModuleEnumerateFunctions(&first, 1, m));
+  printf("first_is_first %d\n", first == all[0]);
   CUfunction busy, brief, scaled;
   if (lib) {  // a library's kernels, and their functions in the current context
     CUkernel k;
