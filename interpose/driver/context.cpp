@@ -7,6 +7,8 @@
  * one GPU take turns on it (time-slicing), which Orrery does not simulate. */
 #include "driver/driver.hpp"
 
+#include "cudart/cuda_api.h"
+
 using namespace orrery_driver;
 
 namespace orrery_driver {
@@ -197,4 +199,36 @@ ORR_EXPORT CUresult cuCtxSynchronize(void) {
     return CUDA_ERROR_INVALID_CONTEXT;
   orrery_private_synchronize(fn);
   return CUDA_SUCCESS;
+}
+
+/* The current context's device's limits, cache preference and stream priorities: the runtime's
+ * (cudaDeviceSetLimit, ...), whose numbering CUlimit and CUfunc_cache share. */
+ORR_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+  if (!orrery_private_context_bound(__func__, -1))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  return via_runtime(__func__, [&] { return cudaDeviceSetLimit(limit, value); });
+}
+
+ORR_EXPORT CUresult cuCtxGetLimit(size_t* value, CUlimit limit) {
+  if (!orrery_private_context_bound(__func__, -1))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  return via_runtime(__func__, [&] { return cudaDeviceGetLimit(value, limit); });
+}
+
+ORR_EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config) {
+  if (!orrery_private_context_bound(__func__, -1))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  return via_runtime(__func__, [&] { return cudaDeviceSetCacheConfig(config); });
+}
+
+ORR_EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache* config) {
+  if (!orrery_private_context_bound(__func__, -1))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  return via_runtime(__func__, [&] { return cudaDeviceGetCacheConfig(config); });
+}
+
+ORR_EXPORT CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  if (!orrery_private_context_bound(__func__, -1))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  return via_runtime(__func__, [&] { return cudaDeviceGetStreamPriorityRange(least, greatest); });
 }

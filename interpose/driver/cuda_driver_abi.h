@@ -179,7 +179,8 @@ enum {
   CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET = 10,
   CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 15,
 };
-typedef int CUfunc_cache;
+typedef int CUfunc_cache;  // numbered as the runtime's cudaFuncCache
+typedef int CUlimit;       // numbered as the runtime's cudaLimit
 typedef size_t (*CUoccupancyB2DSize)(int blockSize);
 typedef int CUmoduleLoadingMode;
 enum { CU_MODULE_EAGER_LOADING = 0x1, CU_MODULE_LAZY_LOADING = 0x2 };

@@ -204,6 +204,8 @@ def test_a_created_context_is_its_device_s_and_stacks_as_cuda_s(run_program, pro
     for key in ("created_differs", "created_current", "memory_context_is_created", "stream_context_is_created"):
         assert v[key] == 1, key
     assert v["created_device"] == 0
+    assert fields(r.stdout, "heap") == [str(16 << 20), "1"]  # the runtime's limit, set through the driver
+    assert fields(r.stdout, "cache") == ["1", "1"] and v["priorities_are_runtime_s"] == 1  # CU_FUNC_CACHE_PREFER_SHARED
     assert (v["pushed_primary_current"], v["popped_primary"], v["created_current_again"]) == (1, 1, 1)
     assert v["primary_current_after_destroy"] == 1 and v["none_after_pop"] == 1
     assert v["destroy_again"] == v["destroy_primary"] == v["pop_empty"] == CUDA_ERROR_INVALID_CONTEXT

@@ -246,6 +246,22 @@ static int contexts(const char* path) {
   int n = 1 << 18;
   void* params[] = {&x, &n};
   CU(cuLaunchKernel(busy, n / 256, 1, 1, 256, 1, 1, 0, s, params, nullptr));
+  // the context's device's limits, cache preference and stream priorities are the runtime's
+  CU(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 16 << 20));
+  size_t heap = 0, runtime_heap = 0;
+  CU(cuCtxGetLimit(&heap, CU_LIMIT_MALLOC_HEAP_SIZE));
+  cudaDeviceGetLimit(&runtime_heap, cudaLimitMallocHeapSize);
+  printf("heap %zu %d\n", heap, heap == runtime_heap);
+  CU(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED));
+  CUfunc_cache cache;
+  cudaFuncCache runtime_cache;
+  CU(cuCtxGetCacheConfig(&cache));
+  cudaDeviceGetCacheConfig(&runtime_cache);
+  printf("cache %d %d\n", (int)cache, (int)runtime_cache);
+  int least, greatest, runtime_least, runtime_greatest;
+  CU(cuCtxGetStreamPriorityRange(&least, &greatest));
+  cudaDeviceGetStreamPriorityRange(&runtime_least, &runtime_greatest);
+  printf("priorities_are_runtime_s %d\n", least == runtime_least && greatest == runtime_greatest);
   CU(cuCtxPushCurrent(primary));
   print_context("pushed_primary_current", primary);
   CU(cuCtxPopCurrent(&popped));
