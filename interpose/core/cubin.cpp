@@ -323,21 +323,29 @@ bool choose(const unsigned char* fb, int major, int minor, bool any, FatbinChoic
   return true;
 }
 
+/* The fat binary nvcc's wrapper points to, or null (with why) for a wrapper Orrery cannot read.
+ * Version 1: a whole program's code; version 2: relocatable device code (-rdc) after nvcc's device
+ * link, whose fat binary holds the linked cubin. */
+const unsigned char* wrapped_fatbin(const void* wrapper_ptr, std::string& why) {
+  const Wrapper* w = (const Wrapper*)wrapper_ptr;
+  if (!w || w->magic != (int32_t)kWrapperMagic || (w->version != 1 && w->version != 2) || !w->data ||
+      at<uint32_t>(w->data, 0) != kFatbinMagic) {
+    why = "its fat binary is not one Orrery can read";
+    return nullptr;
+  }
+  return w->data;
+}
+
 /* The cubin a GPU of compute capability major.minor runs out of the fat binary of nvcc's wrapper,
  * or false and why not. With `any`, the highest architecture's when none is the GPU's (what holds
  * the same for all: variables' initial values). */
 bool select_cubin(const void* wrapper_ptr, int major, int minor, const unsigned char*& image, uint64_t& size,
                   int& sm, std::vector<unsigned char>& buffer, std::string& why, bool any = false) {
-  const Wrapper* w = (const Wrapper*)wrapper_ptr;
-  // Version 1: a whole program's code; version 2: relocatable device code (-rdc) after nvcc's
-  // device link, whose fat binary holds the linked cubin.
-  if (!w || w->magic != (int32_t)kWrapperMagic || (w->version != 1 && w->version != 2) || !w->data ||
-      at<uint32_t>(w->data, 0) != kFatbinMagic) {
-    why = "its fat binary is not one Orrery can read";
+  const unsigned char* fb = wrapped_fatbin(wrapper_ptr, why);
+  if (!fb)
     return false;
-  }
   FatbinChoice c;
-  if (!choose(w->data, major, minor, any, c, buffer, nullptr)) {
+  if (!choose(fb, major, minor, any, c, buffer, nullptr)) {
     why = c.why;
     return false;
   }
@@ -396,24 +404,20 @@ void ptx_entries(const std::string& ptx, std::map<std::string, KernelResources>&
 
 FatbinKernels read_fatbin(const void* wrapper_ptr, int major, int minor, size_t reserved_shared) {
   FatbinKernels result;
-  const unsigned char* image;
-  uint64_t size;
-  int sm;
-  std::vector<unsigned char> buffer;
-  if (select_cubin(wrapper_ptr, major, minor, image, size, sm, buffer, result.why)) {
-    result.kernels = read_cubin(image, size, sm, reserved_shared, result.why);
-    return result;
-  }
-  // No cubin the GPU runs: the PTX a real GPU would compile as the program loads, if any
-  const Wrapper* w = (const Wrapper*)wrapper_ptr;
-  if (!w || w->magic != (int32_t)kWrapperMagic || !w->data || at<uint32_t>(w->data, 0) != kFatbinMagic)
+  const unsigned char* fb = wrapped_fatbin(wrapper_ptr, result.why);
+  if (!fb)
     return result;
   FatbinChoice c;
   std::vector<unsigned char> cubin_buffer, ptx_buffer;
-  if (!choose(w->data, major, minor, false, c, cubin_buffer, &ptx_buffer)) {
+  if (!choose(fb, major, minor, false, c, cubin_buffer, &ptx_buffer)) {
     result.why = c.why;
     return result;
   }
+  if (c.cubin) {
+    result.kernels = read_cubin(c.cubin, c.cubin_size, c.sm, reserved_shared, result.why);
+    return result;
+  }
+  // No cubin the GPU runs: the PTX a real GPU would compile as the program loads, if any
   std::string arch = "sm_" + std::to_string(major * 10 + minor);
   std::string built = c.built.empty() ? std::string("PTX only") : "only " + c.built;
   if (c.ptx) {
@@ -481,7 +485,7 @@ ModuleImage read_module(const void* image_ptr, int major, int minor, size_t rese
       m.why = c.why;
       return m;
     }
-    if (c.cubin && c.sm / 10 == major && c.sm % 10 <= minor)
+    if (c.cubin)  // the GPU's own (choose without `any`)
       from_cubin(c.cubin, c.cubin_size, c.sm);
     else if (c.ptx)
       from_ptx(std::string((const char*)c.ptx, strnlen((const char*)c.ptx, c.ptx_size)));
@@ -529,7 +533,7 @@ bool read_variable(const void* wrapper_ptr, int major, int minor, const std::str
                    std::vector<unsigned char>& bytes, std::string& why) {
   const unsigned char* image;
   uint64_t image_size;
-  int sm;
+  int sm = 0;
   std::vector<unsigned char> buffer;
   if (!select_cubin(wrapper_ptr, major, minor, image, image_size, sm, buffer, why, true))
     return false;

@@ -35,7 +35,7 @@ int device_of_context(CUcontext ctx) {
 }
 
 CUcontext device_context(const char* fn, int device) {
-  return orrery_private_created_context(fn, 0, device) ? created_context(device) : primary_context(fn, device);
+  return orrery_private_created_context(fn, kCreatedAsk, device) ? created_context(device) : primary_context(fn, device);
 }
 
 }  // namespace orrery_driver
@@ -45,7 +45,7 @@ namespace {
 CUcontext current(const char* fn) {
   if (!orrery_private_context_bound(fn, -1))
     return nullptr;
-  int created = orrery_private_created_context(fn, 3, -1);
+  int created = orrery_private_created_context(fn, kCreatedCurrent, -1);
   return created >= 0 ? created_context(created) : primary_context(fn, orrery_private_current_device(fn));
 }
 
@@ -57,18 +57,18 @@ CUresult make_current(const char* fn, CUcontext ctx) {
   }
   int device = device_of_context(ctx);
   int created = device_of_created(ctx);
-  if (device < 0 || (created >= 0 && !orrery_private_created_context(fn, 0, created)) ||
+  if (device < 0 || (created >= 0 && !orrery_private_created_context(fn, kCreatedAsk, created)) ||
       orrery_private_set_current_device(fn, device) != CUDA_SUCCESS)
     return CUDA_ERROR_INVALID_CONTEXT;
   orrery_private_context_bound(fn, 1);
-  orrery_private_created_context(fn, 4, created);
+  orrery_private_created_context(fn, kCreatedMakeCurrent, created);
   return CUDA_SUCCESS;
 }
 
 // The context below the current one, made current (none when the stack is empty).
 CUresult pop_to_previous(const char* fn) {
   uintptr_t previous = 0;
-  return make_current(fn, orrery_private_context_stack(fn, 1, &previous) ? (CUcontext)previous : nullptr);
+  return make_current(fn, orrery_private_context_stack(fn, kStackPop, &previous) ? (CUcontext)previous : nullptr);
 }
 
 }  // namespace
@@ -125,14 +125,14 @@ ORR_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, u
   if (params && (params->numExecAffinityParams > 0 || params->cigParams))
     orrery_private_fatal(fn, "a context with execution affinity or CUDA-in-graphics parameters, which Orrery does "
                              "not simulate");
-  if (orrery_private_created_context(fn, 0, dev))
+  if (orrery_private_created_context(fn, kCreatedAsk, dev))
     orrery_private_fatal(fn, "a second context on one GPU: contexts sharing a GPU take turns on it "
                              "(time-slicing), which Orrery does not simulate");
   if (CUcontext below = current(fn)) {  // the new context is pushed onto the rank's stack
     uintptr_t c = (uintptr_t)below;
-    orrery_private_context_stack(fn, 0, &c);
+    orrery_private_context_stack(fn, kStackPush, &c);
   }
-  orrery_private_created_context(fn, 1, dev);
+  orrery_private_created_context(fn, kCreatedMake, dev);
   *pctx = created_context(dev);
   return make_current(fn, *pctx);
 }
@@ -146,14 +146,14 @@ ORR_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice
 ORR_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
   const char* fn = "cuCtxDestroy_v2";
   int dev = device_of_created(ctx);
-  if (dev < 0 || !orrery_private_created_context(fn, 0, dev))
+  if (dev < 0 || !orrery_private_created_context(fn, kCreatedAsk, dev))
     return CUDA_ERROR_INVALID_CONTEXT;
   const bool was_current = current(fn) == ctx;
   if (was_current)
     orrery_private_synchronize(fn);  // its work ends with it
   uintptr_t c = (uintptr_t)ctx;
-  orrery_private_context_stack(fn, 2, &c);
-  orrery_private_created_context(fn, 2, dev);
+  orrery_private_context_stack(fn, kStackRemove, &c);
+  orrery_private_created_context(fn, kCreatedDrop, dev);
   return was_current ? pop_to_previous(fn) : CUDA_SUCCESS;
 }
 
@@ -168,7 +168,7 @@ ORR_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
     return e;
   if (below) {
     uintptr_t c = (uintptr_t)below;
-    orrery_private_context_stack(fn, 0, &c);
+    orrery_private_context_stack(fn, kStackPush, &c);
   }
   return CUDA_SUCCESS;
 }

@@ -281,7 +281,7 @@ ORR_EXPORT CUresult cuLibraryEnumerateKernels(CUkernel* kernels, unsigned int n,
 ORR_EXPORT CUresult cuLibraryGetModule(CUmodule* module, CUlibrary library) {
   if (!module)
     return CUDA_ERROR_INVALID_VALUE;
-  unsigned n;
+  unsigned n;  // asked only to learn whether the rank holds the library (INVALID_HANDLE)
   if (CUresult e = orrery_private_module_functions(__func__, (CUmodule)library, nullptr, &n))
     return e;
   *module = (CUmodule)library;

@@ -235,28 +235,28 @@ ORR_EXPORT int orrery_private_created_context(const char* fn, int op, int device
   Rank& r = rank_self(fn);
   DriverState& s = state_of(r);
   switch (op) {
-    case 0: return device_of(r, device) && s.created[device];
-    case 1:
-    case 2:
-      s.created[device] = op == 1;
-      if (op == 2 && s.created_current == device)
+    case kCreatedAsk: return device_of(r, device) && s.created[device];
+    case kCreatedMake:
+    case kCreatedDrop:
+      s.created[device] = op == kCreatedMake;
+      if (op == kCreatedDrop && s.created_current == device)
         s.created_current = -1;
       return 1;
-    case 3: return s.created_current == r.device ? s.created_current : -1;
-    default: s.created_current = device; return 1;
+    case kCreatedCurrent: return s.created_current == r.device ? s.created_current : -1;
+    default: s.created_current = device; return 1;  // kCreatedMakeCurrent
   }
 }
 
 ORR_EXPORT bool orrery_private_context_stack(const char* fn, int op, uintptr_t* context) {
   std::vector<uintptr_t>& stack = state_of(rank_self(fn)).stack;
-  if (op == 0) {
+  if (op == kStackPush) {
     stack.push_back(*context);
-  } else if (op == 1) {
+  } else if (op == kStackPop) {
     if (stack.empty())
       return false;
     *context = stack.back();
     stack.pop_back();
-  } else {
+  } else {  // kStackRemove
     stack.erase(std::remove(stack.begin(), stack.end(), *context), stack.end());
   }
   return true;

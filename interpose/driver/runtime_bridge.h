@@ -55,11 +55,14 @@ CUresult orrery_private_primary_set_flags(const char* fn, int device, unsigned f
 // Whether a context is current (-1 asks; 0 makes none current, as cuCtxSetCurrent(NULL); 1 binds).
 bool orrery_private_context_bound(const char* fn, int set);
 
-// Contexts of cuCtxCreate's, one per device at most (driver/context.cpp). op 0: whether `device`
-// has one; 1, 2: it has one now, or none; 3: the device whose created context is current, while
-// the runtime's current device is that one (-1: the primary context is); 4: make `device`'s
-// created context current (-1: its primary one). The context stack of cuCtxPushCurrent (op 0:
-// push *context; 1: pop it into *context, false when empty; 2: remove every *context).
+// Contexts of cuCtxCreate's, one per device at most (driver/context.cpp): whether `device` has one
+// (kCreatedAsk), it has one now (kCreatedMake) or none (kCreatedDrop); the device whose created
+// context is current, while the runtime's current device is that one (kCreatedCurrent; -1: the
+// primary context is), or make `device`'s created context current (kCreatedMakeCurrent; -1: its
+// primary one). The rank's context stack of cuCtxPushCurrent: push *context (kStackPush), pop it
+// into *context (kStackPop; false when empty), remove every *context (kStackRemove).
+enum { kCreatedAsk, kCreatedMake, kCreatedDrop, kCreatedCurrent, kCreatedMakeCurrent };
+enum { kStackPush, kStackPop, kStackRemove };
 int orrery_private_created_context(const char* fn, int op, int device);
 bool orrery_private_context_stack(const char* fn, int op, uintptr_t* context);
 

@@ -245,6 +245,7 @@ static int contexts(const char* path) {
   printf("stream_context_is_created %d\n", owner == created);
   int n = 1 << 18;
   void* params[] = {&x, &n};
+  const double launched = MPI_Wtime();
   CU(cuLaunchKernel(busy, n / 256, 1, 1, 256, 1, 1, 0, s, params, nullptr));
   // the context's device's limits, cache preference and stream priorities are the runtime's
   CU(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 16 << 20));
@@ -268,9 +269,9 @@ static int contexts(const char* path) {
   printf("popped_primary %d\n", popped == primary);
   print_context("created_current_again", created);
   CU(cuStreamDestroy(s));
-  CU(cuMemFree(x));
   CU(cuModuleUnload(m));
-  CU(cuCtxDestroy(created));  // waits for its work: the kernel above
+  CU(cuCtxDestroy(created));  // waits for its work, the kernel above (and frees its memory, x)
+  printf("destroyed_after %.9f\n", MPI_Wtime() - launched);
   print_context("primary_current_after_destroy", primary);
   printf("destroy_again %d\n", (int)cuCtxDestroy(created));
   printf("destroy_primary %d\n", (int)cuCtxDestroy(primary));
